@@ -1,0 +1,56 @@
+# Megaton — the two commands that do everything on a fresh Debian 12 machine:
+#   make test   install dependencies, build (Release, precompiled headers), run unit + multi-rank tests
+#   make demo   build, fetch the GPT-2 tokenizer, preprocess the bundled corpus, train a tiny GPT on 4 MPI ranks
+#               (TP=2, PP=2), save, resume, generate
+# Other targets: deps, build, install PREFIX=..., gpu (on the GPU machine), format, clean.
+
+BUILD ?= build
+PREFIX ?= /usr/local
+JOBS ?= $(shell nproc)
+CMAKE_FLAGS ?=
+GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
+
+DEBIAN_PACKAGES := build-essential cmake ninja-build pkg-config git ca-certificates \
+  libtorch-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libboost-program-options-dev \
+  nlohmann-json3-dev libsimdjson-dev libpcre2-dev zlib1g-dev liblzma-dev \
+  libgtest-dev libgmock-dev libbenchmark-dev nodejs npm fortunes-min fortunes python3
+
+.PHONY: all deps build test demo install gpu format clean tokenizer
+
+all: build
+
+deps:
+	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "make deps: installing$$missing"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	else echo "make deps: all Debian packages present"; fi
+
+$(BUILD)/CMakeCache.txt:
+	cmake -S . -B $(BUILD) $(GENERATOR) -DCMAKE_BUILD_TYPE=Release $(CMAKE_FLAGS)
+
+build: deps $(BUILD)/CMakeCache.txt
+	cmake --build $(BUILD) -j $(JOBS)
+
+tokenizer:
+	@bash data/fetch_gpt2_tokenizer.sh
+
+test: build tokenizer
+	cd $(BUILD) && OMP_NUM_THREADS=1 ctest --output-on-failure -j $(JOBS)
+
+demo: build tokenizer
+	bash scripts/demo.sh $(BUILD)
+
+install: build
+	cmake --install $(BUILD) --prefix $(PREFIX)
+	bash modules/install-modulefiles.sh $(PREFIX)
+
+gpu:
+	bash perf/gpu/setup.sh
+
+format:
+	find src tests perf kernels -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' | xargs clang-format -i
+
+clean:
+	rm -rf $(BUILD)

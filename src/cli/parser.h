@@ -1,0 +1,20 @@
+// Parses one subcommand's argv with Boost.Program_options: `--help` prints the options and returns false;
+// an unknown flag is a UsageError naming it and the closest known flag ("did you mean --num-layers?").
+#pragma once
+#include <boost/program_options.hpp>
+#include <ostream>
+#include <string>
+#include <vector>
+
+namespace megaton::cli {
+
+/// Returns false when --help was asked (the help text is printed to `out`); throws UsageError on bad flags.
+/// `positional` names an option that takes bare arguments (e.g. "checkpoint" for `megaton inspect DIR`), or "".
+bool parse_args(const std::string& command, const std::string& summary, int argc, const char* const* argv,
+                boost::program_options::options_description& options, std::ostream& out,
+                const std::string& positional = "");
+
+/// The known long option closest to `unknown` by edit distance, or "" when nothing is close.
+std::string closest_option(const std::string& unknown, const boost::program_options::options_description& options);
+
+}  // namespace megaton::cli

@@ -1,0 +1,79 @@
+#include "core/timer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+
+namespace megaton {
+
+void Timer::start() {
+  if (running_) return;
+  running_ = true;
+  started_ = Clock::now();
+}
+
+void Timer::stop() {
+  if (!running_) return;
+  total_ += std::chrono::duration<double>(Clock::now() - started_).count();
+  running_ = false;
+}
+
+double Timer::elapsed(bool reset) {
+  const bool was_running = running_;
+  if (was_running) stop();
+  const double t = total_;
+  if (reset) total_ = 0.0;
+  if (was_running) start();
+  return t;
+}
+
+std::string Timers::report(double normalizer) {
+  std::ostringstream os;
+  bool first = true;
+  for (auto& [name, timer] : timers_) {
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.2f", timer.elapsed(true) * 1000.0 / normalizer);
+    os << (first ? "" : " | ") << name << ": " << buf;
+    first = false;
+  }
+  return os.str();
+}
+
+std::map<std::string, double> Timers::elapsed_all(bool reset) {
+  std::map<std::string, double> out;
+  for (auto& [name, timer] : timers_) out[name] = timer.elapsed(reset);
+  return out;
+}
+
+Progress::Progress(double total, std::string unit)
+    : total_(total), unit_(std::move(unit)), start_(std::chrono::steady_clock::now()) {}
+
+double Progress::seconds() const {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
+}
+
+std::string Progress::line(double done) const {
+  const double s = seconds();
+  const double rate = s > 0 ? done / s : 0.0;
+  char buf[256];
+  if (total_ > 0) {
+    const double eta = rate > 0 ? (total_ - done) / rate : 0.0;
+    std::snprintf(buf, sizeof(buf), "%5.1f%% %.0f/%.0f %s, %.1f %s/s, elapsed %s, ETA %s", 100.0 * done / total_, done,
+                  total_, unit_.c_str(), rate, unit_.c_str(), format_duration(s).c_str(),
+                  format_duration(eta).c_str());
+  } else {
+    std::snprintf(buf, sizeof(buf), "%.0f %s, %.1f %s/s, elapsed %s", done, unit_.c_str(), rate, unit_.c_str(),
+                  format_duration(s).c_str());
+  }
+  return buf;
+}
+
+std::string format_duration(double seconds) {
+  if (!std::isfinite(seconds) || seconds < 0) return "?";
+  const long s = static_cast<long>(seconds + 0.5);
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%ld:%02ld:%02ld", s / 3600, (s / 60) % 60, s % 60);
+  return buf;
+}
+
+}  // namespace megaton

@@ -1,0 +1,43 @@
+// Communicator over an MPI communicator, for CPU tensors. Non-blocking MPI calls are polled until done or until the
+// timeout, so a dead or stuck peer becomes a CommError naming the group and op rather than a hang. Half types
+// (bf16, fp16) are reduced in fp32, since MPI has no arithmetic for them.
+#pragma once
+#include <mpi.h>
+
+#include "dist/communicator.h"
+
+namespace megaton::dist {
+
+class MpiCommunicator : public Communicator {
+ public:
+  /// Takes ownership of `comm` (freed at destruction unless it is MPI_COMM_WORLD). timeout_s <= 0 waits forever.
+  MpiCommunicator(MPI_Comm comm, std::string name, std::vector<int> members, double timeout_s);
+  ~MpiCommunicator() override;
+
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
+  const std::string& name() const override { return name_; }
+  const std::vector<int>& members() const override { return members_; }
+  MPI_Comm comm() const { return comm_; }
+
+  void all_reduce(torch::Tensor& t, ReduceOp op) override;
+  void all_gather(torch::Tensor& out, const torch::Tensor& in) override;
+  void reduce_scatter(torch::Tensor& out, const torch::Tensor& in, ReduceOp op) override;
+  void broadcast(torch::Tensor& t, int root) override;
+  void send(const torch::Tensor& t, int peer) override;
+  void recv(torch::Tensor& t, int peer) override;
+  void barrier() override;
+
+ private:
+  void wait(MPI_Request& req, const char* op);
+  void check(int rc, const char* op) const;
+
+  MPI_Comm comm_;
+  std::string name_;
+  std::vector<int> members_;
+  double timeout_s_;
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+}  // namespace megaton::dist

@@ -1,0 +1,170 @@
+#include <c10/cuda/CUDAStream.h>
+#include <cuda_runtime.h>
+#include <nccl.h>
+
+#include <chrono>
+#include <iostream>
+
+#include "core/error.h"
+#include "dist/mpi_session.h"
+#include "dist/nccl_communicator.h"
+
+namespace megaton::dist {
+namespace {
+
+#define NCCL_CHECK(expr, what)                                                                            \
+  do {                                                                                                    \
+    ncclResult_t r_ = (expr);                                                                             \
+    if (r_ != ncclSuccess)                                                                                \
+      throw CommError(str(what, " on ", describe(), ": NCCL error '", ncclGetErrorString(r_), "' at ", \
+                          __FILE__, ":", __LINE__));                                                     \
+  } while (0)
+
+ncclDataType_t nccl_type(c10::ScalarType t) {
+  switch (t) {
+    case torch::kFloat32: return ncclFloat32;
+    case torch::kFloat64: return ncclFloat64;
+    case torch::kFloat16: return ncclFloat16;
+    case torch::kBFloat16: return ncclBfloat16;
+    case torch::kInt32: return ncclInt32;
+    case torch::kInt64: return ncclInt64;
+    case torch::kUInt8:
+    case torch::kBool: return ncclUint8;
+    case torch::kInt8: return ncclInt8;
+    default: throw InternalError(str("NCCL: unsupported dtype ", t));
+  }
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::kSum: return ncclSum;
+    case ReduceOp::kAvg: return ncclAvg;
+    case ReduceOp::kMax: return ncclMax;
+    case ReduceOp::kMin: return ncclMin;
+  }
+  return ncclSum;
+}
+
+cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+
+}  // namespace
+
+struct NcclCommunicator::Pending {
+  cudaEvent_t event;
+  const char* op;
+  std::chrono::steady_clock::time_point start;
+};
+
+NcclCommunicator::NcclCommunicator(std::shared_ptr<MpiCommunicator> mpi, double timeout_s)
+    : mpi_(std::move(mpi)), timeout_s_(timeout_s) {
+  cudaGetDevice(&device_);
+  ncclUniqueId id;
+  if (mpi_->rank() == 0) NCCL_CHECK(ncclGetUniqueId(&id), "ncclGetUniqueId");
+  torch::Tensor buf = torch::from_blob(&id, {static_cast<int64_t>(sizeof(id))}, torch::kUInt8);
+  mpi_->broadcast(buf, 0);
+  ncclComm_t comm;
+  NCCL_CHECK(ncclCommInitRank(&comm, mpi_->size(), id, mpi_->rank()), "ncclCommInitRank");
+  comm_ = comm;
+  watchdog_ = std::thread([this] { watchdog_loop(); });
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  stop_ = true;
+  cv_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+  for (auto& p : pending_) cudaEventDestroy(p->event);
+  if (comm_) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
+}
+
+void NcclCommunicator::track(const char* op) {
+  if (timeout_s_ <= 0) return;
+  auto p = std::make_unique<Pending>();
+  cudaEventCreateWithFlags(&p->event, cudaEventDisableTiming);
+  cudaEventRecord(p->event, current_stream());
+  p->op = op;
+  p->start = std::chrono::steady_clock::now();
+  std::lock_guard<std::mutex> lock(mu_);
+  pending_.push_back(std::move(p));
+  cv_.notify_all();
+}
+
+void NcclCommunicator::watchdog_loop() {
+  cudaSetDevice(device_);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    cv_.wait_for(lock, std::chrono::milliseconds(100));
+    while (!pending_.empty()) {
+      Pending& p = *pending_.front();
+      if (cudaEventQuery(p.event) == cudaSuccess) {
+        cudaEventDestroy(p.event);
+        pending_.pop_front();
+        continue;
+      }
+      const double age = std::chrono::duration<double>(std::chrono::steady_clock::now() - p.start).count();
+      ncclResult_t async_err = ncclSuccess;
+      ncclCommGetAsyncError(static_cast<ncclComm_t>(comm_), &async_err);
+      if (age > timeout_s_ || async_err != ncclSuccess) {
+        std::cerr << "megaton: NCCL " << p.op << " on " << describe()
+                  << (async_err != ncclSuccess ? str(" failed: ", ncclGetErrorString(async_err))
+                                               : str(" did not complete within ", timeout_s_, " s"))
+                  << "; aborting the job (exit code " << static_cast<int>(ExitCode::kComm) << ")" << std::endl;
+        ncclCommAbort(static_cast<ncclComm_t>(comm_));
+        MpiSession::abort_job(static_cast<int>(ExitCode::kComm));
+      }
+      break;
+    }
+  }
+}
+
+void NcclCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) {
+  NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), nccl_op(op),
+                           static_cast<ncclComm_t>(comm_), current_stream()),
+             "all_reduce");
+  track("all_reduce");
+}
+
+void NcclCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
+  MEGATON_CHECK(out.numel() == in.numel() * size(), InternalError, "all_gather on ", describe(), ": size mismatch");
+  NCCL_CHECK(ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in.scalar_type()),
+                           static_cast<ncclComm_t>(comm_), current_stream()),
+             "all_gather");
+  track("all_gather");
+}
+
+void NcclCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& in, ReduceOp op) {
+  MEGATON_CHECK(in.numel() == out.numel() * size(), InternalError, "reduce_scatter on ", describe(), ": size mismatch");
+  NCCL_CHECK(ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in.scalar_type()), nccl_op(op),
+                               static_cast<ncclComm_t>(comm_), current_stream()),
+             "reduce_scatter");
+  track("reduce_scatter");
+}
+
+void NcclCommunicator::broadcast(torch::Tensor& t, int root) {
+  NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), root,
+                           static_cast<ncclComm_t>(comm_), current_stream()),
+             "broadcast");
+  track("broadcast");
+}
+
+void NcclCommunicator::send(const torch::Tensor& t, int peer) {
+  NCCL_CHECK(ncclSend(t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), peer, static_cast<ncclComm_t>(comm_),
+                      current_stream()),
+             "send");
+  track("send");
+}
+
+void NcclCommunicator::recv(torch::Tensor& t, int peer) {
+  NCCL_CHECK(ncclRecv(t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), peer, static_cast<ncclComm_t>(comm_),
+                      current_stream()),
+             "recv");
+  track("recv");
+}
+
+void NcclCommunicator::barrier() {
+  // A one-element all-reduce on the stream, then wait for the stream: every earlier op of this group is done too.
+  torch::Tensor one = torch::ones({1}, torch::TensorOptions().device(torch::kCUDA, device_));
+  all_reduce(one, ReduceOp::kSum);
+  cudaStreamSynchronize(current_stream());
+}
+
+}  // namespace megaton::dist

@@ -1,0 +1,150 @@
+// megaton comm-bench: every collective of the Communicator checked against its expected result and timed over a
+// range of sizes, reporting algorithm and bus bandwidth as nccl-tests defines them (doc/PERFORMANCE.md there):
+// algbw = bytes / t; busbw = algbw * 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter, 1 for
+// broadcast. Exits non-zero if any check fails on any rank.
+#include <mpi.h>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "cli/parser.h"
+#include "core/error.h"
+#include "core/torch_compat.h"
+#include "dist/launch_env.h"
+#include "dist/mpi_session.h"
+#include "dist/process_groups.h"
+#include "tools/subcommands.h"
+#if defined(MEGATON_HAVE_CUDA)
+#include <c10/cuda/CUDAFunctions.h>
+#endif
+
+namespace megaton::tools {
+
+namespace po = boost::program_options;
+
+namespace {
+
+struct BenchOptions {
+  int64_t min_bytes = 1024;
+  int64_t max_bytes = 64 << 20;
+  int iters = 20;
+  int warmup = 5;
+  std::string backend = "auto";
+  std::string device = "auto";
+  std::string dtype = "float32";
+  double timeout_min = 5.0;
+};
+
+void sync_device(const torch::Device& dev) {
+#if defined(MEGATON_HAVE_CUDA)
+  if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
+#endif
+}
+
+}  // namespace
+
+int run_comm_bench(int argc, const char* const* argv) {
+  BenchOptions o;
+  po::options_description d;
+  d.add_options()("minbytes,b", po::value(&o.min_bytes)->default_value(o.min_bytes), "smallest message in bytes")(
+      "maxbytes,e", po::value(&o.max_bytes)->default_value(o.max_bytes), "largest message in bytes")(
+      "iters,n", po::value(&o.iters)->default_value(o.iters), "timed iterations per size")(
+      "warmup,w", po::value(&o.warmup)->default_value(o.warmup), "untimed iterations per size")(
+      "distributed-backend", po::value(&o.backend)->default_value(o.backend), "nccl | mpi | auto")(
+      "device", po::value(&o.device)->default_value(o.device), "auto | cuda | cpu")(
+      "dtype", po::value(&o.dtype)->default_value(o.dtype), "float32 | bfloat16")(
+      "distributed-timeout-minutes", po::value(&o.timeout_min)->default_value(o.timeout_min), "collective timeout");
+  if (!cli::parse_args("comm-bench", "Check and time all-reduce, all-gather, reduce-scatter and broadcast.", argc,
+                       argv, d, std::cout))
+    return 0;
+  MEGATON_CHECK(o.min_bytes > 0 && o.max_bytes >= o.min_bytes, UsageError,
+                "--minbytes/--maxbytes: need 0 < minbytes <= maxbytes");
+  MEGATON_CHECK(o.dtype == "float32" || o.dtype == "bfloat16", UsageError, "--dtype: expected float32|bfloat16");
+  const auto dtype = o.dtype == "float32" ? torch::kFloat32 : torch::kBFloat16;
+
+  const dist::LaunchEnv env = dist::detect_launch_env();
+  dist::MpiSession session(env);
+  const std::string dev_name = dist::select_device(o.device, env.local_rank);
+  const torch::Device dev(dev_name);
+#if defined(MEGATON_HAVE_CUDA)
+  if (dev.is_cuda()) c10::cuda::set_device(dev.index());
+#endif
+  const auto backend = dist::parse_backend(o.backend, dev.is_cuda());
+  dist::RankGrid grid(session.size(), 1, 1);
+  auto groups = dist::build_process_groups(grid, backend, o.timeout_min * 60.0);
+  auto& comm = *groups.world;
+  const int n = comm.size(), r = comm.rank();
+  if (r == 0)
+    std::printf("# megaton comm-bench: %d ranks, backend %s, device %s, dtype %s\n", n,
+                backend == dist::Backend::kNccl ? "nccl" : "mpi", dev_name.c_str(), o.dtype.c_str());
+  if (r == 0)
+    std::printf("# %12s %12s %10s %10s %10s %7s\n", "op", "bytes", "time(us)", "algbw", "busbw", "#wrong");
+  const auto opts = torch::TensorOptions().dtype(dtype).device(dev);
+  const int64_t esize = compat::element_size(dtype);
+  int64_t wrong_total = 0;
+  const char* ops[] = {"all_reduce", "all_gather", "reduce_scatter", "broadcast"};
+  for (const char* op : ops) {
+    for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
+      const int64_t count = std::max<int64_t>(n, bytes / esize / n * n);  // divisible by n for the sharded ops
+      torch::Tensor in, out, expect;
+      // Values are small integers so every dtype sums them exactly: rank r contributes (r + 1) * (i % 7 + 1).
+      torch::Tensor base = (torch::arange(count, torch::kInt64) % 7 + 1).to(torch::kFloat32);
+      const std::string name = op;
+      auto run_once = [&]() {
+        if (name == "all_reduce") {
+          in = (base * (r + 1)).to(opts);
+          comm.all_reduce(in, dist::ReduceOp::kSum);
+          out = in;
+        } else if (name == "all_gather") {
+          in = (base.slice(0, 0, count / n) * (r + 1)).to(opts);
+          out = torch::empty({count}, opts);
+          comm.all_gather(out, in);
+        } else if (name == "reduce_scatter") {
+          in = (base * (r + 1)).to(opts);
+          out = torch::empty({count / n}, opts);
+          comm.reduce_scatter(out, in, dist::ReduceOp::kSum);
+        } else {
+          out = r == 0 ? base.to(opts) : torch::zeros({count}, opts);
+          comm.broadcast(out, 0);
+        }
+      };
+      const double tri = n * (n + 1) / 2.0;
+      if (name == "all_reduce") expect = base * tri;
+      else if (name == "all_gather") {
+        std::vector<torch::Tensor> parts;
+        for (int q = 0; q < n; ++q) parts.push_back(base.slice(0, 0, count / n) * (q + 1));
+        expect = torch::cat(parts);
+      } else if (name == "reduce_scatter") expect = base.slice(0, r * (count / n), (r + 1) * (count / n)) * tri;
+      else expect = base;
+      for (int i = 0; i < o.warmup; ++i) run_once();
+      sync_device(dev);
+      const int64_t wrong = (out.to(torch::kCPU).to(torch::kFloat32) != expect).sum().item<int64_t>();
+      comm.barrier();
+      const auto t0 = std::chrono::steady_clock::now();
+      for (int i = 0; i < o.iters; ++i) run_once();
+      sync_device(dev);
+      const double us =
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
+      double t_max = us;
+      MPI_Allreduce(MPI_IN_PLACE, &t_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      int64_t wrong_sum = wrong;
+      MPI_Allreduce(MPI_IN_PLACE, &wrong_sum, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+      wrong_total += wrong_sum;
+      const double size_bytes = double(count) * esize;  // nccl-tests: size of the full buffer
+      const double algbw = size_bytes / t_max / 1e3;     // GB/s
+      const double factor = name == "all_reduce" ? 2.0 * (n - 1) / n
+                            : name == "broadcast" ? 1.0
+                                                  : double(n - 1) / n;
+      if (r == 0)
+        std::printf("  %12s %12lld %10.1f %10.2f %10.2f %7lld\n", op, static_cast<long long>(size_bytes), t_max,
+                    algbw, algbw * factor, static_cast<long long>(wrong_sum));
+    }
+  }
+  if (r == 0) std::printf("# %s: %lld wrong elements\n", wrong_total ? "FAILED" : "OK", static_cast<long long>(wrong_total));
+  std::fflush(stdout);
+  MEGATON_CHECK(wrong_total == 0, CommError, "comm-bench found ", wrong_total, " wrong elements");
+  return 0;
+}
+
+}  // namespace megaton::tools

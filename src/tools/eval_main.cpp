@@ -1,0 +1,11 @@
+// megaton eval: not implemented yet (see the issue tracker).
+#include "core/error.h"
+#include "tools/subcommands.h"
+
+namespace megaton::tools {
+
+int run_eval(int, const char* const*) {
+  throw UsageError("megaton eval is not implemented in this build yet");
+}
+
+}  // namespace megaton::tools

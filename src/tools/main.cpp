@@ -1,0 +1,55 @@
+// megaton: one binary, git-style subcommands. Errors are typed exceptions caught here, once: the message is printed
+// with the rank's tag and, in a multi-rank job, MPI_Abort takes every rank down with the error's exit code, so no
+// rank is left waiting in a collective (docs/errors.md lists the codes).
+#include <cstring>
+#include <iostream>
+
+#include "core/error.h"
+#include "dist/guarded_run.h"
+#include "tools/subcommands.h"
+
+namespace {
+
+using megaton::tools::Subcommand;
+
+// clang-format off
+const Subcommand kSubcommands[] = {
+    {"preprocess", megaton::tools::run_preprocess, "tokenize JSONL text into Megatron .bin/.idx datasets"},
+    {"merge-data", megaton::tools::run_merge_data, "concatenate preprocessed datasets"},
+    {"train",      megaton::tools::run_train,      "pretrain a GPT with tensor, pipeline and data parallelism"},
+    {"generate",   megaton::tools::run_generate,   "sample text from a checkpoint"},
+    {"eval",       megaton::tools::run_eval,       "WikiText-103 perplexity, LAMBADA accuracy"},
+    {"reshard",    megaton::tools::run_reshard,    "convert a checkpoint to another TP/PP layout or dtype"},
+    {"export-hf",  megaton::tools::run_export_hf,  "write a Hugging Face transformers directory"},
+    {"import-hf",  megaton::tools::run_import_hf,  "read a Hugging Face transformers directory"},
+    {"inspect",    megaton::tools::run_inspect,    "list a checkpoint's tensors and metadata, verify checksums"},
+    {"plan",       megaton::tools::run_plan,       "predict memory and step time of parallel layouts"},
+    {"comm-bench", megaton::tools::run_comm_bench, "check and time every collective (like nccl-tests)"},
+};
+// clang-format on
+
+void print_usage(std::ostream& os) {
+  os << "usage: megaton <command> [options]   (megaton <command> --help for its options)\n\ncommands:\n";
+  for (const auto& s : kSubcommands) os << "  " << s.name << std::string(12 - std::strlen(s.name), ' ') << s.summary << "\n";
+  os << "\nmegaton " << MEGATON_VERSION << "\n";
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
+    print_usage(argc < 2 ? std::cerr : std::cout);
+    return argc < 2 ? static_cast<int>(megaton::ExitCode::kUsage) : 0;
+  }
+  if (!std::strcmp(argv[1], "--version")) {
+    std::cout << "megaton " << MEGATON_VERSION << "\n";
+    return 0;
+  }
+  for (const auto& s : kSubcommands) {
+    if (std::strcmp(argv[1], s.name) != 0) continue;
+    return megaton::dist::guarded_run([&] { return s.run(argc - 1, argv + 1); });
+  }
+  std::cerr << "megaton: unknown command '" << argv[1] << "'\n\n";
+  print_usage(std::cerr);
+  return static_cast<int>(megaton::ExitCode::kUsage);
+}

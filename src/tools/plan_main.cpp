@@ -1,0 +1,11 @@
+// megaton plan: not implemented yet (see the issue tracker).
+#include "core/error.h"
+#include "tools/subcommands.h"
+
+namespace megaton::tools {
+
+int run_plan(int, const char* const*) {
+  throw UsageError("megaton plan is not implemented in this build yet");
+}
+
+}  // namespace megaton::tools

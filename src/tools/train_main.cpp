@@ -1,0 +1,28 @@
+// megaton train: the pretraining entry point (pretrain_gpt.py's replacement).
+#include <iostream>
+
+#include "cli/arguments.h"
+#include "core/error.h"
+#include "dist/launch_env.h"
+#include "tools/subcommands.h"
+#include "train/layout_estimate.h"
+#include "train/train_config.h"
+
+namespace megaton::tools {
+
+int run_train(int argc, const char* const* argv) {
+  const dist::LaunchEnv env = dist::detect_launch_env();
+  train::TrainConfig cfg;
+  if (!train::parse_train_config(argc, argv, env.size, cfg, std::cout)) return 0;
+  const int64_t vocab = cfg.vocab_size > 0 ? cfg.vocab_size : 50257;
+  const int64_t padded = cli::padded_vocab_size(vocab, cfg.model, cfg.parallel.tensor_model_parallel_size);
+  if (cfg.training.dry_run) {
+    if (env.rank == 0)
+      std::cout << train::describe_layout(cfg.model, cfg.parallel, cfg.training, cfg.precision, vocab, padded)
+                << std::flush;
+    return 0;
+  }
+  throw UsageError("megaton train: the training loop is not implemented in this build yet (use --dry-run)");
+}
+
+}  // namespace megaton::tools

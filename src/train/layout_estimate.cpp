@@ -1,0 +1,103 @@
+#include "train/layout_estimate.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace megaton::train {
+
+ParamCounts count_parameters(const cli::ModelArgs& m, int64_t V) {
+  const int64_t h = m.hidden_size, f = m.ffn_hidden_size, kv = static_cast<int64_t>(m.kv_channels) * m.num_attention_heads;
+  const int64_t glu = m.glu_activation.empty() ? 1 : 2;
+  ParamCounts c;
+  c.embedding = V * h + (m.position_embedding_type == "absolute" ? int64_t(m.max_position_embeddings) * h : 0) +
+                (m.embed_layernorm ? 2 * h : 0);
+  c.per_layer = 2 * h                      // input LayerNorm
+                + h * 3 * kv + 3 * kv      // fused QKV
+                + kv * h + h               // attention output projection
+                + 2 * h                    // post-attention LayerNorm
+                + h * glu * f + glu * f    // MLP h -> ffn (x2 for GLU)
+                + f * h + h;               // MLP ffn -> h
+  c.final_norm = 2 * h;
+  c.total = c.embedding + c.per_layer * m.num_layers + c.final_norm +
+            (m.untie_embeddings_and_output_weights ? V * h : 0);
+  return c;
+}
+
+std::vector<int> layers_per_stage(int num_layers, int pp) {
+  std::vector<int> out(pp, num_layers / pp);
+  for (int i = 0; i < num_layers % pp; ++i) out[i] += 1;
+  return out;
+}
+
+double model_flops_per_iteration(const cli::ModelArgs& m, int64_t V, int64_t B) {
+  const double s = m.seq_length, l = m.num_layers, h = m.hidden_size;
+  return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + double(V) / (12.0 * l * h));
+}
+
+MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs& p, const cli::TrainingArgs& t,
+                               const cli::PrecisionArgs& prec, int64_t V) {
+  const ParamCounts c = count_parameters(m, V);
+  const int tp = p.tensor_model_parallel_size, pp = p.pipeline_model_parallel_size, dp = p.data_parallel_size;
+  const int first_stage_layers = layers_per_stage(m.num_layers, pp).front();
+  MemoryEstimate e;
+  e.params_on_rank = (c.embedding + c.per_layer * first_stage_layers + (pp == 1 ? c.final_norm : 0)) / tp;
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const double wbytes = (prec.fp16 || prec.bf16) ? 2.0 : 4.0;
+  e.weights_gib = e.params_on_rank * wbytes / gib;
+  e.grads_gib = e.params_on_rank * 4.0 / gib;
+  const double opt_bytes = (prec.fp16 || prec.bf16) ? 12.0 : 8.0;  // master copy only in mixed precision
+  e.optimizer_gib = e.params_on_rank * opt_bytes / (p.zero_stage >= 1 ? dp : 1) / gib;
+  // Activations per layer and micro-batch (Korthikanti et al. 2022, no sequence parallelism, fused attention so the
+  // s^2 score term is not stored): s b h (10 + 24/t) bytes in 16-bit; recomputation keeps only the layer input.
+  const double s = m.seq_length, b = t.micro_batch_size, h = m.hidden_size;
+  const double per_layer = m.checkpoint_activations ? 2.0 * s * b * h : s * b * h * (10.0 + 24.0 / tp);
+  const int in_flight = std::min(pp, std::max(1, t.num_micro_batches));  // 1F1B: first stage holds pp micro-batches
+  e.activations_gib = per_layer * first_stage_layers * in_flight * (wbytes / 2.0) / gib +
+                      s * b * double(V) / tp * 4.0 / gib;  // fp32 logits of the last stage (upper bound)
+  return e;
+}
+
+std::string describe_layout(const cli::ModelArgs& m, const cli::ParallelArgs& p, const cli::TrainingArgs& t,
+                            const cli::PrecisionArgs& prec, int64_t vocab, int64_t V) {
+  const ParamCounts c = count_parameters(m, V);
+  const MemoryEstimate e = estimate_memory(m, p, t, prec, V);
+  const double flops = model_flops_per_iteration(m, V, t.global_batch_size);
+  std::ostringstream os;
+  char buf[512];
+  os << "parallel layout: TP=" << p.tensor_model_parallel_size << " x PP=" << p.pipeline_model_parallel_size
+     << " x DP=" << p.data_parallel_size << " = " << p.world_size << " ranks"
+     << (p.zero_stage ? ", ZeRO-1 over DP" : "") << "\n";
+  const auto stages = layers_per_stage(m.num_layers, p.pipeline_model_parallel_size);
+  os << "layers per stage:";
+  for (int n : stages) os << " " << n;
+  os << "\n";
+  std::snprintf(buf, sizeof(buf),
+                "model: %d layers, hidden %d, %d heads, ffn %d, seq %d, vocab %lld (padded %lld), %s positions%s%s\n",
+                m.num_layers, m.hidden_size, m.num_attention_heads, m.ffn_hidden_size, m.seq_length,
+                static_cast<long long>(vocab), static_cast<long long>(V), m.position_embedding_type.c_str(),
+                m.embed_layernorm ? ", embedding LayerNorm" : "",
+                m.glu_activation.empty() ? "" : (", " + m.glu_activation).c_str());
+  os << buf;
+  std::snprintf(buf, sizeof(buf), "parameters: %.3f B total (%.3f B in layers, %.3f B embedding)\n", c.total / 1e9,
+                c.per_layer * double(m.num_layers) / 1e9, c.embedding / 1e9);
+  os << buf;
+  std::snprintf(buf, sizeof(buf), "batch: micro %d, global %d, %d micro-batches per iteration per pipeline%s\n",
+                t.micro_batch_size, t.global_batch_size, t.num_micro_batches,
+                t.rampup_batch_size.empty() ? "" : " (at full batch; ramp-up on)");
+  os << buf;
+  std::snprintf(buf, sizeof(buf),
+                "memory per GPU (busiest rank, %lld params): weights %.2f GiB + grads %.2f GiB + optimizer %.2f GiB + "
+                "activations %.2f GiB = %.2f GiB\n",
+                static_cast<long long>(e.params_on_rank), e.weights_gib, e.grads_gib, e.optimizer_gib,
+                e.activations_gib, e.total_gib());
+  os << buf;
+  std::snprintf(buf, sizeof(buf), "model FLOPs per iteration: %.4g (%.2f PFLOP), %.4g per GPU\n", flops, flops / 1e15,
+                flops / p.world_size);
+  os << buf;
+  return os.str();
+}
+
+}  // namespace megaton::train

@@ -1,0 +1,47 @@
+#include "train/train_config.h"
+
+#include "cli/parser.h"
+#include "core/error.h"
+
+namespace megaton::train {
+
+namespace po = boost::program_options;
+
+void add_train_options(po::options_description& d, TrainConfig& c) {
+  po::options_description model("model"), parallel("parallelism"), training("training"), precision("mixed precision"),
+      checkpoint("checkpointing"), data("data"), logging("logging");
+  cli::add_model_options(model, c.model);
+  cli::add_parallel_options(parallel, c.parallel);
+  cli::add_training_options(training, c.training);
+  cli::add_precision_options(precision, c.precision);
+  cli::add_checkpoint_options(checkpoint, c.checkpoint);
+  cli::add_data_options(data, c.data);
+  cli::add_logging_options(logging, c.logging);
+  training.add_options()("world-size", po::value<int>(&c.dry_run_world_size)->default_value(0),
+                         "with --dry-run: the world size to plan for (default: the launcher's)")(
+      "vocab-size", po::value<int64_t>(&c.vocab_size)->default_value(0),
+      "vocabulary size when no tokenizer is given (default 50257, GPT-2)");
+  d.add(model).add(parallel).add(training).add(precision).add(checkpoint).add(data).add(logging);
+}
+
+bool parse_train_config(int argc, const char* const* argv, int world_size, TrainConfig& c, std::ostream& help_out) {
+  po::options_description d;
+  add_train_options(d, c);
+  if (!cli::parse_args("train", "Pretrain a GPT model (replaces pretrain_gpt.py; takes its flags).", argc, argv, d,
+                       help_out))
+    return false;
+  int world = world_size;
+  if (c.dry_run_world_size > 0) {
+    MEGATON_CHECK(c.training.dry_run, UsageError, "--world-size is only for --dry-run; the launcher sets the world");
+    world = c.dry_run_world_size;
+  }
+  cli::validate_model(c.model);
+  MEGATON_CHECK(c.model.seq_length > 0, UsageError, "--seq-length is required for megaton train");
+  cli::validate_parallel(c.parallel, c.model, world);
+  cli::validate_training(c.training, c.parallel);
+  cli::validate_precision(c.precision);
+  cli::validate_checkpoint(c.checkpoint);
+  return true;
+}
+
+}  // namespace megaton::train

@@ -1,0 +1,100 @@
+#include <gtest/gtest.h>
+
+#include <sstream>
+
+#include "cli/parser.h"
+#include "core/error.h"
+#include "train/layout_estimate.h"
+#include "train/train_config.h"
+
+using megaton::UsageError;
+using megaton::train::TrainConfig;
+
+namespace {
+
+bool parse(std::vector<std::string> args, TrainConfig& c, int world = 1) {
+  args.insert(args.begin(), "train");
+  std::vector<const char*> argv;
+  for (auto& a : args) argv.push_back(a.c_str());
+  std::ostringstream help;
+  return megaton::train::parse_train_config(static_cast<int>(argv.size()), argv.data(), world, c, help);
+}
+
+std::vector<std::string> base() {
+  return {"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
+          "--micro-batch-size", "2", "--train-iters", "10"};
+}
+
+std::string error_of(std::vector<std::string> extra, int world = 1) {
+  auto a = base();
+  a.insert(a.end(), extra.begin(), extra.end());
+  TrainConfig c;
+  try {
+    parse(a, c, world);
+  } catch (const UsageError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST(Arguments, DefaultsAndDerivedValues) {
+  TrainConfig c;
+  auto a = base();
+  a.insert(a.end(), {"--tensor-model-parallel-size", "2", "--global-batch-size", "16"});
+  ASSERT_TRUE(parse(a, c, 8));
+  EXPECT_EQ(c.model.ffn_hidden_size, 256);
+  EXPECT_EQ(c.model.kv_channels, 16);
+  EXPECT_EQ(c.model.max_position_embeddings, 32);
+  EXPECT_EQ(c.parallel.data_parallel_size, 4);
+  EXPECT_EQ(c.training.num_micro_batches, 2);
+  EXPECT_DOUBLE_EQ(c.training.adam_beta2, 0.999);
+  EXPECT_EQ(c.training.seed, 1234);
+}
+
+TEST(Arguments, MegatronValidationRules) {
+  EXPECT_NE(error_of({"--global-batch-size", "6"}, 4).find("--global-batch-size (6) must be divisible by"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--tensor-model-parallel-size", "3"}, 3).find("--num-attention-heads (4)"), std::string::npos);
+  EXPECT_NE(error_of({"--fp16", "--bf16"}).find("exclusive"), std::string::npos);
+  EXPECT_NE(error_of({"--train-samples", "100"}).find("exclusive"), std::string::npos);
+  EXPECT_NE(error_of({"--rampup-batch-size", "2", "2", "100"}).find("--train-samples"), std::string::npos);
+  EXPECT_NE(error_of({"--position-embedding-type", "sinus"}).find("absolute|rotary|alibi"), std::string::npos);
+  EXPECT_NE(error_of({"--save", "/tmp/x"}).find("--save-interval"), std::string::npos);
+  EXPECT_NE(error_of({"--pipeline-model-parallel-size", "8"}, 8).find("--num-layers (4)"), std::string::npos);
+}
+
+TEST(Arguments, UnknownFlagSuggestsTheClosest) {
+  const std::string e = error_of({"--num-layer", "3"});
+  EXPECT_NE(e.find("unrecognised option '--num-layer'"), std::string::npos) << e;
+  EXPECT_NE(error_of({"--hiden-size", "3"}).find("did you mean --hidden-size?"), std::string::npos);
+}
+
+TEST(Arguments, HelpReturnsFalse) {
+  TrainConfig c;
+  EXPECT_FALSE(parse({"--help"}, c));
+}
+
+TEST(Arguments, PaddedVocab) {
+  megaton::cli::ModelArgs m;
+  EXPECT_EQ(megaton::cli::padded_vocab_size(50257, m, 1), 50304);
+  EXPECT_EQ(megaton::cli::padded_vocab_size(50257, m, 2), 50432);
+  m.pad_vocab_size_to = 50300;
+  EXPECT_THROW(megaton::cli::padded_vocab_size(50257, m, 8), UsageError);
+}
+
+TEST(LayoutEstimate, GPT2SmallParameterCountAndFlops) {
+  megaton::cli::ModelArgs m;
+  m.num_layers = 12;
+  m.hidden_size = 768;
+  m.num_attention_heads = 12;
+  m.seq_length = 1024;
+  megaton::cli::validate_model(m);
+  const auto c = megaton::train::count_parameters(m, 50257);
+  EXPECT_EQ(c.total, 124439808);  // GPT-2 124M as Hugging Face counts it (tied embedding, 1024 positions)
+  const double f = megaton::train::model_flops_per_iteration(m, 50257, 1);
+  const double s = 1024, l = 12, h = 768;
+  EXPECT_DOUBLE_EQ(f, 72 * s * l * h * h * (1 + s / (6 * h) + 50257 / (12 * l * h)));
+  EXPECT_EQ(megaton::train::layers_per_stage(10, 4), (std::vector<int>{3, 3, 2, 2}));
+}
