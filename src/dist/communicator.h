@@ -33,6 +33,9 @@ class Communicator {
   virtual void broadcast(torch::Tensor& t, int root) = 0;
   virtual void send(const torch::Tensor& t, int peer) = 0;
   virtual void recv(torch::Tensor& t, int peer) = 0;
+  /// Both at once, without ordering deadlocks (pipeline send_forward_recv_backward): sends `send` to `send_peer` and
+  /// receives into `recv` from `recv_peer`. Either side may be skipped by passing an undefined tensor.
+  virtual void send_recv(const torch::Tensor& send, int send_peer, torch::Tensor& recv, int recv_peer) = 0;
   virtual void barrier() = 0;
 
   /// "group 'tp' (global ranks 0,1)".

@@ -1,6 +1,7 @@
 #include "dist/mpi_communicator.h"
 
 #include <chrono>
+#include <exception>
 #include <thread>
 
 #include "core/error.h"
@@ -51,6 +52,7 @@ MpiCommunicator::MpiCommunicator(MPI_Comm comm, std::string name, std::vector<in
 }
 
 MpiCommunicator::~MpiCommunicator() {
+  if (std::uncaught_exceptions() > 0) return;  // the job is being aborted; freeing could wait on dead peers
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && comm_ != MPI_COMM_WORLD && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
@@ -155,6 +157,24 @@ void MpiCommunicator::recv(torch::Tensor& t, int peer) {
   check(MPI_Irecv(t.data_ptr(), static_cast<int>(t.numel() * t.element_size()), MPI_BYTE, peer, 0, comm_, &req),
         "recv");
   wait(req, "recv");
+}
+
+void MpiCommunicator::send_recv(const torch::Tensor& send, int send_peer, torch::Tensor& recv, int recv_peer) {
+  MPI_Request reqs[2];
+  int n = 0;
+  if (recv.defined()) {
+    require_cpu_contiguous(recv, *this, "send_recv");
+    check(MPI_Irecv(recv.data_ptr(), static_cast<int>(recv.numel() * recv.element_size()), MPI_BYTE, recv_peer, 0,
+                    comm_, &reqs[n++]),
+          "send_recv");
+  }
+  if (send.defined()) {
+    require_cpu_contiguous(send, *this, "send_recv");
+    check(MPI_Isend(send.data_ptr(), static_cast<int>(send.numel() * send.element_size()), MPI_BYTE, send_peer, 0,
+                    comm_, &reqs[n++]),
+          "send_recv");
+  }
+  for (int i = 0; i < n; ++i) wait(reqs[i], "send_recv");
 }
 
 void MpiCommunicator::barrier() {

@@ -26,6 +26,7 @@ class MpiCommunicator : public Communicator {
   void broadcast(torch::Tensor& t, int root) override;
   void send(const torch::Tensor& t, int peer) override;
   void recv(torch::Tensor& t, int peer) override;
+  void send_recv(const torch::Tensor& send, int send_peer, torch::Tensor& recv, int recv_peer) override;
   void barrier() override;
 
  private:

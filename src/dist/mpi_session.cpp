@@ -3,6 +3,7 @@
 #include <mpi.h>
 
 #include <cstdlib>
+#include <exception>
 
 #include "core/error.h"
 #include "core/torch_compat.h"
@@ -31,6 +32,9 @@ MpiSession::MpiSession(const LaunchEnv& env) : env_(env) {
 }
 
 MpiSession::~MpiSession() {
+  // While an exception unwinds, the error handler is about to MPI_Abort the job: MPI_Finalize here would block
+  // waiting for peers that are themselves blocked in a collective.
+  if (std::uncaught_exceptions() > 0) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (owns_mpi_ && !finalized) MPI_Finalize();

@@ -31,7 +31,7 @@ ncclDataType_t nccl_type(c10::ScalarType t) {
     case torch::kUInt8:
     case torch::kBool: return ncclUint8;
     case torch::kInt8: return ncclInt8;
-    default: throw InternalError(str("NCCL: unsupported dtype ", t));
+    default: throw InternalError(::megaton::str("NCCL: unsupported dtype ", c10::toString(t)));  // ::megaton: c10::str is found by ADL
   }
 }
 
@@ -158,6 +158,20 @@ void NcclCommunicator::recv(torch::Tensor& t, int peer) {
                       current_stream()),
              "recv");
   track("recv");
+}
+
+void NcclCommunicator::send_recv(const torch::Tensor& send, int send_peer, torch::Tensor& recv, int recv_peer) {
+  NCCL_CHECK(ncclGroupStart(), "send_recv");
+  if (send.defined())
+    NCCL_CHECK(ncclSend(send.data_ptr(), send.numel(), nccl_type(send.scalar_type()), send_peer,
+                        static_cast<ncclComm_t>(comm_), current_stream()),
+               "send_recv");
+  if (recv.defined())
+    NCCL_CHECK(ncclRecv(recv.data_ptr(), recv.numel(), nccl_type(recv.scalar_type()), recv_peer,
+                        static_cast<ncclComm_t>(comm_), current_stream()),
+               "send_recv");
+  NCCL_CHECK(ncclGroupEnd(), "send_recv");
+  track("send_recv");
 }
 
 void NcclCommunicator::barrier() {

@@ -71,6 +71,15 @@ void check_all_collectives(dist::Communicator& c, torch::ScalarType dtype) {
       c.send(out, next);
     }
     EXPECT_TRUE(torch::equal(in, contribution(prev, len, dtype))) << c.describe() << " send/recv";
+    // send_recv: every rank sends and receives at once (no ordering), both directions of the ring.
+    auto back = torch::empty({len}, out.options());
+    c.send_recv(out, prev, back, next);
+    EXPECT_TRUE(torch::equal(back, contribution(next, len, dtype))) << c.describe() << " send_recv";
+    // one-sided use: only rank 0 sends, only rank 1 receives.
+    torch::Tensor none, got = torch::zeros({len}, out.options());
+    if (r == 0) c.send_recv(out, 1, none, 0);
+    if (r == 1) c.send_recv(none, 0, got, 0);
+    if (r == 1) EXPECT_TRUE(torch::equal(got, contribution(0, len, dtype))) << c.describe() << " send_recv one-sided";
   }
   c.barrier();
 }

@@ -1,0 +1,26 @@
+#!/bin/bash
+# The megaton binary's command line: usage, per-subcommand --help, unknown flags and inconsistent configurations are
+# refused with exit code 2 and a message naming the flag, and --dry-run prints the resolved layout.
+set -u
+megaton=$1/megaton
+fail=0
+expect() {  # name want_rc pattern command...
+  local name=$1 want=$2 pat=$3
+  shift 3
+  out=$("$@" 2>&1); rc=$?
+  if [ $rc -eq $want ] && grep -qE -- "$pat" <<<"$out"; then echo "PASS $name"; else
+    echo "FAIL $name: exit $rc (wanted $want), output:"; echo "$out" | head -20; fail=1; fi
+}
+small="--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --micro-batch-size 2 --train-iters 10"
+expect "usage"               2 "usage: megaton <command>" $megaton
+expect "unknown command"     2 "unknown command 'trian'" $megaton trian
+expect "train --help"        0 "--tensor-model-parallel-size" $megaton train --help
+expect "comm-bench --help"   0 "--maxbytes" $megaton comm-bench --help
+expect "unknown flag"        2 "did you mean --num-layers" $megaton train $small --num-layer 3
+expect "indivisible batch"   2 "global-batch-size \(6\) must be divisible by --micro-batch-size x data-parallel size \(2 x 2" \
+  $megaton train $small --global-batch-size 6 --dry-run --world-size 2
+expect "bad value"           2 "num-layers" $megaton train $small --num-layers abc
+expect "dry run"             0 "TP=2 x PP=2 x DP=2" $megaton train $small --tensor-model-parallel-size 2 \
+  --pipeline-model-parallel-size 2 --global-batch-size 16 --dry-run --world-size 8
+expect "dry run flops"       0 "model FLOPs per iteration" $megaton train $small --dry-run
+exit $fail
