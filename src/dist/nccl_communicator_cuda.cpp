@@ -16,9 +16,28 @@ namespace {
   do {                                                                                                    \
     ncclResult_t r_ = (expr);                                                                             \
     if (r_ != ncclSuccess)                                                                                \
-      throw CommError(str(what, " on ", describe(), ": NCCL error '", ncclGetErrorString(r_), "' at ", \
-                          __FILE__, ":", __LINE__));                                                     \
+      throw CommError(str(what, " on ", describe(), ": NCCL error '", ncclGetErrorString(r_), "'",     \
+                          last_nccl_error(), " at ", __FILE__, ":", __LINE__));                          \
   } while (0)
+
+/// NCCL's own explanation of its last failure ("Duplicate GPU detected : rank 1 and rank 0 both on CUDA device
+/// 1a000"), as " (...)", or "" where this NCCL cannot say.
+std::string last_nccl_error() {
+#if defined(NCCL_VERSION_CODE) && NCCL_VERSION_CODE >= NCCL_VERSION(2, 13, 0)
+  const char* e = ncclGetLastError(nullptr);
+  if (e != nullptr && *e != '\0') return ::megaton::str(" (", e, ")");
+#endif
+  return "";
+}
+
+/// "cuda:0 (PCI 0000:1A:00.0) of 1 visible", for errors about which GPU a rank drives.
+std::string gpu_description(int device) {
+  char bus[32] = "?";
+  if (cudaDeviceGetPCIBusId(bus, sizeof(bus), device) != cudaSuccess) bus[0] = '?', bus[1] = '\0';
+  int visible = 0;
+  cudaGetDeviceCount(&visible);
+  return ::megaton::str("cuda:", device, " (PCI ", bus, ") of ", visible, " visible");
+}
 
 ncclDataType_t nccl_type(c10::ScalarType t) {
   switch (t) {
@@ -63,7 +82,16 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<MpiCommunicator> mpi, double 
   torch::Tensor buf = torch::from_blob(&id, {static_cast<int64_t>(sizeof(id))}, torch::kUInt8);
   mpi_->broadcast(buf, 0);
   ncclComm_t comm;
-  NCCL_CHECK(ncclCommInitRank(&comm, mpi_->size(), id, mpi_->rank()), "ncclCommInitRank");
+  const ncclResult_t rc = ncclCommInitRank(&comm, mpi_->size(), id, mpi_->rank());
+  if (rc == ncclInvalidUsage) {
+    // The usual cause: more ranks on a node than GPUs, so two ranks of one group share a device.
+    throw CommError(str("ncclCommInitRank on ", describe(), ": NCCL error '", ncclGetErrorString(rc), "'",
+                        last_nccl_error(), ". This rank drives ", gpu_description(device_),
+                        "; NCCL needs a GPU of its own for every rank of a group: start at most one rank per GPU on "
+                        "each node (mpirun -np / srun --ntasks-per-node), or use --distributed-backend mpi with "
+                        "--device cpu"));
+  }
+  NCCL_CHECK(rc, "ncclCommInitRank");
   comm_ = comm;
   watchdog_ = std::thread([this] { watchdog_loop(); });
 }

@@ -1,0 +1,65 @@
+# Copy of the peer anchor /work/shared/peers/torch_gpt_bench.py (a plain PyTorch GPT training step, bf16, SDPA flash
+# attention, fused AdamW), kept here because ../shared does not travel to the GPU machine. Only change: the configs to
+# run can be picked on the command line, e.g. `python3 perf/gpu/torch_gpt_bench.py 124M 1.3B`; names: 124M, 350M,
+# 1.3B, 1.3B-compile, 124M-compile; no argument runs all five, in the peer's order.
+# Anchor: a plain PyTorch GPT (Megatron-style dims) training step, bf16, SDPA flash attention, fused AdamW.
+import math, time, sys, torch, torch.nn as nn, torch.nn.functional as F
+torch.backends.cuda.matmul.allow_tf32 = True
+class Block(nn.Module):
+    def __init__(s, h, nh):
+        super().__init__(); s.nh = nh
+        s.ln1 = nn.LayerNorm(h); s.qkv = nn.Linear(h, 3*h); s.proj = nn.Linear(h, h)
+        s.ln2 = nn.LayerNorm(h); s.fc1 = nn.Linear(h, 4*h); s.fc2 = nn.Linear(4*h, h)
+    def forward(s, x):
+        B, T, C = x.shape
+        q, k, v = s.qkv(s.ln1(x)).split(C, dim=2)
+        q, k, v = [t.view(B, T, s.nh, C//s.nh).transpose(1, 2) for t in (q, k, v)]
+        y = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(B, T, C)
+        x = x + s.proj(y)
+        return x + s.fc2(F.gelu(s.fc1(s.ln2(x)), approximate='tanh'))
+class GPT(nn.Module):
+    def __init__(s, L, h, nh, V, S):
+        super().__init__()
+        s.wte = nn.Embedding(V, h); s.wpe = nn.Embedding(S, h)
+        s.blocks = nn.ModuleList([Block(h, nh) for _ in range(L)]); s.lnf = nn.LayerNorm(h)
+    def forward(s, idx, tgt):
+        x = s.wte(idx) + s.wpe(torch.arange(idx.shape[1], device=idx.device))
+        for b in s.blocks: x = b(x)
+        logits = F.linear(s.lnf(x), s.wte.weight)
+        return F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt.view(-1))
+def run(name, L, h, nh, S, B, V=50304, compile=False, steps=10):
+    torch.manual_seed(0)
+    m = GPT(L, h, nh, V, S).cuda()
+    N = sum(p.numel() for p in m.parameters())
+    opt = torch.optim.AdamW(m.parameters(), lr=1e-4, fused=True)
+    f = torch.compile(m) if compile else m
+    idx = torch.randint(0, V, (B, S), device='cuda'); tgt = torch.randint(0, V, (B, S), device='cuda')
+    def step():
+        with torch.autocast('cuda', dtype=torch.bfloat16):
+            loss = f(idx, tgt)
+        loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
+        return loss
+    for _ in range(3): step()
+    torch.cuda.synchronize(); t0 = time.time()
+    for _ in range(steps): loss = step()
+    torch.cuda.synchronize(); dt = (time.time() - t0) / steps
+    tok = B * S / dt
+    # Megatron formula (no recompute): 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) per iteration
+    flops = 72 * B * S * L * h * h * (1 + S / (6 * h) + V / (12 * L * h))
+    print(f"{name} compile={compile} params={N/1e6:.0f}M B={B} S={S}: {dt*1000:.0f} ms/it, {tok:,.0f} tok/s, "
+          f"{flops/dt/1e12:.0f} TFLOP/s model, mem {torch.cuda.max_memory_allocated()/2**30:.1f} GiB, loss {loss.item():.3f}", flush=True)
+    del m, opt, f; torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
+CONFIGS = {  # name -> the peer's run(...) arguments, in the peer's order
+    "124M": (("gpt2-124M", 12, 768, 12, 1024, 32), {}),
+    "350M": (("gpt-350M", 24, 1024, 16, 1024, 16), {}),
+    "1.3B": (("gpt-1.3B", 24, 2048, 16, 2048, 8), {}),
+    "1.3B-compile": (("gpt-1.3B", 24, 2048, 16, 2048, 8), {"compile": True}),
+    "124M-compile": (("gpt2-124M", 12, 768, 12, 1024, 32), {"compile": True}),
+}
+wanted = sys.argv[1:] or list(CONFIGS)
+for w in wanted:
+    if w not in CONFIGS:
+        sys.exit(f"torch_gpt_bench.py: unknown config '{w}'; expected one of {', '.join(CONFIGS)}")
+for w in wanted:
+    args, kw = CONFIGS[w]
+    run(*args, **kw)
