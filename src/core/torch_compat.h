@@ -22,3 +22,24 @@ constexpr bool kHasSdpa = MEGATON_TORCH_AT_LEAST(2, 0);
 inline size_t element_size(c10::ScalarType t) { return c10::elementSize(t); }
 
 }  // namespace megaton::compat
+
+// ~~~ fused attention (added by the model layer; the only version-dependent call on the attention path) ~~~
+namespace megaton::compat {
+
+/// at::scaled_dot_product_attention on LibTorch >= 2.0 (flash / memory-efficient / cuDNN kernels on the GPU):
+/// q, k, v [b, heads, s, d]; mask undefined or additive float [.., s, s]; returns [b, heads, s, d]. Dropout uses
+/// torch's default generator of the device. Callers check kHasSdpa first; on older LibTorch this is never reached.
+inline torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::Tensor& k,
+                                                  const torch::Tensor& v, const torch::Tensor& mask, double dropout_p,
+                                                  bool is_causal) {
+#if MEGATON_TORCH_AT_LEAST(2, 0)
+  return at::scaled_dot_product_attention(q, k, v, mask.defined() ? c10::optional<at::Tensor>(mask) : c10::nullopt,
+                                          dropout_p, is_causal);
+#else
+  (void)q, (void)k, (void)v, (void)mask, (void)dropout_p, (void)is_causal;
+  TORCH_INTERNAL_ASSERT(false, "scaled_dot_product_attention needs LibTorch >= 2.0 (check compat::kHasSdpa)");
+  return {};
+#endif
+}
+
+}  // namespace megaton::compat

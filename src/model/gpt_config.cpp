@@ -1,0 +1,79 @@
+#include "model/gpt_config.h"
+
+#include <algorithm>
+#include <limits>
+
+#include "core/error.h"
+
+namespace megaton::model {
+
+void validate_gpt_config(const GptConfig& c, int tp, int pp) {
+  const auto& m = c.model;
+  MEGATON_CHECK(m.num_layers > 0 && m.hidden_size > 0 && m.num_attention_heads > 0 && m.kv_channels > 0 &&
+                    m.ffn_hidden_size > 0,
+                UsageError, "model config not validated: --num-layers ", m.num_layers, ", --hidden-size ",
+                m.hidden_size, ", --num-attention-heads ", m.num_attention_heads, ", --kv-channels ", m.kv_channels,
+                ", --ffn-hidden-size ", m.ffn_hidden_size, " must all be > 0 (call cli::validate_model first)");
+  MEGATON_CHECK(c.vocab_size > 0 && c.padded_vocab_size >= c.vocab_size, UsageError, "padded vocabulary (",
+                c.padded_vocab_size, ") must be >= the vocabulary (", c.vocab_size, ") and > 0");
+  MEGATON_CHECK(m.num_attention_heads % tp == 0, UsageError, "--num-attention-heads (", m.num_attention_heads,
+                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
+  MEGATON_CHECK(m.ffn_hidden_size % tp == 0, UsageError, "--ffn-hidden-size (", m.ffn_hidden_size,
+                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
+  MEGATON_CHECK(c.padded_vocab_size % tp == 0, UsageError, "padded vocabulary (", c.padded_vocab_size,
+                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
+  MEGATON_CHECK(m.num_layers >= pp, UsageError, "--num-layers (", m.num_layers,
+                ") must be >= --pipeline-model-parallel-size (", pp, ")");
+  if (c.position_type() == PositionType::kRotary)
+    MEGATON_CHECK(m.kv_channels % 2 == 0, UsageError, "--position-embedding-type rotary needs an even head dimension (",
+                  "--kv-channels ", m.kv_channels, ")");
+  if (c.position_type() == PositionType::kAbsolute)
+    MEGATON_CHECK(m.max_position_embeddings > 0, UsageError,
+                  "--position-embedding-type absolute needs --max-position-embeddings > 0");
+  MEGATON_CHECK(c.dtype == torch::kFloat32 || c.dtype == torch::kBFloat16 || c.dtype == torch::kFloat16 ||
+                    c.dtype == torch::kFloat64,
+                UsageError, "model dtype must be fp32, bf16, fp16 (or fp64 for tests), got ", c.dtype);
+  (void)c.activation();  // throws on an unknown --glu-activation
+}
+
+std::vector<int> partition_layers(const GptConfig& c, int pp) {
+  const int L = c.model.num_layers;
+  MEGATON_CHECK(L >= pp, UsageError, "--num-layers (", L, ") must be >= --pipeline-model-parallel-size (", pp, ")");
+  std::vector<int> out(pp, L / pp);
+  for (int i = 0; i < L % pp; ++i) out[i] += 1;
+  const std::string& method = c.pp_partition_method;
+  if (method == "uniform" || method.rfind("type:", 0) == 0 || pp == 1) return out;
+  MEGATON_CHECK(method == "parameters", UsageError, "--pp-partition-method: expected uniform|parameters|type:*, got '",
+                method, "'");
+  const auto& m = c.model;
+  const int64_t h = m.hidden_size, f = m.ffn_hidden_size, kv = int64_t(m.kv_channels) * m.num_attention_heads;
+  const int64_t glu = m.glu_activation.empty() ? 1 : 2;
+  const int64_t layer = 4 * h + h * 3 * kv + 3 * kv + kv * h + h + h * glu * f + glu * f + f * h + h;
+  const int64_t emb = c.padded_vocab_size * h +
+                      (c.position_type() == PositionType::kAbsolute ? int64_t(m.max_position_embeddings) * h : 0) +
+                      (m.embed_layernorm ? 2 * h : 0);
+  const int64_t head = c.padded_vocab_size * h + 2 * h;
+  auto stage_cost = [&](int stage, int layers) {
+    return layers * layer + (stage == 0 ? emb : 0) + (stage == pp - 1 ? head : 0);
+  };
+  // best[s][n]: smallest achievable maximum over stages [0, s] holding the first n layers; choice[s][n]: layers of s.
+  const int64_t inf = std::numeric_limits<int64_t>::max();
+  std::vector<std::vector<int64_t>> best(pp, std::vector<int64_t>(L + 1, inf));
+  std::vector<std::vector<int>> choice(pp, std::vector<int>(L + 1, 0));
+  for (int n = 1; n <= L; ++n) best[0][n] = stage_cost(0, n), choice[0][n] = n;
+  for (int s = 1; s < pp; ++s)
+    for (int n = s + 1; n <= L; ++n)
+      for (int k = 1; k <= n - s; ++k) {  // stage s takes k layers
+        if (best[s - 1][n - k] == inf) continue;
+        const int64_t v = std::max(best[s - 1][n - k], stage_cost(s, k));
+        if (v < best[s][n]) best[s][n] = v, choice[s][n] = k;
+      }
+  int n = L;
+  for (int s = pp - 1; s >= 0; --s) {
+    out[s] = choice[s][n];
+    n -= out[s];
+  }
+  return out;
+}
+
+}  // namespace megaton::model

@@ -1,0 +1,44 @@
+// Everything needed to build a GPT shard: the model flags (cli::ModelArgs after cli::validate_model), the vocabulary
+// (real and padded: cli::padded_vocab_size), the seed, the training dtype and device, and how layers are spread over
+// pipeline stages. The parallel layout itself comes from dist::ProcessGroups.
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+
+#include "cli/arguments.h"
+#include "model/positions.h"
+#include "ops/activations.h"
+
+namespace megaton::model {
+
+struct GptConfig {
+  cli::ModelArgs model;          // validated (kv_channels, ffn_hidden_size filled in)
+  int64_t vocab_size = 0;        // the tokenizer's
+  int64_t padded_vocab_size = 0; // rows of the word embedding; >= vocab_size, divisible by TP
+  uint64_t seed = 1234;          // --seed: parameter init and dropout
+  torch::ScalarType dtype = torch::kFloat32;  // --fp16 / --bf16 params
+  torch::Device device = torch::kCPU;
+  std::string pp_partition_method = "uniform";  // uniform | parameters | type:* (= uniform)
+  bool use_fused_attention = true;              // at::scaled_dot_product_attention where LibTorch has it
+
+  PositionType position_type() const { return parse_position_type(model.position_embedding_type); }
+  ops::Activation activation() const {
+    return ops::activation_from_flags(model.glu_activation, model.openai_gelu, !model.no_bias_gelu_fusion);
+  }
+  int64_t hidden() const { return model.hidden_size; }
+  int64_t heads() const { return model.num_attention_heads; }
+  int64_t head_dim() const { return model.kv_channels; }
+  int64_t ffn() const { return model.ffn_hidden_size; }
+};
+
+/// Throws UsageError unless the config fits a TP x PP layout (heads, ffn, padded vocab divisible by TP; layers >= PP;
+/// rotary head dim even; vocab <= padded vocab).
+void validate_gpt_config(const GptConfig& c, int tp, int pp);
+
+/// Layers of each pipeline stage. "uniform": num_layers/pp each, the remainder to the earliest stages.
+/// "parameters": contiguous split minimising the largest stage's parameter count, counting the word (and position)
+/// embedding on the first stage and the output embedding + final LayerNorm on the last; every stage gets >= 1 layer.
+std::vector<int> partition_layers(const GptConfig& c, int pp);
+
+}  // namespace megaton::model

@@ -1,0 +1,188 @@
+#include "model/gpt_stage.h"
+
+#include <limits>
+
+#include "core/error.h"
+#include "model/positions.h"
+#include "model/recompute.h"
+#include "ops/layer_norm.h"
+#include "parallel/tensor/cross_entropy.h"
+#include "parallel/tensor/mappings.h"
+
+namespace megaton::model {
+
+using parallel::InitSpec;
+
+namespace {
+const char* kWordEmbedding = "embedding.word_embeddings.weight";
+}
+
+GptStage::GptStage(GptConfig config, const dist::ProcessGroups& groups)
+    : c_(std::move(config)),
+      tp_(groups.tp),
+      tp_rank_(groups.tp->rank()),
+      tp_size_(groups.tp->size()),
+      rng_(c_.seed, groups.tp->rank(), groups.coords.pp, c_.device) {
+  const int pp = groups.grid.pp_size(), stage = groups.coords.pp;
+  validate_gpt_config(c_, tp_size_, pp);
+  first_ = stage == 0;
+  last_ = stage == pp - 1;
+  const std::vector<int> per_stage = partition_layers(c_, pp);
+  for (int s = 0; s < stage; ++s) first_layer_ += per_stage[s];
+
+  const auto& m = c_.model;
+  const int64_t h = m.hidden_size, V = c_.padded_vocab_size;
+  factory_ = std::make_unique<parallel::ParamFactory>(c_.seed, tp_rank_, tp_size_, c_.dtype, c_.device);
+  auto& f = *factory_;
+  const bool tied = !m.untie_embeddings_and_output_weights;
+  const InitSpec emb_init = m.init_method_xavier_uniform ? InitSpec::xavier_uniform(V, h) : InitSpec::normal(m.init_method_std);
+
+  if (first_) {
+    word_.emplace(f, kWordEmbedding, c_.vocab_size, V, h, emb_init, tp_, tied && pp > 1);
+    if (m.embed_layernorm) {
+      emb_ln_w_ = f.make({"embedding.norm.weight", {h}, -1, {}, InitSpec::ones(), 0, true});
+      emb_ln_b_ = f.make({"embedding.norm.bias", {h}, -1, {}, InitSpec::zeros(), 0, true});
+    }
+    if (c_.position_type() == PositionType::kAbsolute)
+      position_ = f.make({"embedding.position_embeddings.weight", {m.max_position_embeddings, h}, -1, {}, emb_init});
+  }
+  for (int i = 0; i < per_stage[stage]; ++i)
+    layers_.push_back(std::make_unique<TransformerLayer>(f, c_, first_layer_ + i, tp_));
+  if (last_) {
+    final_ln_w_ = f.make({"final_layernorm.weight", {h}, -1, {}, InitSpec::ones(), 0, true});
+    final_ln_b_ = f.make({"final_layernorm.bias", {h}, -1, {}, InitSpec::zeros(), 0, true});
+    if (!tied) {
+      output_weight_ = f.make({"output_layer.weight", {V, h}, 0, {}, emb_init, c_.vocab_size});
+    } else if (first_) {
+      output_weight_ = word_->weight;  // PP = 1: one tensor serves both ends
+    } else {
+      // The last stage's copy of the word embedding: same name, so the same values as the first stage's.
+      output_weight_ = f.make({kWordEmbedding, {V, h}, 0, {}, emb_init, c_.vocab_size, false, true});
+    }
+    const int64_t per = V / tp_size_, start = per * tp_rank_;
+    if (start + per > c_.vocab_size) {
+      padding_columns_ = (torch::arange(start, start + per, torch::kInt64) >= c_.vocab_size).to(c_.device);  // [V/tp]
+    }
+  }
+}
+
+void GptStage::zero_grad() {
+  for (auto& p : factory_->params()) p.param.mutable_grad() = torch::Tensor();
+}
+
+LayerContext GptStage::layer_context(int64_t s) {
+  LayerContext ctx;
+  ctx.training = training_;
+  ctx.rng = &rng_;
+  const PositionType pos = c_.position_type();
+  if (pos == PositionType::kAlibi) {
+    if (!alibi_.defined() || alibi_.size(-1) < s) {
+      const int local = c_.model.num_attention_heads / tp_size_;
+      alibi_ = alibi_bias(c_.model.num_attention_heads, local * tp_rank_, local, s, c_.device);
+    }
+    ctx.alibi = alibi_;
+  } else if (pos == PositionType::kRotary) {
+    if (!rotary_cos_.defined() || rotary_cos_.size(0) < s)
+      std::tie(rotary_cos_, rotary_sin_) = rotary_tables(s, c_.model.kv_channels, c_.device);
+    ctx.rotary_cos = rotary_cos_;
+    ctx.rotary_sin = rotary_sin_;
+  }
+  return ctx;
+}
+
+torch::Tensor GptStage::embed(const torch::Tensor& ids, const torch::Tensor& position_ids) const {
+  const auto& m = c_.model;
+  MEGATON_CHECK(ids.dim() == 2 && !ids.is_floating_point(), DataError,
+                "the first pipeline stage takes token ids [micro-batch, seq] of an integer type, got shape ",
+                ids.sizes(), " of ", ids.scalar_type());
+  if (ids.device().is_cpu() && ids.numel() > 0) {
+    const int64_t lo = ids.min().item<int64_t>(), hi = ids.max().item<int64_t>();
+    MEGATON_CHECK(lo >= 0 && hi < c_.vocab_size, DataError, "token id ", (lo < 0 ? lo : hi),
+                  " is outside the vocabulary [0, ", c_.vocab_size, ") (wrong tokenizer for this data?)");
+  }
+  const int64_t s = ids.size(1);
+  torch::Tensor x = word_->forward(ids.to(torch::kInt64));  // [b, s, h]
+  if (m.embed_layernorm) x = ops::layer_norm(x, emb_ln_w_, emb_ln_b_, m.layernorm_epsilon);
+  if (position_.defined()) {
+    MEGATON_CHECK(s <= m.max_position_embeddings, DataError, "sequence length ", s,
+                  " exceeds --max-position-embeddings (", m.max_position_embeddings, ")");
+    torch::Tensor pos = position_ids.defined()
+                            ? position_ids.to(torch::kInt64)
+                            : torch::arange(s, torch::TensorOptions().dtype(torch::kInt64).device(ids.device()))
+                                  .unsqueeze(0)
+                                  .expand_as(ids);  // [b, s]
+    x = x + torch::embedding(position_, pos);
+  }
+  return x.transpose(0, 1).contiguous();  // [s, b, h]
+}
+
+torch::Tensor GptStage::run_layers(torch::Tensor h, const LayerContext& ctx) {
+  const bool recompute = c_.model.checkpoint_activations && training_;
+  if (!recompute) {
+    for (const auto& layer : layers_) h = layer->forward(h, ctx);
+    return h;
+  }
+  const int chunk = std::max(1, c_.model.checkpoint_num_layers);
+  for (size_t begin = 0; begin < layers_.size(); begin += chunk) {
+    const size_t end = std::min(layers_.size(), begin + chunk);
+    HiddenFn fn = [this, begin, end, ctx](const torch::Tensor& x) {
+      torch::Tensor y = x;
+      for (size_t i = begin; i < end; ++i) y = layers_[i]->forward(y, ctx);
+      return y;
+    };
+    h = checkpointed(fn, h, rng_);
+  }
+  return h;
+}
+
+torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor& position_ids) {
+  torch::Tensor h;
+  if (first_) {
+    h = embed(input, position_ids);  // [s, b, h]
+    if (training_ && c_.model.hidden_dropout > 0.0)
+      h = parallel::dropout(h, c_.model.hidden_dropout, true, rng_.default_generator());
+  } else {
+    MEGATON_CHECK(input.dim() == 3 && input.size(2) == c_.model.hidden_size, InternalError,
+                  "pipeline stage ", first_layer_, "+ expects hidden states [s, b, ", c_.model.hidden_size,
+                  "], got ", input.sizes());
+    h = input;
+  }
+  h = run_layers(h, layer_context(h.size(0)));
+  if (!last_) return h;
+  h = ops::layer_norm(h, final_ln_w_, final_ln_b_, c_.model.layernorm_epsilon);
+  torch::Tensor logits = parallel::parallel_lm_logits(h, output_weight_, tp_);  // [s, b, V/tp]
+  if (padding_columns_.defined())
+    logits = logits.masked_fill(padding_columns_, -std::numeric_limits<double>::infinity());
+  return logits;
+}
+
+torch::Tensor GptStage::token_losses(const torch::Tensor& logits, const torch::Tensor& labels) const {
+  MEGATON_ASSERT(last_, "token_losses on a stage that is not the last");
+  MEGATON_CHECK(labels.dim() == 2 && labels.size(0) == logits.size(1) && labels.size(1) == logits.size(0), DataError,
+                "labels must be [micro-batch, seq] = [", logits.size(1), ", ", logits.size(0), "], got ",
+                labels.sizes());
+  return parallel::vocab_parallel_cross_entropy(logits, labels.t(), tp_).t();  // [b, s]
+}
+
+torch::Tensor GptStage::masked_mean(const torch::Tensor& losses, const torch::Tensor& loss_mask) {
+  torch::Tensor mask = loss_mask.to(torch::kFloat32).reshape(-1);
+  return (losses.reshape(-1) * mask).sum() / mask.sum();
+}
+
+torch::Tensor GptStage::gather_logits(const torch::Tensor& logits) const {
+  return parallel::all_gather_last_dim(logits.detach(), *tp_);
+}
+
+void all_reduce_tied_embedding_grads(const parallel::ParamList& params, dist::Communicator& embedding_group) {
+  if (embedding_group.size() == 1) return;
+  for (const auto& p : params) {
+    if (!p.tied_embedding) continue;
+    torch::Tensor g = p.param.grad();
+    MEGATON_ASSERT(g.defined(), "tied embedding ", p.name, " has no gradient to sum");
+    torch::Tensor flat = g.contiguous();
+    embedding_group.all_reduce(flat, dist::ReduceOp::kSum);
+    if (!flat.is_same(g)) g.copy_(flat);
+  }
+}
+
+}  // namespace megaton::model

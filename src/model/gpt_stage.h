@@ -1,0 +1,89 @@
+// One pipeline stage of Megatron's GPT, its tensors split over the TP group:
+//   first stage: word embeddings (vocab-parallel) [+ LayerNorm with --embed-layernorm] [+ learned positions]
+//                -> transpose to [s, b, h] -> embedding dropout
+//   every stage: its transformer layers (global indices [first_layer, first_layer + num_layers)), optionally
+//                recomputed in backward (--checkpoint-activations, chunks of --checkpoint-num-layers)
+//   last stage:  final LayerNorm -> logits against the word embedding (tied; with PP > 1 the last stage holds its
+//                own copy, initialised identically, whose gradient is summed over the embedding group) or an untied
+//                output layer -> vocabulary-parallel cross-entropy.
+// Logits of padding rows (ids >= vocab_size) are -inf: padding never takes probability mass, so the model is the
+// same whatever the padding (which depends on TP), and padding rows stay zero.
+#pragma once
+#include <torch/torch.h>
+
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "dist/process_groups.h"
+#include "model/gpt_config.h"
+#include "model/transformer_layer.h"
+#include "parallel/param_info.h"
+#include "parallel/rng_tracker.h"
+#include "parallel/tensor/layers.h"
+
+namespace megaton::model {
+
+class GptStage {
+ public:
+  /// Builds this rank's shard of stage groups.coords.pp. Collective over nothing (init is local and deterministic).
+  GptStage(GptConfig config, const dist::ProcessGroups& groups);
+  GptStage(const GptStage&) = delete;
+  GptStage& operator=(const GptStage&) = delete;
+
+  /// First stage: token ids [b, s] (int64); other stages: hidden [s, b, h] from the previous stage.
+  /// Returns hidden [s, b, h] on all but the last stage, logits [s, b, padded_vocab/tp] on the last one.
+  /// position_ids [b, s] (absolute positions only; default 0..s-1).
+  torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& position_ids = {});
+
+  /// Last stage: per-token loss [b, s] fp32 from logits [s, b, V/tp] and labels [b, s].
+  torch::Tensor token_losses(const torch::Tensor& logits, const torch::Tensor& labels) const;
+  /// sum(losses * mask) / sum(mask): Megatron's loss_func. losses, mask [b, s].
+  static torch::Tensor masked_mean(const torch::Tensor& losses, const torch::Tensor& loss_mask);
+  /// The full logits [s, b, padded_vocab] gathered over TP (for generation and tests).
+  torch::Tensor gather_logits(const torch::Tensor& logits) const;
+
+  /// Every parameter shard of this stage, canonical names with global layer numbers.
+  const parallel::ParamList& params() const { return factory_->params(); }
+  /// Sets every parameter's .grad to undefined.
+  void zero_grad();
+
+  void set_training(bool on) { training_ = on; }
+  bool training() const { return training_; }
+  bool is_first_stage() const { return first_; }
+  bool is_last_stage() const { return last_; }
+  int first_layer() const { return first_layer_; }
+  int num_layers() const { return static_cast<int>(layers_.size()); }
+  const GptConfig& config() const { return c_; }
+  parallel::RngTracker& rng() { return rng_; }
+
+ private:
+  torch::Tensor embed(const torch::Tensor& ids, const torch::Tensor& position_ids) const;  // -> [s, b, h]
+  torch::Tensor run_layers(torch::Tensor h, const LayerContext& ctx);
+  LayerContext layer_context(int64_t s);
+
+  GptConfig c_;
+  dist::CommunicatorPtr tp_;
+  int tp_rank_ = 0, tp_size_ = 1;
+  bool first_ = true, last_ = true, training_ = true;
+  int first_layer_ = 0;
+  std::unique_ptr<parallel::ParamFactory> factory_;
+  parallel::RngTracker rng_;
+
+  std::optional<parallel::VocabParallelEmbedding> word_;  // first stage
+  torch::Tensor position_;                                 // [max_pos, h], absolute positions, first stage
+  torch::Tensor emb_ln_w_, emb_ln_b_;                      // [h], --embed-layernorm, first stage
+  std::vector<std::unique_ptr<TransformerLayer>> layers_;
+  torch::Tensor final_ln_w_, final_ln_b_;                  // [h], last stage
+  torch::Tensor output_weight_;                            // [V/tp, h], last stage (tied or untied)
+  torch::Tensor padding_columns_;                          // [V/tp] bool: columns >= vocab_size, or undefined
+
+  // Cached position tables (rebuilt when a longer sequence arrives).
+  torch::Tensor alibi_, rotary_cos_, rotary_sin_;
+};
+
+/// Sums the gradients of the tied word embedding over the embedding group (first and last stage), as Megatron's
+/// _allreduce_embedding_grads; a no-op when the group has one rank (PP = 1) or the embeddings are untied.
+void all_reduce_tied_embedding_grads(const parallel::ParamList& params, dist::Communicator& embedding_group);
+
+}  // namespace megaton::model

@@ -1,0 +1,23 @@
+#include "model/train_step.h"
+
+#include "core/error.h"
+
+namespace megaton::model {
+
+StepLoss forward_backward_no_pipeline(GptStage& stage, const std::vector<MicroBatch>& batches, double loss_scale) {
+  MEGATON_ASSERT(stage.is_first_stage() && stage.is_last_stage(),
+                 "forward_backward_no_pipeline needs the whole model on one stage (PP = 1)");
+  MEGATON_CHECK(!batches.empty(), InternalError, "a training step needs at least one micro-batch");
+  StepLoss out;
+  out.micro_batches = static_cast<int>(batches.size());
+  const double n = static_cast<double>(batches.size());
+  for (const auto& mb : batches) {
+    torch::Tensor logits = stage.forward(mb.tokens, mb.position_ids);                       // [s, b, V/tp]
+    torch::Tensor loss = GptStage::masked_mean(stage.token_losses(logits, mb.labels), mb.loss_mask);  // []
+    (loss * (loss_scale / n)).backward();
+    out.loss += loss.item<double>() / n;
+  }
+  return out;
+}
+
+}  // namespace megaton::model

@@ -1,0 +1,110 @@
+#include "model/transformer_layer.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "ops/attention.h"
+#include "ops/layer_norm.h"
+#include "model/positions.h"
+
+namespace megaton::model {
+
+using parallel::InitSpec;
+
+InitSpec weight_init(const cli::ModelArgs& m, int64_t fan_in, int64_t fan_out, bool scaled) {
+  if (m.init_method_xavier_uniform) return InitSpec::xavier_uniform(fan_in, fan_out);
+  return InitSpec::normal(scaled ? m.init_method_std / std::sqrt(2.0 * m.num_layers) : m.init_method_std);
+}
+
+TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c, int index, dist::CommunicatorPtr tp)
+    : c_(c), index_(index), act_(c.activation()) {
+  const auto& m = c.model;
+  const int64_t h = m.hidden_size, heads = m.num_attention_heads, d = m.kv_channels, ffn = m.ffn_hidden_size;
+  const int n = tp->size();
+  local_heads_ = heads / n;
+  const std::string p = "layers." + std::to_string(index) + ".";
+  auto ln = [&](const std::string& name, bool weight) {
+    return f.make({p + name, {h}, -1, {}, weight ? InitSpec::ones() : InitSpec::zeros(), 0, true});
+  };
+  ln1_w_ = ln("input_layernorm.weight", true);
+  ln1_b_ = ln("input_layernorm.bias", false);
+
+  parallel::ColumnParallelOptions qkv;
+  qkv.in = h;
+  qkv.out = 3 * heads * d;
+  qkv.init = weight_init(m, h, 3 * heads * d, false);
+  qkv.canonical_shape = {heads, 3, d, h};
+  qkv.partition_dim = 0;
+  qkv_.emplace(f, p + "attention.qkv", qkv, tp);
+
+  parallel::RowParallelOptions dense;
+  dense.in = heads * d;
+  dense.out = h;
+  dense.init = weight_init(m, heads * d, h, true);
+  dense_.emplace(f, p + "attention.dense", dense, tp);
+
+  ln2_w_ = ln("post_attention_layernorm.weight", true);
+  ln2_b_ = ln("post_attention_layernorm.bias", false);
+
+  const bool glu = ops::is_glu(act_);
+  parallel::ColumnParallelOptions fc1;
+  fc1.in = h;
+  fc1.out = (glu ? 2 : 1) * ffn;
+  fc1.init = weight_init(m, h, fc1.out, false);
+  if (glu) {
+    fc1.canonical_shape = {2, ffn, h};
+    fc1.partition_dim = 1;
+  }
+  fc1_.emplace(f, p + "mlp.fc1", fc1, tp);
+
+  parallel::RowParallelOptions fc2;
+  fc2.in = ffn;
+  fc2.out = h;
+  fc2.init = weight_init(m, ffn, h, true);
+  fc2_.emplace(f, p + "mlp.fc2", fc2, tp);
+}
+
+torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerContext& ctx) const {
+  const auto& m = c_.model;
+  const int64_t s = x.size(0), b = x.size(1), d = m.kv_channels;
+  torch::Tensor qkv = qkv_->forward(x).view({s, b, local_heads_, 3, d});  // [s, b, np, 3, d]
+  torch::Tensor q = qkv.select(3, 0), k = qkv.select(3, 1), v = qkv.select(3, 2);  // [s, b, np, d]
+  if (ctx.rotary_cos.defined()) {
+    q = apply_rotary(q, ctx.rotary_cos, ctx.rotary_sin);
+    k = apply_rotary(k, ctx.rotary_cos, ctx.rotary_sin);
+  }
+  ops::AttentionOptions o;
+  o.layer_scale = m.apply_query_key_layer_scaling ? double(index_ + 1) : 1.0;
+  o.softmax_in_fp32 = m.attention_softmax_in_fp32 || m.apply_query_key_layer_scaling;
+  o.dropout_p = m.attention_dropout;
+  o.training = ctx.training;
+  o.dropout_generator = ctx.rng ? &ctx.rng->tp_generator() : nullptr;
+  o.alibi = ctx.alibi;
+  o.use_fused = c_.use_fused_attention;
+  torch::Tensor context = ops::causal_attention(q, k, v, o);  // [s, b, np*d]
+  return dense_->forward(context);                             // [s, b, h]
+}
+
+torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
+  torch::Tensor inter = ops::apply_activation(fc1_->forward(x), act_);  // [s, b, f/tp]
+  return fc2_->forward(inter);                                          // [s, b, h]
+}
+
+torch::Tensor TransformerLayer::forward(const torch::Tensor& x, const LayerContext& ctx) const {
+  const auto& m = c_.model;
+  const double eps = m.layernorm_epsilon;
+  at::Generator* gen = ctx.rng ? &ctx.rng->default_generator() : nullptr;
+  auto hidden_dropout = [&](const torch::Tensor& t) {
+    if (!ctx.training || m.hidden_dropout <= 0.0) return t;
+    MEGATON_ASSERT(gen != nullptr, "hidden dropout without a generator");
+    return parallel::dropout(t, m.hidden_dropout, true, *gen);
+  };
+  torch::Tensor ln1 = ops::layer_norm(x, ln1_w_, ln1_b_, eps);
+  torch::Tensor residual = m.apply_residual_connection_post_layernorm ? ln1 : x;
+  torch::Tensor a = residual + hidden_dropout(attention(ln1, ctx));
+  torch::Tensor ln2 = ops::layer_norm(a, ln2_w_, ln2_b_, eps);
+  residual = m.apply_residual_connection_post_layernorm ? ln2 : a;
+  return residual + hidden_dropout(mlp(ln2));
+}
+
+}  // namespace megaton::model

@@ -1,0 +1,60 @@
+// One pre-LayerNorm transformer layer as Megatron's ParallelTransformerLayer builds it, with its heads and MLP
+// columns split over TP:
+//   a = x + dropout(Attention(LN1(x)))      (residual from LN1(x) with --apply-residual-connection-post-layernorm)
+//   y = a + dropout(MLP(LN2(a)))
+// Attention: fused QKV (column-parallel, canonical [heads, 3, head_dim, h]) -> rotary on q, k (if rotary) ->
+// causal softmax attention (+ ALiBi bias) -> output projection (row-parallel). MLP: fc1 (column-parallel; 2*ffn
+// wide for GLU, canonical [2, ffn, h]) -> activation -> fc2 (row-parallel). Output projections (attention dense,
+// fc2) use the scaled init std / sqrt(2 * num_layers).
+#pragma once
+#include <torch/torch.h>
+
+#include <optional>
+
+#include "dist/communicator.h"
+#include "model/gpt_config.h"
+#include "parallel/param_factory.h"
+#include "parallel/rng_tracker.h"
+#include "parallel/tensor/layers.h"
+
+namespace megaton::model {
+
+/// Per-forward inputs shared by all layers of a stage.
+struct LayerContext {
+  bool training = false;
+  parallel::RngTracker* rng = nullptr;
+  torch::Tensor alibi;       // [heads/tp, 1, s] fp32, or undefined
+  torch::Tensor rotary_cos;  // [s, 1, 1, head_dim] fp32, or undefined
+  torch::Tensor rotary_sin;
+};
+
+class TransformerLayer {
+ public:
+  /// `index`: global layer index (0-based) used in parameter names; Megatron's layer_number is index + 1.
+  TransformerLayer(parallel::ParamFactory& f, const GptConfig& c, int index, dist::CommunicatorPtr tp);
+
+  /// x [s, b, h] -> [s, b, h].
+  torch::Tensor forward(const torch::Tensor& x, const LayerContext& ctx) const;
+
+  int index() const { return index_; }
+
+ private:
+  torch::Tensor attention(const torch::Tensor& x, const LayerContext& ctx) const;  // [s, b, h] -> [s, b, h]
+  torch::Tensor mlp(const torch::Tensor& x) const;                                 // [s, b, h] -> [s, b, h]
+
+  GptConfig c_;
+  int index_;
+  int64_t local_heads_;
+  ops::Activation act_;
+  torch::Tensor ln1_w_, ln1_b_, ln2_w_, ln2_b_;  // [h]
+  std::optional<parallel::ColumnParallelLinear> qkv_;   // [3h/tp, h] = canonical [heads/tp, 3, d, h]
+  std::optional<parallel::RowParallelLinear> dense_;    // [h, h/tp]
+  std::optional<parallel::ColumnParallelLinear> fc1_;   // [f/tp, h] or GLU [2f/tp, h] = canonical [2, f/tp, h]
+  std::optional<parallel::RowParallelLinear> fc2_;      // [h, f/tp]
+};
+
+/// The init of weight matrices: normal(std) or xavier-uniform on the global fans; `scaled` divides the normal std
+/// by sqrt(2 * num_layers) (Megatron's scaled_init_method_normal for output projections).
+parallel::InitSpec weight_init(const cli::ModelArgs& m, int64_t fan_in, int64_t fan_out, bool scaled);
+
+}  // namespace megaton::model

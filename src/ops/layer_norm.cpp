@@ -1,0 +1,16 @@
+#include "ops/layer_norm.h"
+
+namespace megaton::ops {
+
+torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps) {
+  const auto dtype = x.scalar_type();
+  const bool half = dtype == torch::kBFloat16 || dtype == torch::kFloat16;
+  if (half && x.device().is_cpu()) {
+    return torch::layer_norm(x.to(torch::kFloat32), {x.size(-1)}, weight.to(torch::kFloat32),
+                             bias.to(torch::kFloat32), eps)
+        .to(dtype);
+  }
+  return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+}
+
+}  // namespace megaton::ops

@@ -1,0 +1,91 @@
+// Tensor-parallel layers (Megatron's mpu/layers.py) over the TP group's Communicator. Each owns its shard of the
+// weight (created through a ParamFactory, so its values are those of the TP=1 model's slice).
+//
+//   ColumnParallelLinear  Y = X A^T + b, A split along its output rows:  X [.., in] -> Y [.., out/tp]
+//   RowParallelLinear     Y = X A^T + b, A split along its input columns: X [.., in/tp] -> Y [.., out] (all-reduced)
+//   VocabParallelEmbedding  ids -> rows of E [V, h], E split along the vocabulary; the rows other ranks own are zero
+//                           locally and the sum over the group completes the lookup.
+#pragma once
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "dist/communicator.h"
+#include "parallel/param_factory.h"
+
+namespace megaton::parallel {
+
+// ~~~ ColumnParallelLinear ~~~
+struct ColumnParallelOptions {
+  int64_t in = 0;
+  int64_t out = 0;  // global output features
+  bool bias = true;
+  bool gather_output = false;
+  InitSpec init = InitSpec::normal(0.02);
+  /// Canonical global layout of the weight, a reshape of [out, in] whose split dimension is `partition_dim`
+  /// (default [out, in], 0). Fused QKV: [heads, 3, head_dim, in], 0. GLU fc1: [2, ffn, in], 1. The bias's canonical
+  /// shape is this minus the last dimension.
+  std::vector<int64_t> canonical_shape;
+  int partition_dim = 0;
+};
+
+class ColumnParallelLinear {
+ public:
+  ColumnParallelLinear(ParamFactory& f, const std::string& name, ColumnParallelOptions o, dist::CommunicatorPtr tp);
+  /// x [.., in] -> [.., out/tp] (or [.., out] with gather_output).
+  torch::Tensor forward(const torch::Tensor& x) const;
+
+  torch::Tensor weight;  // [out/tp, in]
+  torch::Tensor bias;    // [out/tp] (undefined without bias)
+ private:
+  ColumnParallelOptions o_;
+  dist::CommunicatorPtr tp_;
+};
+
+// ~~~ RowParallelLinear ~~~
+struct RowParallelOptions {
+  int64_t in = 0;  // global input features
+  int64_t out = 0;
+  bool bias = true;
+  bool input_is_parallel = true;
+  InitSpec init = InitSpec::normal(0.02);
+};
+
+class RowParallelLinear {
+ public:
+  RowParallelLinear(ParamFactory& f, const std::string& name, RowParallelOptions o, dist::CommunicatorPtr tp);
+  /// x [.., in/tp] (or [.., in] unless input_is_parallel) -> [.., out], bias added after the reduction.
+  torch::Tensor forward(const torch::Tensor& x) const;
+
+  torch::Tensor weight;  // [out, in/tp]
+  torch::Tensor bias;    // [out], replicated
+ private:
+  RowParallelOptions o_;
+  dist::CommunicatorPtr tp_;
+};
+
+// ~~~ VocabParallelEmbedding ~~~
+class VocabParallelEmbedding {
+ public:
+  /// `padded_vocab` rows, of which the first `vocab` are real (the rest stay zero); split over TP along rows.
+  VocabParallelEmbedding(ParamFactory& f, const std::string& name, int64_t vocab, int64_t padded_vocab, int64_t hidden,
+                         InitSpec init, dist::CommunicatorPtr tp, bool tied_embedding);
+  /// ids [..] (int64) -> [.., h], complete on every TP rank.
+  torch::Tensor forward(const torch::Tensor& ids) const;
+
+  int64_t vocab_start() const { return start_; }
+  int64_t vocab_end() const { return end_; }
+
+  torch::Tensor weight;  // [padded_vocab/tp, h]
+ private:
+  int64_t start_ = 0, end_ = 0;
+  dist::CommunicatorPtr tp_;
+};
+
+/// Logits of the (tied or untied) output layer: hidden [s, b, h] x weight [V/tp, h] -> [s, b, V/tp], each rank its
+/// vocabulary slice (Megatron's parallel_lm_logits without gathering).
+torch::Tensor parallel_lm_logits(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                 const dist::CommunicatorPtr& tp);
+
+}  // namespace megaton::parallel

@@ -1,0 +1,149 @@
+// Position encodings, attention and activations against their defining formulas.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <cmath>
+
+#include "core/error.h"
+#include "core/torch_compat.h"
+#include "model/positions.h"
+#include "ops/activations.h"
+#include "ops/attention.h"
+
+using namespace megaton;
+
+TEST(ModelAlibi, SlopesPowerOfTwo) {
+  // 8 heads: start = 2^-(2^-(3-3)) = 1/2, slopes 2^-1 .. 2^-8.
+  const auto s8 = model::alibi_slopes(8);
+  ASSERT_EQ(s8.size(), 8u);
+  for (int i = 0; i < 8; ++i) EXPECT_DOUBLE_EQ(s8[i], std::pow(2.0, -(i + 1))) << i;
+  // 4 heads: start = 2^-2, slopes 2^-2, 2^-4, 2^-6, 2^-8.
+  const auto s4 = model::alibi_slopes(4);
+  for (int i = 0; i < 4; ++i) EXPECT_DOUBLE_EQ(s4[i], std::pow(2.0, -2 * (i + 1))) << i;
+}
+
+TEST(ModelAlibi, SlopesNotPowerOfTwo) {
+  // 6 heads: the 4-head slopes, then every other slope of the 8-head list (2^-1, 2^-3).
+  const auto s = model::alibi_slopes(6);
+  const std::vector<double> want{0.25, 0.0625, 0.015625, 0.00390625, 0.5, 0.125};
+  ASSERT_EQ(s.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_DOUBLE_EQ(s[i], want[i]) << i;
+}
+
+TEST(ModelAlibi, BiasIsSlopeTimesKeyPositionForThisRanksHeads) {
+  const auto slopes = model::alibi_slopes(8);
+  torch::Tensor b = model::alibi_bias(8, 4, 2, 5, torch::kCPU);  // heads 4 and 5
+  ASSERT_EQ(b.sizes(), (std::vector<int64_t>{2, 1, 5}));
+  for (int h = 0; h < 2; ++h)
+    for (int j = 0; j < 5; ++j) EXPECT_FLOAT_EQ(b[h][0][j].item<float>(), float(slopes[4 + h] * j));
+}
+
+namespace {
+// softmax(q k^T / sqrt(d) + bias, causal) v, one (batch, head) at a time, in double.
+torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                  const std::vector<double>& slopes) {
+  const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3);
+  auto out = torch::zeros({s, b, np, d}, torch::kFloat64);
+  auto q64 = q.to(torch::kFloat64), k64 = k.to(torch::kFloat64), v64 = v.to(torch::kFloat64);
+  for (int64_t bi = 0; bi < b; ++bi)
+    for (int64_t h = 0; h < np; ++h)
+      for (int64_t i = 0; i < s; ++i) {
+        std::vector<double> w(i + 1);
+        double mx = -1e300, z = 0;
+        for (int64_t j = 0; j <= i; ++j) {
+          w[j] = (q64[i][bi][h] * k64[j][bi][h]).sum().item<double>() / std::sqrt(double(d)) +
+                 (slopes.empty() ? 0.0 : slopes[h] * j);
+          mx = std::max(mx, w[j]);
+        }
+        for (auto& x : w) z += (x = std::exp(x - mx));
+        for (int64_t j = 0; j <= i; ++j) out[i][bi][h] += v64[j][bi][h] * (w[j] / z);
+      }
+  return out.view({s, b, np * d});
+}
+}  // namespace
+
+TEST(ModelAttention, CausalAndAlibiMatchDirectFormula) {
+  torch::manual_seed(3);
+  const int64_t s = 6, b = 2, np = 4, d = 8;
+  auto q = torch::randn({s, b, np, d}), k = torch::randn({s, b, np, d}), v = torch::randn({s, b, np, d});
+  ops::AttentionOptions o;
+  o.use_fused = false;
+  auto plain = ops::causal_attention(q, k, v, o);
+  EXPECT_LT((plain.to(torch::kFloat64) - reference_attention(q, k, v, {})).abs().max().item<double>(), 1e-5);
+  // Megatron's query-key layer scaling changes nothing mathematically.
+  o.layer_scale = 3.0;
+  EXPECT_LT((ops::causal_attention(q, k, v, o) - plain).abs().max().item<double>(), 1e-5);
+  o.layer_scale = 1.0;
+  o.alibi = model::alibi_bias(np, 0, np, s, torch::kCPU);
+  auto alibi = ops::causal_attention(q, k, v, o);
+  EXPECT_LT((alibi.to(torch::kFloat64) - reference_attention(q, k, v, model::alibi_slopes(np))).abs().max().item<double>(),
+            1e-5);
+  EXPECT_GT((alibi - plain).abs().max().item<double>(), 1e-3);  // the bias does something
+  if (compat::kHasSdpa) {  // fused path agrees with the explicit one
+    o.use_fused = true;
+    EXPECT_LT((ops::causal_attention(q, k, v, o) - alibi).abs().max().item<double>(), 1e-5);
+  }
+}
+
+TEST(ModelAttention, ExplicitPathInBf16StaysCloseToFp32) {
+  torch::manual_seed(4);
+  auto q = torch::randn({5, 1, 2, 8}), k = torch::randn({5, 1, 2, 8}), v = torch::randn({5, 1, 2, 8});
+  ops::AttentionOptions o;
+  o.use_fused = false;
+  o.layer_scale = 2.0;
+  auto ref = ops::causal_attention(q, k, v, o);
+  auto bf = ops::causal_attention(q.to(torch::kBFloat16), k.to(torch::kBFloat16), v.to(torch::kBFloat16), o);
+  EXPECT_EQ(bf.scalar_type(), torch::kBFloat16);
+  EXPECT_LT((bf.to(torch::kFloat32) - ref).abs().max().item<double>(), 5e-2);
+}
+
+TEST(ModelRotary, MatchesPairwiseRotationFormula) {
+  const int64_t s = 7, d = 8;
+  auto [cos, sin] = model::rotary_tables(s, d, torch::kCPU);
+  torch::manual_seed(5);
+  auto x = torch::randn({s, 1, 1, d});
+  auto y = model::apply_rotary(x, cos, sin);
+  for (int64_t p = 0; p < s; ++p)
+    for (int64_t i = 0; i < d / 2; ++i) {
+      const double theta = p * std::pow(10000.0, -2.0 * i / d);
+      const double a = x[p][0][0][i].item<double>(), b = x[p][0][0][i + d / 2].item<double>();
+      EXPECT_NEAR(y[p][0][0][i].item<double>(), a * std::cos(theta) - b * std::sin(theta), 1e-5);
+      EXPECT_NEAR(y[p][0][0][i + d / 2].item<double>(), b * std::cos(theta) + a * std::sin(theta), 1e-5);
+    }
+}
+
+TEST(ModelRotary, ScoresDependOnlyOnRelativePosition) {
+  const int64_t s = 12, d = 16;
+  auto [cos, sin] = model::rotary_tables(s, d, torch::kCPU);
+  torch::manual_seed(6);
+  auto q = torch::randn({d}), k = torch::randn({d});
+  // The same q and k placed at every position.
+  auto qs = q.view({1, 1, 1, d}).expand({s, 1, 1, d}).contiguous();
+  auto ks = k.view({1, 1, 1, d}).expand({s, 1, 1, d}).contiguous();
+  auto rq = model::apply_rotary(qs, cos, sin).view({s, d}), rk = model::apply_rotary(ks, cos, sin).view({s, d});
+  auto score = [&](int64_t m, int64_t n) { return (rq[m] * rk[n]).sum().item<double>(); };
+  for (int64_t shift = 1; shift < 4; ++shift)
+    for (int64_t m = 0; m + shift < s; ++m)
+      for (int64_t n = 0; n + shift < s; ++n) EXPECT_NEAR(score(m, n), score(m + shift, n + shift), 1e-4);
+  EXPECT_GT(std::abs(score(5, 1) - score(1, 5)) + std::abs(score(0, 0) - score(0, 3)), 1e-3);  // not trivial
+  EXPECT_NEAR(rq.norm(2, 1).sub(q.norm()).abs().max().item<double>(), 0.0, 1e-4);             // a rotation
+}
+
+TEST(ModelActivations, GluVariantsMatchFormulas) {
+  torch::manual_seed(7);
+  auto x = torch::randn({3, 10});
+  auto x1 = x.narrow(1, 0, 5), x2 = x.narrow(1, 5, 5);
+  auto sig = 1.0 / (1.0 + torch::exp(-x2));
+  auto erf_gelu = 0.5 * x2 * (1.0 + torch::erf(x2 / std::sqrt(2.0)));
+  auto close = [](const torch::Tensor& a, const torch::Tensor& b) { return (a - b).abs().max().item<double>() < 1e-5; };
+  EXPECT_TRUE(close(ops::apply_activation(x, ops::Activation::kSwiglu), x1 * x2 * sig));
+  EXPECT_TRUE(close(ops::apply_activation(x, ops::Activation::kGeglu), x1 * erf_gelu));
+  EXPECT_TRUE(close(ops::apply_activation(x, ops::Activation::kReglu), x1 * x2.clamp_min(0)));
+  EXPECT_TRUE(close(ops::apply_activation(x, ops::Activation::kLiglu), x1 * x2));
+  const double c = std::sqrt(2.0 / M_PI);
+  auto tanh_gelu = 0.5 * x * (1.0 + torch::tanh(c * (x + 0.044715 * x * x * x)));
+  EXPECT_TRUE(close(ops::apply_activation(x, ops::Activation::kGeluTanh), tanh_gelu));
+  EXPECT_EQ(ops::activation_from_flags("", false, true), ops::Activation::kGeluTanh);   // Megatron's fused default
+  EXPECT_EQ(ops::activation_from_flags("", false, false), ops::Activation::kGeluErf);
+  EXPECT_THROW(ops::activation_from_flags("gelu2", false, true), UsageError);
+}
