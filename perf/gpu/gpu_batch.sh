@@ -1,7 +1,7 @@
 #!/bin/bash
 # perf/gpu/gpu_batch.sh OUTDIR [BUDGET_S] — one complete session on a GPU node, for machines lent by the minute:
 #   1. record what the node has (GPU, CUDA, torch, MPI, NCCL, Debian/Ubuntu packages)        -> OUTDIR/discover.txt
-#   2. start the PyTorch reference bench (perf/gpu/torch_gpt_bench.py $BENCH_CONFIGS) in the background
+#   2. start the PyTorch reference bench (perf/gpu/torch_gpt_bench.py $BENCH_CONFIGS; "none" skips it) in the background
 #                                                                                            -> OUTDIR/torch_bench.log
 #   3. build with perf/gpu/setup.sh (JOBS = nproc - 2, leaving cores to the bench's Python) -> OUTDIR/build.log
 #   4. unit tests, multi-rank MPI tests at -np 1, 2, 4                                        -> OUTDIR/tests.log
@@ -15,6 +15,7 @@ set -uo pipefail
 OUT=$(realpath -m "${1:?usage: gpu_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-400}
 BENCH_CONFIGS=${BENCH_CONFIGS:-124M 1.3B}
+CB_MAXBYTES=${CB_MAXBYTES:-268435456}  # largest comm-bench message on one rank
 mkdir -p "$OUT"
 T0=$(date +%s)
 DEADLINE=$((T0 + BUDGET_S))
@@ -54,9 +55,13 @@ stamp "source: $SRC ($(cat "$SRC/.snapshot" 2>/dev/null || echo working tree))"
 stamp "discovery done: $(grep -m1 -E 'H200|H100|NVIDIA' "$OUT/discover.txt" | head -c 120)"
 
 # ~~~ 2. reference bench, in the background (GPU-bound; the build uses the CPUs) ~~~
-(cd "$SRC" && PYTHONUNBUFFERED=1 timeout "$(cap 240)" python3 perf/gpu/torch_gpt_bench.py $BENCH_CONFIGS \
-  > "$OUT/torch_bench.log" 2>&1; echo "[torch_gpt_bench.py exit code $?]" >> "$OUT/torch_bench.log") &
-BENCH_PID=$!
+BENCH_PID=
+if [ "$BENCH_CONFIGS" != none ]; then
+  # shellcheck disable=SC2086
+  (cd "$SRC" && PYTHONUNBUFFERED=1 timeout "$(cap 240)" python3 perf/gpu/torch_gpt_bench.py $BENCH_CONFIGS \
+    > "$OUT/torch_bench.log" 2>&1; echo "[torch_gpt_bench.py exit code $?]" >> "$OUT/torch_bench.log") &
+  BENCH_PID=$!
+fi
 
 # ~~~ 3. build ~~~
 JOBS=$(($(nproc) > 4 ? $(nproc) - 2 : 2))
@@ -68,14 +73,14 @@ stamp "build exit code $BUILD_RC; $(grep -c -E 'error:' "$OUT/build.log") compil
 grep -E '^\[setup|\[x\]|\[ \]|CMake Error|error:|FAILED:' "$OUT/build.log" | head -40
 
 # ~~~ 4. tests (CPU) ~~~
-if [ -x "$BUILD/megaton_unit_tests" ]; then
-  # shellcheck disable=SC1091
-  source "$BUILD/env.sh"
+# shellcheck disable=SC1091
+[ -f "$BUILD/env.sh" ] && source "$BUILD/env.sh"
+if [ -x "$BUILD/tests/megaton_unit_tests" ]; then
   {
-    echo "=== megaton_unit_tests"; (cd "$BUILD" && timeout "$(cap 90)" ./megaton_unit_tests); echo "[exit code $?]"
+    echo "=== tests/megaton_unit_tests"; (cd "$BUILD" && timeout "$(cap 90)" tests/megaton_unit_tests); echo "[exit code $?]"
     for np in 1 2 4; do
-      echo "=== mpirun -np $np megaton_mpi_tests"
-      (cd "$BUILD" && timeout "$(cap 90)" mpirun -np $np ./megaton_mpi_tests); echo "[exit code $?]"
+      echo "=== mpirun -np $np tests/megaton_mpi_tests"
+      (cd "$BUILD" && timeout "$(cap 90)" mpirun -np $np tests/megaton_mpi_tests); echo "[exit code $?]"
     done
   } > "$OUT/tests.log" 2>&1
   stamp "unit tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/tests.log" | head -1 | tr -s ' ')"
@@ -85,15 +90,15 @@ if [ -x "$BUILD/megaton_unit_tests" ]; then
 fi
 
 # ~~~ 5. comm-bench on the GPU, once the reference bench has released it ~~~
-wait $BENCH_PID
-stamp "torch bench done"
+[ -n "$BENCH_PID" ] && { wait "$BENCH_PID"; stamp "torch bench done"; }
 if [ -x "$BUILD/megaton" ]; then
+  stamp "megaton loads: $(ldd "$BUILD/megaton" | grep -E 'nccl|boost|hdf5|libmpi\.' | awk '{print $3}' | tr '\n' ' ')"
   CB="$BUILD/megaton comm-bench"
   {
-    echo "=== singleton: megaton comm-bench --distributed-backend nccl --device cuda -e 268435456"
-    NCCL_DEBUG=WARN timeout "$(cap 60)" $CB --distributed-backend nccl --device cuda -e 268435456; echo "[exit code $?]"
-    echo "=== mpirun -np 1 megaton comm-bench --distributed-backend nccl --device cuda -e 268435456"
-    NCCL_DEBUG=WARN timeout "$(cap 60)" mpirun -np 1 $CB --distributed-backend nccl --device cuda -e 268435456; echo "[exit code $?]"
+    echo "=== singleton: megaton comm-bench --distributed-backend nccl --device cuda -e $CB_MAXBYTES"
+    NCCL_DEBUG=WARN timeout "$(cap 60)" $CB --distributed-backend nccl --device cuda -e $CB_MAXBYTES; echo "[exit code $?]"
+    echo "=== mpirun -np 1 megaton comm-bench --distributed-backend nccl --device cuda -e $CB_MAXBYTES"
+    NCCL_DEBUG=WARN timeout "$(cap 60)" mpirun -np 1 $CB --distributed-backend nccl --device cuda -e $CB_MAXBYTES; echo "[exit code $?]"
     echo "=== singleton bf16: megaton comm-bench --distributed-backend nccl --device cuda --dtype bfloat16"
     timeout "$(cap 60)" $CB --distributed-backend nccl --device cuda --dtype bfloat16; echo "[exit code $?]"
     echo "=== mpirun -np 2 megaton comm-bench --distributed-backend nccl --device cuda (2 ranks, 1 GPU)"
@@ -101,10 +106,13 @@ if [ -x "$BUILD/megaton" ]; then
     echo "=== mpirun -np 2 megaton comm-bench --distributed-backend mpi --device cpu"
     timeout "$(cap 60)" mpirun -np 2 $CB --distributed-backend mpi --device cpu -e 16777216; echo "[exit code $?]"
   } > "$OUT/commbench.log" 2>&1
-  grep -E '^===|^# (OK|FAILED)|exit code|Duplicate GPU|NCCL WARN|error' "$OUT/commbench.log" | head -30 | tee -a "$OUT/summary.txt"
+  grep -E '^===|^NCCL version|^# (OK|FAILED)|exit code|Duplicate GPU|NCCL WARN|error' "$OUT/commbench.log" | head -30 |
+    tee -a "$OUT/summary.txt"
 fi
 
 # ~~~ 6. summary ~~~
-echo "--- torch_gpt_bench.py $BENCH_CONFIGS" | tee -a "$OUT/summary.txt"
-grep -E 'compile=|exit code|Error' "$OUT/torch_bench.log" | tee -a "$OUT/summary.txt"
+if [ -n "$BENCH_PID" ]; then
+  echo "--- torch_gpt_bench.py $BENCH_CONFIGS" | tee -a "$OUT/summary.txt"
+  grep -E 'compile=|exit code|Error' "$OUT/torch_bench.log" | tee -a "$OUT/summary.txt"
+fi
 stamp "batch done"

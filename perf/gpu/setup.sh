@@ -91,6 +91,13 @@ EOF
   [ -n "$nccl_h" ] && NCCL_HOME=$(dirname "$(dirname "$nccl_h")")
 fi
 export NCCL_HOME=${NCCL_HOME:-}
+NCCL_FLAGS=()
+if [ -n "$NCCL_HOME" ]; then
+  # Named outright: cmake/FindNCCL.cmake would otherwise take a system libnccl.so (found by the name "nccl" before
+  # libnccl.so.2 in NCCL_HOME), and megaton would load another NCCL than torch (seen: 2.28.3 beside torch's 2.28.9).
+  nccl_lib=$(ls "$NCCL_HOME"/lib/libnccl.so "$NCCL_HOME"/lib/libnccl.so.2 "$NCCL_HOME"/lib64/libnccl.so 2>/dev/null | head -1 || true)
+  [ -n "$nccl_lib" ] && NCCL_FLAGS=(-DNCCL_INCLUDE_DIR="$NCCL_HOME/include" -DNCCL_LIBRARY="$nccl_lib")
+fi
 command -v mpicxx >/dev/null || command -v mpic++ >/dev/null ||
   die "no MPI C++ compiler wrapper (mpicxx) on PATH: megaton needs OpenMPI (libopenmpi-dev)"
 
@@ -122,7 +129,7 @@ cmake -S "$SRC" -B "$BUILD" $(command -v ninja >/dev/null && echo -G Ninja) \
   -DCMAKE_PREFIX_PATH="$PFX/usr;$TORCH_CMAKE_PREFIX" \
   -DHDF5_ROOT="$PFX/usr/$ARCH_LIB/hdf5/openmpi" -DHDF5_NO_FIND_PACKAGE_CONFIG_FILE=ON \
   -DHDF5_C_COMPILER_EXECUTABLE=/bin/false \
-  -DCMAKE_POLICY_VERSION_MINIMUM=3.5 ${CMAKE_FLAGS:-}
+  "${NCCL_FLAGS[@]}" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 ${CMAKE_FLAGS:-}
 [ "${SETUP_CONFIGURE_ONLY:-0}" = 1 ] && { say "configured $BUILD (SETUP_CONFIGURE_ONLY=1)"; exit 0; }
 say "building $TARGETS with -j$JOBS"
 # shellcheck disable=SC2086
