@@ -13,7 +13,8 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 DEBIAN_PACKAGES := build-essential cmake ninja-build pkg-config git ca-certificates \
   libtorch-dev libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libboost-program-options-dev \
   nlohmann-json3-dev libsimdjson-dev libpcre2-dev zlib1g-dev liblzma-dev \
-  libgtest-dev libgmock-dev libbenchmark-dev nodejs npm fortunes-min fortunes python3
+  libgtest-dev libgmock-dev libbenchmark-dev nodejs npm fortunes-min fortunes python3 \
+  slurm-wlm munge lmod
 
 .PHONY: all deps build test demo install gpu format clean tokenizer
 
@@ -42,6 +43,8 @@ test: build tokenizer
 demo: build tokenizer
 	bash scripts/demo.sh $(BUILD)
 
+# install PREFIX=...: the binary, the SLURM templates and the docs (cmake --install), then the Lmod and Tcl
+# modulefiles for `module use $(PREFIX)/modules; module load megaton` (docs/install.md).
 install: build
 	cmake --install $(BUILD) --prefix $(PREFIX)
 	bash modules/install-modulefiles.sh $(PREFIX)
