@@ -50,7 +50,7 @@ install: build
 	bash modules/install-modulefiles.sh $(PREFIX)
 
 gpu:
-	bash perf/gpu/setup.sh
+	JOBS=$(JOBS) bash perf/gpu/setup.sh
 
 format:
 	find src tests perf kernels -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' | xargs clang-format -i

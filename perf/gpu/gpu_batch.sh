@@ -85,7 +85,8 @@ if [ -x "$BUILD/tests/megaton_unit_tests" ]; then
   } > "$OUT/tests.log" 2>&1
   stamp "unit tests: $(grep -E '^\[  (PASSED|FAILED)  \]' "$OUT/tests.log" | head -1 | tr -s ' ')"
   for np in 1 2 4; do
-    stamp "mpi np$np: $(awk -v h="=== mpirun -np $np " 'index($0,h)==1{f=1;next} /^===/{f=0} f' "$OUT/tests.log" | grep -E '^\[  (PASSED|FAILED)  \]|exit code' | tr '\n' ' ')"
+    stamp "mpi np$np: $(awk -v h="=== mpirun -np $np " 'index($0,h)==1{f=1;next} /^===/{f=0} f' "$OUT/tests.log" |
+      sed 's/\x1b\[[0-9;]*m//g' | grep -E '^\[  (PASSED|FAILED)  \]|exit code' | tr '\n' ' ')"  # (gtest colours)
   done
 fi
 

@@ -122,6 +122,9 @@ EOF
 # Debian's own, which names /usr): a wrapper that fails (/bin/false) makes it search HDF5_ROOT and read H5pubconf.h.
 say "torch cmake: $TORCH_CMAKE_PREFIX; nvcc: $NVCC; NCCL_HOME: ${NCCL_HOME:-<system>}; mpicxx: $(command -v mpicxx || command -v mpic++)"
 export CMAKE_POLICY_VERSION_MINIMUM=3.5  # CMake 4 refuses configs that ask for < 3.5 (Debian's, torch's)
+# torch's CMake config ignores CMAKE_CUDA_ARCHITECTURES and adds its own -gencode flags from TORCH_CUDA_ARCH_LIST
+# (else from the GPU it finds, or a long default list on a node without one): make it the same architecture.
+export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$(echo "$CUDA_ARCH" | sed -E 's/^([0-9]+)([0-9])$/\1.\2/')}
 # shellcheck disable=SC2046
 cmake -S "$SRC" -B "$BUILD" $(command -v ninja >/dev/null && echo -G Ninja) \
   -DCMAKE_BUILD_TYPE=Release -DMEGATON_CUDA=ON -DMEGATON_BENCHMARKS=OFF \
