@@ -62,7 +62,7 @@ if [ "$(cat "$PFX/.stamp" 2>/dev/null)" != "$stamp" ]; then
       if [ -e "$root$target" ]; then ln -sfn "$root$target" "$link"; break; fi
     done
   done
-  # pkg-config files and HDF5's compiler wrappers name /usr: rewrite them to the prefix.
+  # pkg-config files name /usr: rewrite them to the prefix.
   find "$PFX" "$FALLBACK" -name '*.pc' -print0 | xargs -0 -r sed -i -E \
     -e "s#^prefix=/usr#prefix=$PFX/usr#" -e "s#(-[IL])/usr/#\1$PFX/usr/#g" -e "s#^PluginDir=/usr#PluginDir=$PFX/usr#"
   echo "$stamp" > "$PFX/.stamp"
