@@ -1,0 +1,39 @@
+#!/usr/bin/env node
+// Reference token ids from independent JavaScript tokenizers, for megaton's token-exactness tests.
+//   node encode_reference.js ENCODER INPUT.jsonl OUTPUT.jsonl [KEY]
+// ENCODER: gpt-3-encoder | js-tiktoken (GPT-2 BPE) | lenml-gpt2 | lenml-llama3 (HF tokenizer.json via @lenml).
+// INPUT is read as UTF-8 the WHATWG way (each maximal invalid subpart -> U+FFFD), each non-blank line is
+// JSON.parse'd and its KEY (default "text") encoded; OUTPUT gets one JSON array of ids per non-blank input line.
+// Empty texts give []. Packages come from data/downloaded/npm (data/fetch_gpt2_tokenizer.sh).
+const fs = require("fs");
+const path = require("path");
+const [, , which, input, output, key = "text"] = process.argv;
+if (!which || !input || !output) {
+  console.error("usage: node encode_reference.js ENCODER INPUT.jsonl OUTPUT.jsonl [KEY]");
+  process.exit(2);
+}
+const mods = path.join(__dirname, "..", "downloaded", "npm", "node_modules");
+let encode;
+if (which === "gpt-3-encoder") {
+  const enc = require(path.join(mods, "gpt-3-encoder"));
+  encode = (t) => enc.encode(t);
+} else if (which === "js-tiktoken") {
+  const { getEncoding } = require(path.join(mods, "js-tiktoken"));
+  const enc = getEncoding("gpt2");
+  encode = (t) => Array.from(enc.encode(t, [], []));  // no special tokens: text is plain text, as in Megatron
+} else if (which === "lenml-gpt2" || which === "lenml-llama3") {
+  const { fromPreTrained } = require(path.join(mods, "@lenml", which === "lenml-gpt2" ? "tokenizer-gpt2" : "tokenizer-llama3"));
+  const tok = fromPreTrained();
+  encode = (t) => Array.from(tok.encode(t, { add_special_tokens: true }));
+} else {
+  console.error(`unknown encoder ${which}`);
+  process.exit(2);
+}
+const lines = fs.readFileSync(input, "utf8").split("\n");
+const out = [];
+for (const line of lines) {
+  if (line.trim() === "") continue;
+  const text = JSON.parse(line)[key];
+  out.push(JSON.stringify(text.length ? encode(text) : []));
+}
+fs.writeFileSync(output, out.join("\n") + "\n");

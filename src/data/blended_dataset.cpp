@@ -1,0 +1,59 @@
+#include "data/blended_dataset.h"
+
+#include <algorithm>
+
+#include "core/error.h"
+
+namespace megaton::data {
+
+void build_blending_indices(const std::vector<double>& weights_in, int64_t size, std::vector<uint8_t>& dataset_index,
+                            std::vector<int64_t>& dataset_sample_index) {
+  const size_t n = weights_in.size();
+  MEGATON_CHECK(n >= 1 && n < 256, UsageError, "blending needs 1..255 datasets (got ", n, ")");
+  double sum = 0;
+  for (double w : weights_in) {
+    MEGATON_CHECK(w >= 0, UsageError, "--data-path blend weight ", w, " is negative");
+    sum += w;
+  }
+  MEGATON_CHECK(sum > 0, UsageError, "--data-path blend weights sum to 0");
+  std::vector<double> w(weights_in);
+  for (double& x : w) x /= sum;
+  std::vector<int64_t> count(n, 0);
+  dataset_index.resize(static_cast<size_t>(size));
+  dataset_sample_index.resize(static_cast<size_t>(size));
+  for (int64_t i = 0; i < size; ++i) {
+    const double x = std::max(static_cast<double>(i), 1.0);
+    size_t best = 0;
+    double best_err = w[0] * x - static_cast<double>(count[0]);
+    for (size_t d = 1; d < n; ++d) {
+      const double err = w[d] * x - static_cast<double>(count[d]);
+      if (err > best_err) best_err = err, best = d;
+    }
+    dataset_index[static_cast<size_t>(i)] = static_cast<uint8_t>(best);
+    dataset_sample_index[static_cast<size_t>(i)] = count[best]++;
+  }
+}
+
+BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const SampleDataset>> datasets, std::vector<double> weights)
+    : datasets_(std::move(datasets)) {
+  MEGATON_CHECK(!datasets_.empty() && datasets_.size() == weights.size(), UsageError, "blending: ", datasets_.size(),
+                " datasets but ", weights.size(), " weights");
+  int64_t size = 0;
+  for (const auto& d : datasets_) {
+    MEGATON_CHECK(d->seq_length() == datasets_.front()->seq_length(), InternalError, "blended datasets differ in seq length");
+    size += d->size();
+  }
+  build_blending_indices(weights, size, dataset_index_, dataset_sample_index_);
+}
+
+void BlendedDataset::get(int64_t i, int64_t* out) const {
+  MEGATON_CHECK(i >= 0 && i < size(), DataError, "blended sample ", i, " out of range (", size(), ")");
+  const auto& ds = *datasets_[dataset_index_[static_cast<size_t>(i)]];
+  const int64_t j = dataset_sample_index_[static_cast<size_t>(i)];
+  MEGATON_CHECK(j < ds.size(), DataError, "blended sample ", i, " maps to sample ", j, " of component ",
+                int(dataset_index_[static_cast<size_t>(i)]), " which has only ", ds.size(),
+                " samples (more samples consumed than the 0.5% head-room built for)");
+  ds.get(j, out);
+}
+
+}  // namespace megaton::data

@@ -1,0 +1,181 @@
+#include "data/bpe_model.h"
+
+#include <limits>
+#include <queue>
+
+#include "core/error.h"
+
+namespace megaton::data {
+
+// ~~~ PairMap ~~~
+
+void PairMap::reserve(size_t n) {
+  size_t cap = 16;
+  while (cap < 2 * n) cap <<= 1;
+  if (cap <= slots_.size()) return;
+  std::vector<Slot> old;
+  old.swap(slots_);
+  slots_.assign(cap, Slot{});
+  mask_ = cap - 1;
+  count_ = 0;
+  for (const Slot& s : old)
+    if (s.key != kEmpty) insert(int32_t(s.key >> 32), int32_t(s.key & 0xFFFFFFFFu), s.merge);
+}
+
+void PairMap::grow() { reserve(slots_.empty() ? 8 : slots_.size()); }
+
+void PairMap::insert(int32_t a, int32_t b, Merge m) {
+  if (2 * (count_ + 1) > slots_.size()) grow();
+  const uint64_t k = key(a, b);
+  for (size_t i = hash(k) & mask_;; i = (i + 1) & mask_) {
+    Slot& s = slots_[i];
+    if (s.key == k) return;
+    if (s.key == kEmpty) {
+      s.key = k;
+      s.merge = m;
+      ++count_;
+      return;
+    }
+  }
+}
+
+// ~~~ BpeModel ~~~
+
+BpeModel::BpeModel(std::vector<std::string> tokens, const std::vector<std::pair<std::string, std::string>>& merges,
+                   const std::string& origin, bool ignore_merges)
+    : tokens_(std::move(tokens)), ignore_merges_(ignore_merges) {
+  ids_.reserve(tokens_.size() * 2);
+  for (size_t id = 0; id < tokens_.size(); ++id)
+    if (!tokens_[id].empty()) ids_.emplace(tokens_[id], static_cast<int32_t>(id));
+  for (int b = 0; b < 256; ++b) {
+    const int32_t id = find(std::string_view(reinterpret_cast<const char*>(&b), 1));
+    MEGATON_CHECK(id >= 0, DataError, origin, ": the vocabulary has no token for byte 0x", std::hex, b,
+                  " (a byte-level BPE vocabulary must cover all 256 bytes)");
+    byte_ids_[b] = id;
+  }
+  merges_.reserve(merges.size());
+  for (size_t r = 0; r < merges.size(); ++r) {
+    const auto& [l, rr] = merges[r];
+    const int32_t a = find(l), b = find(rr), m = find(l + rr);
+    MEGATON_CHECK(a >= 0 && b >= 0 && m >= 0, DataError, origin, ": merge #", r + 1, " ('", l, "' + '", rr,
+                  "') names a token missing from the vocabulary");
+    merges_.insert(a, b, {static_cast<int32_t>(r), m});
+  }
+}
+
+int32_t BpeModel::find(std::string_view bytes) const {
+  const auto it = ids_.find(std::string(bytes));
+  return it == ids_.end() ? -1 : it->second;
+}
+
+void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+  if (word.size() == 1) {
+    out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
+    return;
+  }
+  if (ignore_merges_) {
+    const int32_t id = find(word);
+    if (id >= 0) {
+      out.push_back(id);
+      return;
+    }
+  }
+  std::vector<int32_t> syms(word.size());
+  for (size_t i = 0; i < word.size(); ++i) syms[i] = byte_ids_[static_cast<unsigned char>(word[i])];
+  if (syms.size() <= 64) {
+    merge_short(syms);
+  } else {
+    merge_long(syms);
+  }
+  out.insert(out.end(), syms.begin(), syms.end());
+}
+
+void BpeModel::merge_short(std::vector<int32_t>& syms) const {
+  constexpr int32_t kNone = std::numeric_limits<int32_t>::max();
+  while (syms.size() > 1) {
+    int32_t best = kNone;
+    size_t best_i = 0;
+    for (size_t i = 0; i + 1 < syms.size(); ++i) {
+      const PairMap::Merge* m = merges_.find(syms[i], syms[i + 1]);
+      if (m && m->rank < best) best = m->rank, best_i = i;
+    }
+    if (best == kNone) break;
+    const int32_t a = syms[best_i], b = syms[best_i + 1];
+    const int32_t merged = merges_.find(a, b)->id;
+    size_t w = best_i;
+    for (size_t i = best_i; i < syms.size();) {
+      if (i + 1 < syms.size() && syms[i] == a && syms[i + 1] == b) {
+        syms[w++] = merged;
+        i += 2;
+      } else {
+        syms[w++] = syms[i++];
+      }
+    }
+    syms.resize(w);
+  }
+}
+
+void BpeModel::merge_long(std::vector<int32_t>& syms) const {
+  // Doubly linked list over positions; heap of candidate pairs keyed by (rank, left position). Merging the
+  // lowest-ranked pair first, equal ranks left to right, gives the reference result (an occurrence that overlaps an
+  // earlier merged one is stale and skipped).
+  const size_t n = syms.size();
+  std::vector<int32_t> prev(n), next(n);
+  std::vector<bool> alive(n, true);
+  for (size_t i = 0; i < n; ++i) prev[i] = int32_t(i) - 1, next[i] = (i + 1 < n) ? int32_t(i + 1) : -1;
+  struct Cand {
+    int32_t rank;
+    int32_t pos;
+    int32_t left, right;  // the ids when pushed, to detect stale entries
+    bool operator>(const Cand& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
+  };
+  std::priority_queue<Cand, std::vector<Cand>, std::greater<Cand>> heap;
+  auto push = [&](int32_t i) {
+    if (i < 0 || next[i] < 0) return;
+    if (const PairMap::Merge* m = merges_.find(syms[i], syms[next[i]])) heap.push({m->rank, i, syms[i], syms[next[i]]});
+  };
+  for (size_t i = 0; i + 1 < n; ++i) push(int32_t(i));
+  while (!heap.empty()) {
+    const Cand c = heap.top();
+    heap.pop();
+    const int32_t i = c.pos;
+    if (!alive[i] || next[i] < 0) continue;
+    const int32_t j = next[i];
+    if (syms[i] != c.left || syms[j] != c.right) continue;
+    syms[i] = merges_.find(c.left, c.right)->id;
+    alive[j] = false;
+    next[i] = next[j];
+    if (next[j] >= 0) prev[next[j]] = i;
+    push(prev[i]);
+    push(i);
+  }
+  size_t w = 0;
+  for (int32_t i = 0; i >= 0; i = next[i]) syms[w++] = syms[i];
+  syms.resize(w);
+}
+
+// ~~~ BpeCache ~~~
+
+void BpeCache::encode_word(const BpeModel& model, std::string_view word, std::vector<int32_t>& out) {
+  if (word.size() == 1) {
+    model.encode_word(word, out);
+    return;
+  }
+  key_.assign(word.data(), word.size());
+  const auto it = index_.find(key_);
+  if (it != index_.end()) {
+    out.insert(out.end(), arena_.begin() + it->second.offset, arena_.begin() + it->second.offset + it->second.length);
+    return;
+  }
+  const size_t before = out.size();
+  model.encode_word(word, out);
+  if (index_.size() >= max_entries_ || arena_.size() > (1u << 30)) {
+    index_.clear();
+    arena_.clear();
+  }
+  const Span span{static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(out.size() - before)};
+  arena_.insert(arena_.end(), out.begin() + before, out.end());
+  index_.emplace(key_, span);
+}
+
+}  // namespace megaton::data

@@ -1,0 +1,102 @@
+#include "data/dataset_builder.h"
+
+#include <cmath>
+
+#include "core/error.h"
+#include "data/blended_dataset.h"
+#include "data/gpt_dataset.h"
+#include "data/indexed_dataset.h"
+#include "data/split.h"
+
+namespace megaton::data {
+
+std::vector<std::pair<double, std::string>> parse_data_path(const std::vector<std::string>& p) {
+  MEGATON_CHECK(!p.empty(), UsageError, "--data-path is required (a dataset prefix, or W1 P1 W2 P2 ... to blend)");
+  if (p.size() == 1) return {{1.0, p[0]}};
+  MEGATON_CHECK(p.size() % 2 == 0, UsageError, "--data-path with ", p.size(),
+                " values: to blend, give weight/prefix pairs 'W1 P1 W2 P2 ...'");
+  std::vector<std::pair<double, std::string>> out;
+  double sum = 0;
+  for (size_t i = 0; i < p.size(); i += 2) {
+    size_t used = 0;
+    double w = -1;
+    try {
+      w = std::stod(p[i], &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    MEGATON_CHECK(used == p[i].size() && w >= 0 && std::isfinite(w), UsageError, "--data-path: '", p[i],
+                  "' (value ", i + 1, ") should be a non-negative blend weight before prefix '", p[i + 1], "'");
+    out.emplace_back(w, p[i + 1]);
+    sum += w;
+  }
+  MEGATON_CHECK(sum > 0, UsageError, "--data-path: the blend weights sum to 0");
+  for (auto& [w, prefix] : out) w /= sum;
+  return out;
+}
+
+std::array<int64_t, 3> blend_component_samples(const std::array<int64_t, 3>& samples, double weight) {
+  std::array<int64_t, 3> r{};
+  for (int k = 0; k < 3; ++k) r[k] = static_cast<int64_t>(std::ceil(double(samples[k]) * weight * 1.005));
+  return r;
+}
+
+namespace {
+
+std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const cli::DataArgs& args,
+                                                                     const std::string& prefix, int seq_length,
+                                                                     uint32_t seed,
+                                                                     const std::array<int64_t, 3>& num_samples,
+                                                                     const Logger& log, bool build) {
+  auto data = std::make_shared<const MMapIndexedDataset>(prefix);
+  const auto idx = split_boundaries(args.split, static_cast<int64_t>(data->size()));
+  log.info0(" > ", prefix, ": ", data->size(), " documents, ", data->num_tokens(), " tokens; split [", idx[0], ", ",
+            idx[1], ") [", idx[1], ", ", idx[2], ") [", idx[2], ", ", idx[3], ")");
+  static const char* const kNames[3] = {"train", "valid", "test"};
+  std::array<std::shared_ptr<const SampleDataset>, 3> out;
+  for (int k = 0; k < 3; ++k) {
+    if (idx[k + 1] <= idx[k] || num_samples[k] <= 0) continue;
+    out[k] = std::make_shared<GptDataset>(kNames[k], data, idx[k], idx[k + 1], num_samples[k], seq_length, seed,
+                                          GptIndexCache{args.data_cache_path, build}, log);
+  }
+  return out;
+}
+
+TrainValidTestDatasets build_all(const cli::DataArgs& args, int seq_length, uint32_t seed,
+                                 const std::array<int64_t, 3>& num_samples, const Logger& log, bool build) {
+  MEGATON_CHECK(args.data_impl == "mmap" || args.data_impl == "infer", UsageError, "--data-impl ", args.data_impl,
+                " is not supported (mmap)");
+  const auto blend = parse_data_path(args.data_path);
+  if (blend.size() == 1) {
+    auto ds = build_for_prefix(args, blend[0].second, seq_length, seed, num_samples, log, build);
+    return {ds[0], ds[1], ds[2]};
+  }
+  std::array<std::vector<std::shared_ptr<const SampleDataset>>, 3> parts;
+  std::array<std::vector<double>, 3> weights;
+  for (const auto& [w, prefix] : blend) {
+    auto ds = build_for_prefix(args, prefix, seq_length, seed, blend_component_samples(num_samples, w), log, build);
+    for (int k = 0; k < 3; ++k)
+      if (ds[k]) parts[k].push_back(ds[k]), weights[k].push_back(w);
+  }
+  TrainValidTestDatasets r;
+  std::shared_ptr<const SampleDataset>* slots[3] = {&r.train, &r.valid, &r.test};
+  for (int k = 0; k < 3; ++k)
+    if (!parts[k].empty()) *slots[k] = std::make_shared<BlendedDataset>(parts[k], weights[k]);
+  return r;
+}
+
+}  // namespace
+
+TrainValidTestDatasets build_train_valid_test_datasets(const cli::DataArgs& args, int seq_length, uint32_t seed,
+                                                       const std::array<int64_t, 3>& num_samples, const Logger& log,
+                                                       bool is_global_rank0, const std::function<void()>& barrier) {
+  // Rank 0 builds (and loads) first; the others wait, then load the files rank 0 wrote. An exception on rank 0 is
+  // raised there and aborts the job (main), so nobody waits forever.
+  TrainValidTestDatasets r;
+  if (is_global_rank0) r = build_all(args, seq_length, seed, num_samples, log, true);
+  if (barrier) barrier();
+  if (!is_global_rank0) r = build_all(args, seq_length, seed, num_samples, log, false);
+  return r;
+}
+
+}  // namespace megaton::data
