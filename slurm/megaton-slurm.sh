@@ -126,7 +126,7 @@ megaton_srun_step() {
     kill -0 "$MEGATON_SRUN_PID" 2>/dev/null || break
   done
   trap - USR1 TERM
-  megaton_log "step '$*' exited with status $rc"
+  megaton_log "step '${*:1:3} ...' exited with status $rc"
   if [[ "$MEGATON_CAUGHT" == USR1 && "$MEGATON_REQUEUE_ON_USR1" == 1 ]]; then
     if [[ "${SLURM_RESTART_COUNT:-0}" -ge "$MEGATON_MAX_REQUEUES" ]]; then
       megaton_log "not requeueing: already restarted ${SLURM_RESTART_COUNT} times (MEGATON_MAX_REQUEUES=$MEGATON_MAX_REQUEUES)"

@@ -77,7 +77,7 @@ export SLURM_CONF="$CLUSTER/slurm.conf"
 mkdir -p "$WORK/jobs"
 cd "$WORK/jobs"
 OVERCOMMIT=()
-if [[ "$(nproc)" -lt 4 ]]; then OVERCOMMIT=(--overcommit); fi  # 4 tasks on fewer cores
+if [[ "$(nproc)" -lt 4 ]]; then OVERCOMMIT=(--overcommit --exclusive); fi  # 4 tasks on fewer cores, using all of them
 
 # wait_job JOBID TIMEOUT: polls scontrol until the job reaches a final state; prints that state.
 wait_job() {
@@ -166,7 +166,7 @@ if [[ "$MODE" == dry-run ]]; then
     fail "expected the layout 'TP=2 x PP=2 x DP=1 = 4 ranks' printed exactly once"
   grep -q '^memory per GPU' "$out" || fail "dry run printed no memory estimate"
   grep -q '^model FLOPs per iteration' "$out" || fail "dry run printed no FLOPs"
-  grep -q "step '.*megaton train --dry-run .*' exited with status 0" "$out" || fail "train step did not exit 0"
+  grep -q "step '.*megaton train --dry-run ...' exited with status 0" "$out" || fail "train step did not exit 0"
 else
   ckpt="$WORK/smoke/checkpoints"
   [[ -s "$ckpt/latest" ]] || fail "no checkpoint: $ckpt/latest missing"
@@ -206,8 +206,18 @@ set -euo pipefail
 source "$TEMPLATES/megaton-slurm.sh"
 megaton_init
 if [[ "\${SLURM_RESTART_COUNT:-0}" == 0 ]]; then
-  # Stands in for megaton train, which saves a checkpoint on USR1 and exits 0.
-  megaton_srun_step bash -c 'trap "echo task \$SLURM_PROCID saved on USR1; exit 0" USR1; echo task \$SLURM_PROCID ready; sleep 120 & wait'
+  # Stands in for megaton train: one process per task that saves on USR1 and exits 0.
+  megaton_srun_step python3 -u -c '
+import os, signal, sys, time
+rank = os.environ["SLURM_PROCID"]
+def save(signum, frame):
+    print(f"task {rank} saved on USR1", flush=True)
+    sys.exit(0)
+signal.signal(signal.SIGUSR1, save)
+print(f"task {rank} ready", flush=True)
+for _ in range(1200):
+    time.sleep(0.1)
+'
   echo "not requeued"
   exit 1
 fi
@@ -235,7 +245,7 @@ done
 state=$(wait_job "$jid" "$(($(left) - 5))")
 cat "$out"
 [[ "$state" == COMPLETED ]] || fail "requeue job $jid ended $state, expected COMPLETED after its restart"
-[[ "$(grep -c 'saved on USR1' "$out")" == 2 ]] || fail "USR1 did not reach both tasks"
+[[ "$(grep -c '^task [01] saved on USR1$' "$out")" == 2 ]] || fail "USR1 did not reach both tasks"
 grep -q 'requeueing job' "$out" || fail "the batch shell did not requeue"
 grep -q 'resumed after requeue: restart 1' "$out" || fail "the requeued run did not start with SLURM_RESTART_COUNT=1"
 say "requeue OK"
