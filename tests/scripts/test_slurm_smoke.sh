@@ -168,15 +168,19 @@ if [[ "$MODE" == dry-run ]]; then
   grep -q '^model FLOPs per iteration' "$out" || fail "dry run printed no FLOPs"
   grep -q "step '.*megaton train --dry-run ...' exited with status 0" "$out" || fail "train step did not exit 0"
 else
+  # checkpoints-format/SPEC.md: <save>/latest holds the newest iteration; iter_%07d/model_optim.h5 per save.
   ckpt="$WORK/smoke/checkpoints"
   [[ -s "$ckpt/latest" ]] || fail "no checkpoint: $ckpt/latest missing"
   latest=$(tr -d '[:space:]' <"$ckpt/latest")
-  iter_dir=$(find "$ckpt" -maxdepth 1 -type d -name "iter_*" | sort | tail -n 1)
-  [[ -n "$iter_dir" ]] || fail "no iter_* directory in $ckpt"
-  [[ "$latest" == *"$(basename "$iter_dir" | sed 's/^iter_0*//')" || "$latest" == "$(basename "$iter_dir")" ]] ||
-    fail "latest ($latest) does not name the newest checkpoint $(basename "$iter_dir")"
-  ls "$iter_dir"/*.h5 >/dev/null 2>&1 || fail "no HDF5 file in $iter_dir"
-  if command -v h5ls >/dev/null; then h5ls "$(ls "$iter_dir"/*.h5 | head -n 1)" >/dev/null || fail "unreadable HDF5"; fi
+  [[ "$latest" == 40 ]] || fail "latest names iteration '$latest', expected 40 (TRAIN_ITERS)"
+  for it in 20 40; do  # SAVE_INTERVAL=20
+    f=$(printf '%s/iter_%07d/model_optim.h5' "$ckpt" "$it")
+    [[ -s "$f" ]] || fail "no checkpoint file $f"
+    if command -v h5ls >/dev/null; then h5ls "$f" >/dev/null || fail "$f is not a readable HDF5 file"; fi
+  done
+  if [[ -f "$SRC/checkpoints-format/validate.sh" ]]; then
+    bash "$SRC/checkpoints-format/validate.sh" "$ckpt" "$(command -v megaton)" || fail "checkpoint fails validate.sh"
+  fi
   metrics="$WORK/smoke/metrics-$jid.jsonl"
   [[ -s "$metrics" ]] || fail "no metrics file $metrics"
   python3 - "$metrics" <<'EOF' || fail "loss did not decrease (see above)"
