@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # megaton-slurm.sh — the launch logic shared by the megaton SLURM templates (tr1-13B.slurm, gpt3_175B.slurm,
 # tr11-176B-bloom.slurm, smoke.slurm). Sourced, never run. Installed next to the templates in
 # PREFIX/share/megaton/slurm/; a template finds it through MEGATON_SLURM_LIB, next to the `megaton` on PATH, in

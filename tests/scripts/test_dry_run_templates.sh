@@ -87,7 +87,7 @@ out=$(NLAYERS=8 NNODES=2 GPUS_PER_NODE=4 DRY_RUN=1 bash "$SRC/slurm/tr1-13B.slur
   fail "tr1-13B.slurm with NLAYERS=8 NNODES=2: $out"
 grep -qF "TP=2 x PP=4 x DP=1 = 8 ranks" <<<"$out" && grep -qF "model: 8 layers" <<<"$out" ||
   fail "tr1-13B.slurm did not take NLAYERS=8 NNODES=2 from the environment: $out"
-out=$(RAMPUP_BATCH_SIZE= NNODES=128 DRY_RUN=1 bash "$SRC/slurm/tr1-13B.slurm" 2>&1) ||
+out=$(RAMPUP_BATCH_SIZE='' NNODES=128 DRY_RUN=1 bash "$SRC/slurm/tr1-13B.slurm" 2>&1) ||
   fail "tr1-13B.slurm round 3 (128 nodes, no ramp-up): $out"
 grep -qF "TP=2 x PP=4 x DP=64 = 512 ranks" <<<"$out" || fail "tr1-13B.slurm round 3: wrong layout: $out"
 # ... and megaton validates them: ramp-up start 16 is not a multiple of micro x DP = 64 at 128 nodes.
