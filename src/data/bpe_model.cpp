@@ -1,5 +1,6 @@
 #include "data/bpe_model.h"
 
+#include <cstring>
 #include <limits>
 #include <queue>
 
@@ -156,26 +157,78 @@ void BpeModel::merge_long(std::vector<int32_t>& syms) const {
 
 // ~~~ BpeCache ~~~
 
+namespace {
+inline uint64_t hash_bytes(std::string_view s) {
+  const char* p = s.data();
+  size_t n = s.size();
+  uint64_t h = 0x9E3779B97F4A7C15ull ^ n;
+  while (n >= 8) {
+    uint64_t v;
+    std::memcpy(&v, p, 8);
+    h = (h ^ v) * 0xBF58476D1CE4E5B9ull;
+    h ^= h >> 31;
+    p += 8, n -= 8;
+  }
+  uint64_t v = 0;
+  std::memcpy(&v, p, n);
+  h = (h ^ v) * 0x94D049BB133111EBull;
+  return h ^ (h >> 29);
+}
+}  // namespace
+
+void BpeCache::clear() {
+  slots_.clear();
+  keys_.clear();
+  values_.clear();
+  count_ = 0;
+}
+
+void BpeCache::rehash(size_t capacity) {
+  std::vector<Slot> old;
+  old.swap(slots_);
+  slots_.assign(capacity, Slot{});
+  const size_t mask = capacity - 1;
+  for (const Slot& s : old) {
+    if (!s.key_len) continue;
+    size_t i = s.hash & mask;
+    while (slots_[i].key_len) i = (i + 1) & mask;
+    slots_[i] = s;
+  }
+}
+
 void BpeCache::encode_word(const BpeModel& model, std::string_view word, std::vector<int32_t>& out) {
-  if (word.size() == 1) {
+  if (word.size() == 1 || word.size() > 0xFFFF) {
     model.encode_word(word, out);
     return;
   }
-  key_.assign(word.data(), word.size());
-  const auto it = index_.find(key_);
-  if (it != index_.end()) {
-    out.insert(out.end(), arena_.begin() + it->second.offset, arena_.begin() + it->second.offset + it->second.length);
-    return;
+  if (slots_.empty()) rehash(1 << 12);
+  const uint64_t h = hash_bytes(word);
+  const size_t mask = slots_.size() - 1;
+  size_t i = h & mask;
+  for (; slots_[i].key_len; i = (i + 1) & mask) {
+    const Slot& s = slots_[i];
+    if (s.hash == h && s.key_len == word.size() && std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
+      out.insert(out.end(), values_.begin() + s.val_off, values_.begin() + s.val_off + s.val_len);
+      return;
+    }
   }
   const size_t before = out.size();
   model.encode_word(word, out);
-  if (index_.size() >= max_entries_ || arena_.size() > (1u << 30)) {
-    index_.clear();
-    arena_.clear();
+  if (count_ >= max_entries_ || keys_.size() + word.size() > 0xFFFFFFFFull ||
+      values_.size() + (out.size() - before) > 0xFFFFFFFFull) {
+    clear();
+    return;
   }
-  const Span span{static_cast<uint32_t>(arena_.size()), static_cast<uint32_t>(out.size() - before)};
-  arena_.insert(arena_.end(), out.begin() + before, out.end());
-  index_.emplace(key_, span);
+  Slot s;
+  s.hash = h;
+  s.key_off = static_cast<uint32_t>(keys_.size());
+  s.key_len = static_cast<uint32_t>(word.size());
+  s.val_off = static_cast<uint32_t>(values_.size());
+  s.val_len = static_cast<uint32_t>(out.size() - before);
+  keys_.append(word.data(), word.size());
+  values_.insert(values_.end(), out.begin() + before, out.end());
+  slots_[i] = s;
+  if (2 * ++count_ > slots_.size()) rehash(2 * slots_.size());
 }
 
 }  // namespace megaton::data

@@ -76,22 +76,28 @@ class BpeModel {
   bool ignore_merges_;
 };
 
-/// Memoizes BpeModel::encode_word per distinct pre-token (the reference encoder's `cache`). Not thread-safe: one per
-/// thread. Bounded: cleared when it holds `max_entries` words.
+/// Memoizes BpeModel::encode_word per distinct pre-token (the reference encoder's `cache`): an open-addressing table
+/// whose keys and values live in two arenas (no allocation per entry). Not thread-safe: one per thread. Bounded:
+/// cleared when it holds `max_entries` words.
 class BpeCache {
  public:
   explicit BpeCache(size_t max_entries = 1 << 20) : max_entries_(max_entries) {}
   void encode_word(const BpeModel& model, std::string_view word, std::vector<int32_t>& out);
+  size_t size() const { return count_; }
 
  private:
-  struct Span {
-    uint32_t offset;
-    uint32_t length;
+  struct Slot {
+    uint64_t hash = 0;
+    uint32_t key_off = 0, key_len = 0;  // key_len == 0: empty (words are never empty)
+    uint32_t val_off = 0, val_len = 0;
   };
+  void rehash(size_t capacity);
+  void clear();
   size_t max_entries_;
-  std::unordered_map<std::string, Span> index_;
-  std::vector<int32_t> arena_;
-  std::string key_;
+  size_t count_ = 0;
+  std::vector<Slot> slots_;
+  std::string keys_;
+  std::vector<int32_t> values_;
 };
 
 }  // namespace megaton::data

@@ -2,6 +2,9 @@
 
 #include <fstream>
 #include <nlohmann/json.hpp>
+#ifdef MEGATON_HAVE_SIMDJSON
+#include <simdjson.h>
+#endif
 #include <sstream>
 
 #include "core/error.h"
@@ -23,20 +26,43 @@ std::string read_file(const std::string& path, const char* what) {
 }  // namespace
 
 std::vector<std::string> read_gpt2_vocab(const std::string& path, int32_t* eod) {
+  const std::string text = read_file(path, "--vocab-file");
+  std::vector<std::pair<std::string, int64_t>> entries;
+#ifdef MEGATON_HAVE_SIMDJSON
+  simdjson::dom::parser parser;
+  simdjson::dom::object obj;
+  const auto err = parser.parse(text).get(obj);
+  MEGATON_CHECK(!err, DataError, path, ": not a JSON object (", simdjson::error_message(err),
+                "); expected GPT-2 vocab.json {\"token\": id, ...}");
+  entries.reserve(obj.size());
+  for (auto field : obj) {
+    int64_t id = -1;
+    MEGATON_CHECK(!field.value.get_int64().get(id), DataError, path, ": token '", std::string(field.key),
+                  "' has a non-integer id; expected {\"token\": id, ...}");
+    entries.emplace_back(std::string(field.key), id);
+  }
+#else
   nlohmann::json j;
   try {
-    j = nlohmann::json::parse(read_file(path, "--vocab-file"));
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     throw DataError(str(path, ": not valid JSON (", e.what(), "); expected GPT-2 vocab.json {\"token\": id, ...}"));
   }
-  MEGATON_CHECK(j.is_object() && !j.empty(), DataError, path, ": expected a JSON object {\"token\": id, ...}");
+  MEGATON_CHECK(j.is_object(), DataError, path, ": expected a JSON object {\"token\": id, ...}");
+  for (const auto& [key, value] : j.items()) {
+    MEGATON_CHECK(value.is_number_integer(), DataError, path, ": token '", key, "' has id ", value.dump(),
+                  "; expected an integer");
+    entries.emplace_back(key, value.get<int64_t>());
+  }
+#endif
+  MEGATON_CHECK(!entries.empty(), DataError, path, ": empty vocabulary");
   std::vector<std::string> tokens;
   std::string bytes;
   *eod = -1;
-  for (const auto& [key, value] : j.items()) {
-    MEGATON_CHECK(value.is_number_integer() && value.get<int64_t>() >= 0 && value.get<int64_t>() < (1 << 24),
-                  DataError, path, ": token '", key, "' has id ", value.dump(), "; expected a non-negative integer");
-    const auto id = value.get<size_t>();
+  for (const auto& [key, id64] : entries) {
+    MEGATON_CHECK(id64 >= 0 && id64 < (1 << 24), DataError, path, ": token '", key, "' has id ", id64,
+                  "; expected a non-negative integer below 2^24");
+    const auto id = static_cast<size_t>(id64);
     MEGATON_CHECK(byte_level_to_bytes(key, bytes), DataError, path, ": token '", key,
                   "' is not in GPT-2's byte-level alphabet");
     if (tokens.size() <= id) tokens.resize(id + 1);
@@ -50,16 +76,18 @@ std::vector<std::string> read_gpt2_vocab(const std::string& path, int32_t* eod) 
 std::vector<std::pair<std::string, std::string>> read_gpt2_merges(const std::string& path) {
   std::istringstream in(read_file(path, "--merge-file"));
   std::vector<std::pair<std::string, std::string>> merges;
-  std::string line, a, b, extra, ab, bb;
+  std::string line, a, b, ab, bb;
   size_t lineno = 0;
   while (std::getline(in, line)) {
     ++lineno;
     if (!line.empty() && line.back() == '\r') line.pop_back();
     if (lineno == 1 && line.rfind("#", 0) == 0) continue;  // "#version: 0.2"
     if (line.empty()) continue;
-    std::istringstream ls(line);
-    MEGATON_CHECK((ls >> a >> b) && !(ls >> extra), DataError, path, ":", lineno, ": expected two tokens 'left right', got '",
-                  line, "'");
+    const size_t sp = line.find(' ');
+    MEGATON_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < line.size() && line.find(' ', sp + 1) == std::string::npos,
+                  DataError, path, ":", lineno, ": expected two tokens 'left right', got '", line, "'");
+    a.assign(line, 0, sp);
+    b.assign(line, sp + 1, std::string::npos);
     MEGATON_CHECK(byte_level_to_bytes(a, ab) && byte_level_to_bytes(b, bb), DataError, path, ":", lineno,
                   ": '", line, "' is not in GPT-2's byte-level alphabet");
     merges.emplace_back(ab, bb);
