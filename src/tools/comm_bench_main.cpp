@@ -87,39 +87,48 @@ int run_comm_bench(int argc, const char* const* argv) {
   for (const char* op : ops) {
     for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
       const int64_t count = std::max<int64_t>(n, bytes / esize / n * n);  // divisible by n for the sharded ops
-      torch::Tensor in, out, expect;
       // Values are small integers so every dtype sums them exactly: rank r contributes (r + 1) * (i % 7 + 1).
-      torch::Tensor base = (torch::arange(count, torch::kInt64) % 7 + 1).to(torch::kFloat32);
+      const torch::Tensor base = (torch::arange(count, torch::kInt64) % 7 + 1).to(torch::kFloat32);
       const std::string name = op;
-      auto run_once = [&]() {
+      const int64_t shard = count / n;
+      // Inputs are made on the device once; the timed loop only runs the collective (as nccl-tests does).
+      torch::Tensor in, out, expect;
+      auto fresh_inputs = [&]() {
         if (name == "all_reduce") {
           in = (base * (r + 1)).to(opts);
-          comm.all_reduce(in, dist::ReduceOp::kSum);
           out = in;
         } else if (name == "all_gather") {
-          in = (base.slice(0, 0, count / n) * (r + 1)).to(opts);
+          in = (base.slice(0, 0, shard) * (r + 1)).to(opts);
           out = torch::empty({count}, opts);
-          comm.all_gather(out, in);
         } else if (name == "reduce_scatter") {
           in = (base * (r + 1)).to(opts);
-          out = torch::empty({count / n}, opts);
-          comm.reduce_scatter(out, in, dist::ReduceOp::kSum);
+          out = torch::empty({shard}, opts);
         } else {
           out = r == 0 ? base.to(opts) : torch::zeros({count}, opts);
-          comm.broadcast(out, 0);
         }
+      };
+      auto run_once = [&]() {
+        if (name == "all_reduce") comm.all_reduce(in, dist::ReduceOp::kSum);
+        else if (name == "all_gather") comm.all_gather(out, in);
+        else if (name == "reduce_scatter") comm.reduce_scatter(out, in, dist::ReduceOp::kSum);
+        else comm.broadcast(out, 0);
       };
       const double tri = n * (n + 1) / 2.0;
       if (name == "all_reduce") expect = base * tri;
       else if (name == "all_gather") {
         std::vector<torch::Tensor> parts;
-        for (int q = 0; q < n; ++q) parts.push_back(base.slice(0, 0, count / n) * (q + 1));
+        for (int q = 0; q < n; ++q) parts.push_back(base.slice(0, 0, shard) * (q + 1));
         expect = torch::cat(parts);
-      } else if (name == "reduce_scatter") expect = base.slice(0, r * (count / n), (r + 1) * (count / n)) * tri;
+      } else if (name == "reduce_scatter") expect = base.slice(0, r * shard, (r + 1) * shard) * tri;
       else expect = base;
-      for (int i = 0; i < o.warmup; ++i) run_once();
+      // Check: one run on fresh inputs. Then warm up and time on the same buffers (all-reduce values keep growing,
+      // which changes nothing in its cost).
+      fresh_inputs();
+      run_once();
       sync_device(dev);
       const int64_t wrong = (out.to(torch::kCPU).to(torch::kFloat32) != expect).sum().item<int64_t>();
+      for (int i = 0; i < o.warmup; ++i) run_once();
+      sync_device(dev);
       comm.barrier();
       const auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < o.iters; ++i) run_once();
