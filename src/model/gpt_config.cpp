@@ -56,16 +56,28 @@ std::vector<int> partition_layers(const GptConfig& c, int pp) {
   auto stage_cost = [&](int stage, int layers) {
     return layers * layer + (stage == 0 ? emb : 0) + (stage == pp - 1 ? head : 0);
   };
-  // best[s][n]: smallest achievable maximum over stages [0, s] holding the first n layers; choice[s][n]: layers of s.
+  // best[s][n]: the best split of the first n layers over stages [0, s]: smallest maximum stage cost, ties broken by
+  // the smallest sum of squared costs (the most even split); choice[s][n]: layers of stage s in it.
+  struct Score {
+    int64_t max = std::numeric_limits<int64_t>::max();
+    double squares = 0;
+    bool operator<(const Score& o) const { return max != o.max ? max < o.max : squares < o.squares; }
+  };
   const int64_t inf = std::numeric_limits<int64_t>::max();
-  std::vector<std::vector<int64_t>> best(pp, std::vector<int64_t>(L + 1, inf));
+  std::vector<std::vector<Score>> best(pp, std::vector<Score>(L + 1));
   std::vector<std::vector<int>> choice(pp, std::vector<int>(L + 1, 0));
-  for (int n = 1; n <= L; ++n) best[0][n] = stage_cost(0, n), choice[0][n] = n;
+  for (int n = 1; n <= L; ++n) {
+    const double cost = double(stage_cost(0, n));
+    best[0][n] = {stage_cost(0, n), cost * cost};
+    choice[0][n] = n;
+  }
   for (int s = 1; s < pp; ++s)
     for (int n = s + 1; n <= L; ++n)
       for (int k = 1; k <= n - s; ++k) {  // stage s takes k layers
-        if (best[s - 1][n - k] == inf) continue;
-        const int64_t v = std::max(best[s - 1][n - k], stage_cost(s, k));
+        const Score& prev = best[s - 1][n - k];
+        if (prev.max == inf) continue;
+        const int64_t cost = stage_cost(s, k);
+        const Score v{std::max(prev.max, cost), prev.squares + double(cost) * double(cost)};
         if (v < best[s][n]) best[s][n] = v, choice[s][n] = k;
       }
   int n = L;

@@ -14,14 +14,14 @@ using modeltest::tiny_config;
 
 namespace {
 
-struct Run {
+struct Outcome {
   torch::Tensor logits, loss;
   std::map<std::string, torch::Tensor> grads;
 };
 
-Run run(model::GptStage& m, const torch::Tensor& ids, const torch::Tensor& labels) {
+Outcome run(model::GptStage& m, const torch::Tensor& ids, const torch::Tensor& labels) {
   m.zero_grad();
-  Run r;
+  Outcome r;
   r.logits = m.forward(ids);
   r.loss = model::GptStage::masked_mean(m.token_losses(r.logits, labels), torch::ones(labels.sizes()));
   r.loss.backward();
@@ -29,7 +29,7 @@ Run run(model::GptStage& m, const torch::Tensor& ids, const torch::Tensor& label
   return r;
 }
 
-double max_grad_diff(const Run& a, const Run& b) {
+double max_grad_diff(const Outcome& a, const Outcome& b) {
   double worst = 0;
   for (const auto& [name, g] : a.grads) worst = std::max(worst, modeltest::rel_err(g, b.grads.at(name)));
   return worst;
@@ -63,13 +63,13 @@ TEST(ModelGpt, RecomputationGivesTheSameGradientsWithDropout) {
   c.model.attention_dropout = 0.2;
   auto ids = modeltest::tokens(2, 8, 100), labels = modeltest::tokens(2, 8, 100, 1);
   model::GptStage plain(c, groups);
-  const Run a = run(plain, ids, labels);
+  const Outcome a = run(plain, ids, labels);
   for (int chunk : {1, 2}) {
     auto cc = c;
     cc.model.checkpoint_activations = true;
     cc.model.checkpoint_num_layers = chunk;
     model::GptStage recomputed(cc, groups);
-    const Run b = run(recomputed, ids, labels);
+    const Outcome b = run(recomputed, ids, labels);
     EXPECT_LT(modeltest::rel_err(b.loss, a.loss), 1e-6) << "chunk " << chunk;
     EXPECT_LT(max_grad_diff(a, b), 1e-5) << "chunk " << chunk;
   }
@@ -104,7 +104,7 @@ TEST(ModelGpt, PaddingDoesNotChangeTheModel) {
   c104.padded_vocab_size = 104;
   model::GptStage a(c128, groups), b(c104, groups);
   auto ids = modeltest::tokens(2, 8, 100), labels = modeltest::tokens(2, 8, 100, 2);
-  const Run ra = run(a, ids, labels), rb = run(b, ids, labels);
+  const Outcome ra = run(a, ids, labels), rb = run(b, ids, labels);
   EXPECT_TRUE(torch::equal(ra.logits.narrow(-1, 0, 100), rb.logits.narrow(-1, 0, 100)));
   EXPECT_TRUE(torch::isinf(ra.logits.narrow(-1, 100, 28)).all().item<bool>());
   EXPECT_LT(modeltest::rel_err(ra.loss, rb.loss), 1e-6);
@@ -168,7 +168,7 @@ TEST(ModelGpt, UntiedOutputLayerIsItsOwnParameter) {
   auto ps = modeltest::by_name(m.params());
   ASSERT_TRUE(ps.count("output_layer.weight"));
   EXPECT_EQ(ps["output_layer.weight"].global_unpadded_rows, 100);
-  Run r = run(m, modeltest::tokens(1, 8, 100), modeltest::tokens(1, 8, 100, 3));
+  Outcome r = run(m, modeltest::tokens(1, 8, 100), modeltest::tokens(1, 8, 100, 3));
   EXPECT_GT(r.grads.at("output_layer.weight").abs().sum().item<double>(), 0.0);
 }
 
@@ -209,7 +209,7 @@ TEST(ModelGpt, Bf16ModelTracksFp32) {
   model::GptStage bf(c, groups);
   for (const auto& p : bf.params()) EXPECT_EQ(p.param.scalar_type(), torch::kBFloat16) << p.name;
   auto ids = modeltest::tokens(2, 8, 100), labels = modeltest::tokens(2, 8, 100, 5);
-  const Run a = run(ref, ids, labels), b = run(bf, ids, labels);
+  const Outcome a = run(ref, ids, labels), b = run(bf, ids, labels);
   EXPECT_EQ(b.logits.scalar_type(), torch::kBFloat16);
   EXPECT_EQ(b.loss.scalar_type(), torch::kFloat32) << "the loss is computed in fp32";
   EXPECT_LT(std::abs(a.loss.item<double>() - b.loss.item<double>()), 0.05 * a.loss.item<double>());
@@ -243,7 +243,10 @@ TEST(ModelGpt, LayerPartition) {
   c.vocab_size = 12800;
   auto parts = model::partition_layers(c, 4);
   int total = 0;
-  for (int n : parts) total += n, EXPECT_GE(n, 1);
+  for (int n : parts) {
+    total += n;
+    EXPECT_GE(n, 1);
+  }
   EXPECT_EQ(total, 8);
   EXPECT_LT(parts.front(), parts[1]);
   EXPECT_LT(parts.back(), parts[2]);

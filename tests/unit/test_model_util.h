@@ -17,6 +17,7 @@ inline model::GptConfig tiny_config(const std::string& positions = "absolute", c
   m.num_layers = 2;
   m.hidden_size = 32;
   m.num_attention_heads = 8;
+  m.ffn_hidden_size = 64;
   m.seq_length = 8;
   m.max_position_embeddings = 16;
   m.position_embedding_type = positions;
