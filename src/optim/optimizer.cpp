@@ -1,0 +1,257 @@
+#include "optim/optimizer.h"
+
+#include <cmath>
+
+#include "core/error.h"
+
+namespace megaton::optim {
+
+OptimizerOptions optimizer_options(const cli::TrainingArgs& t) {
+  OptimizerOptions o;
+  o.kind = t.optimizer;
+  o.lr = t.lr >= 0 ? t.lr : 0.0;
+  o.weight_decay = t.weight_decay;
+  o.adam_beta1 = t.adam_beta1;
+  o.adam_beta2 = t.adam_beta2;
+  o.adam_eps = t.adam_eps;
+  o.sgd_momentum = t.sgd_momentum;
+  o.clip_grad = t.clip_grad;
+  return o;
+}
+
+MixedPrecisionOptimizer::MixedPrecisionOptimizer(parallel::DataParallel& dp, const dist::ProcessGroups& groups,
+                                                 OptimizerOptions options, std::unique_ptr<GradScaler> scaler)
+    : dp_(dp), groups_(groups), options_(std::move(options)), scaler_(std::move(scaler)) {
+  MEGATON_CHECK(options_.kind == "adam" || options_.kind == "sgd", UsageError, "--optimizer: expected adam|sgd, got '",
+                options_.kind, "'");
+  MEGATON_CHECK(options_.weight_decay >= 0, UsageError, "--weight-decay must be >= 0, got ", options_.weight_decay);
+  MEGATON_CHECK(options_.clip_grad >= 0, UsageError, "--clip-grad must be >= 0, got ", options_.clip_grad);
+  torch::NoGradGuard no_grad;
+  const torch::Tensor& pbuf = dp_.param_buffer();
+  if (pbuf.scalar_type() == torch::kFloat32 && dp_.shard_is_whole()) {
+    master_ = pbuf;  // FP32Optimizer: the parameters are their own masters
+  } else {
+    master_ = dp_.shard_of(pbuf).to(torch::kFloat32);
+  }
+  const auto opts = master_.options();
+  if (options_.kind == "adam") {
+    exp_avg_ = torch::zeros({master_.numel()}, opts);
+    exp_avg_sq_ = torch::zeros({master_.numel()}, opts);
+  } else if (options_.sgd_momentum != 0.0) {
+    momentum_ = torch::zeros({master_.numel()}, opts);
+  }
+  const auto& params = dp_.params();
+  decay_runs_ = merge_runs(dp_.shard_pieces(), params, [](const parallel::ParamInfo& p) { return !p.no_weight_decay; });
+  const bool tp_rank0 = !groups_.tp || groups_.tp->rank() == 0;
+  const bool first_stage = groups_.is_first_stage();
+  norm_runs_ = merge_runs(dp_.shard_pieces(), params, [&](const parallel::ParamInfo& p) {
+    const bool not_tp_duplicate = !p.tp_replicated() || tp_rank0;
+    const bool not_shared = !p.tied_embedding || first_stage;
+    return not_tp_duplicate && not_shared;
+  });
+}
+
+void MixedPrecisionOptimizer::all_reduce_over_model_and_shard(torch::Tensor& t, dist::ReduceOp op) {
+  if (groups_.mp && groups_.mp->size() > 1) groups_.mp->all_reduce(t, op);
+  if (!dp_.shard_is_whole()) groups_.dp->all_reduce(t, op);
+}
+
+bool MixedPrecisionOptimizer::unscale_and_check_for_inf() {
+  const torch::Tensor& g = dp_.shard_grad();  // [S]
+  g.mul_(scaler_->inv_scale());
+  const bool local_inf = !torch::isfinite(g).all().item<bool>();
+  torch::Tensor flag = torch::full({1}, local_inf ? 1.0f : 0.0f, g.options());
+  all_reduce_over_model_and_shard(flag, dist::ReduceOp::kMax);
+  return flag.item<float>() > 0.0f;
+}
+
+double MixedPrecisionOptimizer::grad_norm_and_clip() {
+  const torch::Tensor& g = dp_.shard_grad();  // [S]
+  torch::Tensor sq;
+  if (norm_runs_.empty()) {
+    sq = torch::zeros({1}, g.options().dtype(torch::kFloat64));
+  } else if (covers_all(norm_runs_, g.numel())) {
+    sq = g.norm().to(torch::kFloat64).pow(2).reshape({1});
+  } else {
+    auto norms = torch::_foreach_norm(run_views(g, norm_runs_));  // one per run
+    sq = torch::stack(norms).to(torch::kFloat64).pow(2).sum().reshape({1});
+  }
+  all_reduce_over_model_and_shard(sq, dist::ReduceOp::kSum);
+  const double norm = std::sqrt(sq.item<double>());
+  const double coeff = options_.clip_grad / (norm + 1.0e-6);
+  if (coeff < 1.0) g.mul_(coeff);
+  return norm;
+}
+
+int64_t MixedPrecisionOptimizer::count_zeros() {
+  const torch::Tensor& g = dp_.shard_grad();
+  int64_t zeros = 0;
+  for (const auto& v : run_views(g, norm_runs_)) zeros += v.numel() - torch::count_nonzero(v).item<int64_t>();
+  torch::Tensor t = torch::full({1}, static_cast<double>(zeros), g.options().dtype(torch::kFloat64));
+  all_reduce_over_model_and_shard(t, dist::ReduceOp::kSum);
+  return static_cast<int64_t>(t.item<double>());
+}
+
+void MixedPrecisionOptimizer::adam_update() {
+  const torch::Tensor& g = dp_.shard_grad();  // [S], used as scratch for the denominator below
+  const double b1 = options_.adam_beta1, b2 = options_.adam_beta2, lr = options_.lr;
+  step_ += 1;
+  const double bc1 = 1.0 - std::pow(b1, static_cast<double>(step_));
+  const double bc2 = 1.0 - std::pow(b2, static_cast<double>(step_));
+  exp_avg_.mul_(b1).add_(g, 1.0 - b1);
+  exp_avg_sq_.mul_(b2).addcmul_(g, g, 1.0 - b2);
+  // Decoupled weight decay on the old weights: p <- p - lr * (m_hat / (sqrt(v_hat) + eps) + wd * p).
+  if (options_.weight_decay > 0 && !decay_runs_.empty()) {
+    const double keep = 1.0 - lr * options_.weight_decay;
+    if (covers_all(decay_runs_, master_.numel()))
+      master_.mul_(keep);
+    else
+      torch::_foreach_mul_(run_views(master_, decay_runs_), keep);
+  }
+  torch::Tensor denom = g;  // reuse the gradient buffer: denom = sqrt(v / bc2) + eps
+  torch::div_out(denom, exp_avg_sq_, bc2);
+  denom.sqrt_().add_(options_.adam_eps);
+  master_.addcdiv_(exp_avg_, denom, -lr / bc1);
+}
+
+void MixedPrecisionOptimizer::sgd_update() {
+  const torch::Tensor& g = dp_.shard_grad();  // [S]
+  step_ += 1;
+  if (options_.weight_decay > 0 && !decay_runs_.empty()) {  // L2: d_p = g + wd * p
+    if (covers_all(decay_runs_, master_.numel()))
+      g.add_(master_, options_.weight_decay);
+    else
+      torch::_foreach_add_(run_views(g, decay_runs_), run_views(master_, decay_runs_), options_.weight_decay);
+  }
+  if (options_.sgd_momentum != 0.0) {
+    if (!momentum_initialized_) {
+      momentum_.copy_(g);
+      momentum_initialized_ = true;
+    } else {
+      momentum_.mul_(options_.sgd_momentum).add_(g);
+    }
+    master_.add_(momentum_, -options_.lr);
+  } else {
+    master_.add_(g, -options_.lr);
+  }
+}
+
+StepResult MixedPrecisionOptimizer::step() {
+  torch::NoGradGuard no_grad;
+  dp_.finish_grad_sync();
+  StepResult r;
+  if (scaler_) {
+    const bool found_inf = unscale_and_check_for_inf();
+    scaler_->update(found_inf);
+    if (found_inf) {
+      skipped_ += 1;
+      return r;
+    }
+  }
+  if (options_.clip_grad > 0) r.grad_norm = grad_norm_and_clip();
+  if (options_.log_num_zeros_in_grad) r.num_zeros = count_zeros();
+  if (options_.kind == "adam")
+    adam_update();
+  else
+    sgd_update();
+  dp_.all_gather_params(master_);
+  r.updated = true;
+  return r;
+}
+
+std::vector<std::string> MixedPrecisionOptimizer::state_names() const {
+  if (options_.kind == "adam") return {"master", "exp_avg", "exp_avg_sq"};
+  if (momentum_.defined()) return {"master", "momentum_buffer"};
+  return {"master"};
+}
+
+std::map<std::string, ParamState> MixedPrecisionOptimizer::state_dict() const {
+  torch::NoGradGuard no_grad;
+  const auto& params = dp_.params();
+  const auto& slots = dp_.layout().slots();
+  std::map<std::string, ParamState> out;
+  auto add = [&](const std::string& key, const torch::Tensor& shard) {
+    torch::Tensor full = torch::empty({dp_.layout().numel()}, shard.options());  // [N]
+    dp_.all_gather_into(full, shard);
+    for (size_t i = 0; i < params.size(); ++i)
+      out[params[i].name][key] = full.narrow(0, slots[i].offset, slots[i].numel).view(params[i].param.sizes()).clone();
+  };
+  add("master", master_);
+  if (options_.kind == "adam") {
+    add("exp_avg", exp_avg_);
+    add("exp_avg_sq", exp_avg_sq_);
+  } else if (momentum_.defined()) {
+    add("momentum_buffer", momentum_);
+  }
+  return out;
+}
+
+void MixedPrecisionOptimizer::load_state_dict(const std::map<std::string, ParamState>& state) {
+  torch::NoGradGuard no_grad;
+  const auto& params = dp_.params();
+  const auto& slots = dp_.layout().slots();
+  auto load = [&](const std::string& key, torch::Tensor& shard) {
+    torch::Tensor full = torch::zeros({dp_.layout().numel()}, master_.options());  // [N] fp32
+    for (size_t i = 0; i < params.size(); ++i) {
+      const auto it = state.find(params[i].name);
+      MEGATON_CHECK(it != state.end(), CheckpointError, "optimizer state: no entry for parameter '", params[i].name,
+                    "'");
+      const auto jt = it->second.find(key);
+      MEGATON_CHECK(jt != it->second.end(), CheckpointError, "optimizer state: parameter '", params[i].name,
+                    "' has no '", key, "'");
+      MEGATON_CHECK(jt->second.sizes() == params[i].param.sizes(), CheckpointError, "optimizer state: '",
+                    params[i].name, "/", key, "' has shape ", jt->second.sizes(), ", the parameter has ",
+                    params[i].param.sizes());
+      full.narrow(0, slots[i].offset, slots[i].numel).copy_(jt->second.reshape({-1}));
+    }
+    if (key == "master") {
+      dp_.param_buffer().copy_(full);  // the model sees the loaded weights (rounded to its dtype)
+      if (master_.is_same(dp_.param_buffer())) return;
+    }
+    shard.copy_(dp_.shard_of(full));
+  };
+  load("master", master_);
+  if (options_.kind == "adam") {
+    load("exp_avg", exp_avg_);
+    load("exp_avg_sq", exp_avg_sq_);
+  } else if (momentum_.defined()) {
+    const bool has = !state.empty() && state.begin()->second.count("momentum_buffer") > 0;
+    if (has) {
+      load("momentum_buffer", momentum_);
+      momentum_initialized_ = true;
+    }
+  }
+}
+
+nlohmann::json MixedPrecisionOptimizer::scalar_state() const {
+  nlohmann::json j = {{"optimizer", options_.kind},
+                      {"step", step_},
+                      {"skipped_steps", skipped_},
+                      {"momentum_initialized", momentum_initialized_}};
+  if (scaler_) j["grad_scaler"] = scaler_->state_dict();
+  return j;
+}
+
+void MixedPrecisionOptimizer::load_scalar_state(const nlohmann::json& j) {
+  try {
+    MEGATON_CHECK(j.is_object() && j.contains("optimizer") && j.contains("step"), CheckpointError,
+                  "optimizer scalar state: expected an object with 'optimizer' and 'step', got ", j.dump());
+    const auto kind = j.at("optimizer").get<std::string>();
+    MEGATON_CHECK(kind == options_.kind, CheckpointError, "optimizer state is for --optimizer ", kind,
+                  " but this run uses --optimizer ", options_.kind);
+    step_ = j.at("step").get<int64_t>();
+    skipped_ = j.value("skipped_steps", int64_t{0});
+    momentum_initialized_ = j.value("momentum_initialized", false) && momentum_.defined();
+    if (scaler_ && j.contains("grad_scaler")) scaler_->load_state_dict(j.at("grad_scaler"));
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(str("optimizer scalar state: a value has the wrong type (", e.what(), ") in ", j.dump()));
+  }
+}
+
+void MixedPrecisionOptimizer::reload_model_params() {
+  torch::NoGradGuard no_grad;
+  if (master_.is_same(dp_.param_buffer())) return;
+  master_.copy_(dp_.shard_of(dp_.param_buffer()));
+}
+
+}  // namespace megaton::optim

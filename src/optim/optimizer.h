@@ -1,0 +1,125 @@
+// The mixed-precision optimizer (Megatron's Float16OptimizerWithFloat16Params / FP32Optimizer, and with ZeRO-1 its
+// distributed optimizer), over the flat buffers of parallel::DataParallel.
+//
+// fp32 master weights [S] (S = this rank's shard: everything without ZeRO-1, 1/DP of it with) live in one flat buffer;
+// for fp32 models without ZeRO-1 the masters *are* the parameter buffer. Adam moments / SGD momentum are flat [S]
+// buffers too, so a step is a few large kernels whatever the number of parameters.
+//
+// step():
+//   1. finish the data-parallel gradient reduction (idempotent when the training loop already did it);
+//   2. with a grad scaler (fp16, or --loss-scale): main grads *= 1/scale; found_inf = any non-finite, MAX-reduced over
+//      the model-parallel group (and DP under ZeRO-1) so every rank agrees; scaler.update(found_inf); if found_inf the
+//      step is skipped: returns {updated = false} and the parameters are untouched;
+//   3. --clip-grad > 0: global L2 norm over TP, PP (and DP under ZeRO-1), each TP-replicated parameter counted on TP
+//      rank 0 only and the tied embedding on the first stage only; grads *= clip / (norm + 1e-6) when that is < 1;
+//   4. optional zero count (same parameters as the norm);
+//   5. Adam (apex FusedAdam, adam_w_mode: decoupled weight decay p -= lr*wd*p, bias-corrected moments) or SGD with
+//      momentum (torch/apex SGD: L2 weight decay added to the gradient, momentum buffer = first gradient on step 1);
+//      parameters with ParamInfo::no_weight_decay get weight decay 0;
+//   6. masters are copied (ZeRO-1: all-gathered over DP) into the model-dtype parameters.
+// Note: step() uses the main-grad shard as scratch space; gradients are only valid until the step.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "cli/arguments.h"
+#include "dist/process_groups.h"
+#include "optim/flat_runs.h"
+#include "optim/grad_scaler.h"
+#include "parallel/data_parallel.h"
+
+namespace megaton::optim {
+
+struct OptimizerOptions {
+  std::string kind = "adam";  // adam | sgd  (--optimizer)
+  double lr = 0.0;            // the scheduler sets it every iteration
+  double weight_decay = 0.01;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double sgd_momentum = 0.9;
+  double clip_grad = 1.0;  // 0: no clipping and no grad norm (as Megatron)
+  bool log_num_zeros_in_grad = false;
+};
+
+OptimizerOptions optimizer_options(const cli::TrainingArgs& t);
+
+/// What step() did: Megatron's (update_successful, grad_norm, num_zeros_in_grad).
+struct StepResult {
+  bool updated = false;
+  std::optional<double> grad_norm;
+  std::optional<int64_t> num_zeros;
+};
+
+/// Optimizer state of one parameter at its local (TP-shard) shape, fp32: "master", and "exp_avg" + "exp_avg_sq" (adam)
+/// or "momentum_buffer" (sgd, once it exists).
+using ParamState = std::map<std::string, torch::Tensor>;
+
+class MixedPrecisionOptimizer {
+ public:
+  /// `dp` and `groups` must outlive the optimizer. `scaler` may be null (bf16/fp32 without --loss-scale).
+  MixedPrecisionOptimizer(parallel::DataParallel& dp, const dist::ProcessGroups& groups, OptimizerOptions options,
+                          std::unique_ptr<GradScaler> scaler);
+
+  StepResult step();
+  void zero_grad() { dp_.zero_grad(); }
+
+  void set_lr(double lr) { options_.lr = lr; }
+  double lr() const { return options_.lr; }
+  /// Multiply the loss by this before backward (1 without a scaler).
+  double loss_scale() const { return scaler_ ? scaler_->scale() : 1.0; }
+  GradScaler* grad_scaler() { return scaler_.get(); }
+  const OptimizerOptions& options() const { return options_; }
+  /// Successful steps so far (Adam's bias-correction step).
+  int64_t step_count() const { return step_; }
+  /// Steps skipped because of inf/NaN gradients.
+  int64_t skipped_steps() const { return skipped_; }
+  /// [S] fp32 masters of this rank's shard.
+  const torch::Tensor& master_shard() const { return master_; }
+
+  /// Per-parameter state keyed by ParamInfo::name, each tensor at the parameter's local shape. Collective over DP
+  /// under ZeRO-1 (the shards are all-gathered); every rank gets the whole local-TP state.
+  std::map<std::string, ParamState> state_dict() const;
+  /// Loads what state_dict() returned (or a checkpoint's equivalent): every parameter's state must be present with
+  /// its local shape (CheckpointError otherwise). Not collective: each rank takes its shard. Also writes the masters
+  /// into the model parameters.
+  void load_state_dict(const std::map<std::string, ParamState>& state);
+  /// Scalars: {"optimizer": "adam"|"sgd", "step": n, "skipped_steps": k, "momentum_initialized": b,
+  /// "grad_scaler": {...} (only with a scaler)}.
+  nlohmann::json scalar_state() const;
+  void load_scalar_state(const nlohmann::json& state);
+  /// Re-reads the masters from the model parameters (after a checkpoint loaded weights only, e.g. --no-load-optim).
+  void reload_model_params();
+  /// The state names of this optimizer kind.
+  std::vector<std::string> state_names() const;
+
+ private:
+  bool unscale_and_check_for_inf();
+  double grad_norm_and_clip();
+  int64_t count_zeros();
+  void adam_update();
+  void sgd_update();
+  void all_reduce_over_model_and_shard(torch::Tensor& t, dist::ReduceOp op);
+
+  parallel::DataParallel& dp_;
+  const dist::ProcessGroups& groups_;
+  OptimizerOptions options_;
+  std::unique_ptr<GradScaler> scaler_;
+  torch::Tensor master_;      // [S] fp32 (may alias dp_.param_buffer())
+  torch::Tensor exp_avg_;     // [S] adam
+  torch::Tensor exp_avg_sq_;  // [S] adam
+  torch::Tensor momentum_;    // [S] sgd
+  bool momentum_initialized_ = false;
+  std::vector<Run> decay_runs_;  // parameters with weight decay
+  std::vector<Run> norm_runs_;   // parameters counted in the grad norm / zero count on this rank
+  int64_t step_ = 0;
+  int64_t skipped_ = 0;
+};
+
+}  // namespace megaton::optim
