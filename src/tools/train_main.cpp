@@ -4,9 +4,11 @@
 #include "cli/arguments.h"
 #include "core/error.h"
 #include "dist/launch_env.h"
+#include "dist/mpi_session.h"
 #include "tools/subcommands.h"
 #include "train/layout_estimate.h"
 #include "train/train_config.h"
+#include "train/trainer.h"
 
 namespace megaton::tools {
 
@@ -14,15 +16,17 @@ int run_train(int argc, const char* const* argv) {
   const dist::LaunchEnv env = dist::detect_launch_env();
   train::TrainConfig cfg;
   if (!train::parse_train_config(argc, argv, env.size, cfg, std::cout)) return 0;
-  const int64_t vocab = cfg.vocab_size > 0 ? cfg.vocab_size : 50257;
-  const int64_t padded = cli::padded_vocab_size(vocab, cfg.model, cfg.parallel.tensor_model_parallel_size);
   if (cfg.training.dry_run) {
+    const int64_t vocab = cfg.vocab_size > 0 ? cfg.vocab_size : 50257;
+    const int64_t padded = cli::padded_vocab_size(vocab, cfg.model, cfg.parallel.tensor_model_parallel_size);
     if (env.rank == 0)
       std::cout << train::describe_layout(cfg.model, cfg.parallel, cfg.training, cfg.precision, vocab, padded)
                 << std::flush;
     return 0;
   }
-  throw UsageError("megaton train: the training loop is not implemented in this build yet (use --dry-run)");
+  dist::MpiSession session(env);
+  train::Trainer trainer(std::move(cfg), env, std::cout);
+  return trainer.run();
 }
 
 }  // namespace megaton::tools

@@ -1,0 +1,47 @@
+#include "train/batches.h"
+
+#include <string>
+
+#include "core/error.h"
+
+namespace megaton::train {
+
+model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices,
+                                   const BatchOptions& o) {
+  const int64_t b = static_cast<int64_t>(indices.size()), s = ds.seq_length();
+  MEGATON_CHECK(b > 0, InternalError, "empty micro-batch");
+  torch::Tensor samples = torch::empty({b, s + 1}, torch::kInt64);  // [b, s+1]
+  int64_t* p = samples.data_ptr<int64_t>();
+  for (int64_t i = 0; i < b; ++i) ds.get(indices[static_cast<size_t>(i)], p + i * (s + 1));
+  model::MicroBatch mb;
+  mb.tokens = samples.narrow(1, 0, s).contiguous().to(o.device);   // [b, s]
+  mb.labels = samples.narrow(1, 1, s).contiguous().to(o.device);   // [b, s]
+  torch::Tensor mask = torch::ones({b, s}, torch::kFloat32);
+  if (o.eod_mask_loss && o.eod >= 0) mask.masked_fill_(samples.narrow(1, 0, s) == o.eod, 0.0);
+  mb.loss_mask = mask.to(o.device);  // [b, s]
+  return mb;
+}
+
+std::vector<std::pair<int64_t, int64_t>> parse_skip_ranges(const std::vector<std::string>& ranges) {
+  std::vector<std::pair<int64_t, int64_t>> out;
+  for (const auto& r : ranges) {
+    const auto dash = r.find('-');
+    size_t end_a = 0, end_b = 0;
+    int64_t a = -1, b = -1;
+    try {
+      if (dash != std::string::npos) {
+        a = std::stoll(r.substr(0, dash), &end_a);
+        b = std::stoll(r.substr(dash + 1), &end_b);
+      }
+    } catch (const std::exception&) {
+      a = b = -1;
+    }
+    MEGATON_CHECK(dash != std::string::npos && end_a == dash && end_b == r.size() - dash - 1 && a >= 1 && a <= b,
+                  UsageError, "--skip-train-iteration-range: expected START-END with 1 <= START <= END, got '", r,
+                  "'");
+    out.emplace_back(a, b);
+  }
+  return out;
+}
+
+}  // namespace megaton::train

@@ -1,0 +1,508 @@
+#include "train/trainer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <iomanip>
+#include <sstream>
+
+#include "checkpoint/checkpoint.h"
+#include "core/error.h"
+#include "data/dataset_builder.h"
+#include "data/tokenizer.h"
+#include "dist/mpi_session.h"
+#include "model/gpt_stage.h"
+#include "optim/grad_scaler.h"
+#include "optim/lr_scheduler.h"
+#include "optim/microbatches.h"
+#include "optim/optimizer.h"
+#include "parallel/data_parallel.h"
+#include "parallel/pipeline/schedules.h"
+#include "train/batches.h"
+#include "train/layout_estimate.h"
+#include "train/metrics_log.h"
+#include "train/stop_signals.h"
+#include "train/tensorboard_writer.h"
+#include "train/training_state.h"
+
+namespace megaton::train {
+
+namespace {
+
+// Reasons to stop, agreed with an all-reduce MAX (the largest code wins).
+enum StopReason { kNone = 0, kExitInterval = 1, kDuration = 2, kKillSwitch = 3, kSignal = 4 };
+const char* stop_reason_name(int r) {
+  switch (r) {
+    case kExitInterval: return "--exit-interval reached";
+    case kDuration: return "--exit-duration-in-mins reached";
+    case kKillSwitch: return "kill switch file found";
+    case kSignal: return "SIGTERM/SIGUSR1 received";
+    default: return "done";
+  }
+}
+
+torch::ScalarType training_dtype(const cli::PrecisionArgs& p) {
+  return p.fp16 ? torch::kHalf : p.bf16 ? torch::kBFloat16 : torch::kFloat32;
+}
+
+std::string fmt_e(double v) {
+  char b[32];
+  std::snprintf(b, sizeof b, "%.6E", v);
+  return b;
+}
+std::string fmt_f(double v, int prec) {
+  char b[48];
+  std::snprintf(b, sizeof b, "%.*f", prec, v);
+  return b;
+}
+
+}  // namespace
+
+Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
+    : cfg_(std::move(cfg)), env_(env), out_(out), log_(env.rank, env.size, parse_log_level(cfg_.logging.log_level)),
+      groups_{dist::RankGrid(env.size, cfg_.parallel.tensor_model_parallel_size,
+                             cfg_.parallel.pipeline_model_parallel_size)} {
+  build();
+}
+
+Trainer::~Trainer() = default;
+
+bool Trainer::logging_rank() const {
+  return groups_.is_last_stage() && groups_.coords.tp == 0 && groups_.coords.dp == 0;
+}
+
+void Trainer::build() {
+  const auto& p = cfg_.parallel;
+  const auto& t = cfg_.training;
+  MEGATON_CHECK(p.num_layers_per_virtual_pipeline_stage == 0, UsageError,
+                "--num-layers-per-virtual-pipeline-stage: the interleaved schedule is not implemented; use the "
+                "default 1F1B schedule");
+  MEGATON_CHECK(p.zero_stage == 0 || p.zero_stage == 1, UsageError, "--zero-stage ", p.zero_stage,
+                ": only 0 and 1 are supported");
+  MEGATON_CHECK(!cfg_.data.reset_position_ids && !cfg_.data.reset_attention_mask, UsageError,
+                "--reset-position-ids / --reset-attention-mask are not supported by megaton train");
+  MEGATON_CHECK(!cfg_.data.data_path.empty(), UsageError,
+                "megaton train needs --data-path (a preprocessed PREFIX, or W1 P1 W2 P2 ...)");
+  skip_ranges_ = parse_skip_ranges(t.skip_train_iteration_range);
+
+  const torch::Device device(dist::select_device(p.device, env_.local_rank));
+  groups_ = dist::build_process_groups(groups_.grid, dist::parse_backend(p.distributed_backend, device.is_cuda()),
+                                       p.distributed_timeout_minutes * 60.0);
+  log_.set_coords(groups_.coords.tp, groups_.coords.pp, groups_.coords.dp);
+  log_.info0("megaton train: ", groups_.grid.describe(), " on ", device.str());
+
+  // Vocabulary: the tokenizer's, or --vocab-size for pre-tokenized data without tokenizer files.
+  int64_t vocab = cfg_.vocab_size;
+  if (!cfg_.data.tokenizer_type.empty()) {
+    auto tok = data::make_tokenizer(cfg_.data);
+    vocab = tok->vocab_size();
+    eod_ = tok->eod();
+  }
+  MEGATON_CHECK(vocab > 0, UsageError, "megaton train needs --tokenizer-type (with its files) or --vocab-size");
+  MEGATON_CHECK(!cfg_.data.eod_mask_loss || eod_ >= 0, UsageError, "--eod-mask-loss needs a tokenizer (its EOD id)");
+
+  gpt_ = std::make_unique<model::GptConfig>();
+  gpt_->model = cfg_.model;
+  gpt_->vocab_size = vocab;
+  gpt_->padded_vocab_size = cli::padded_vocab_size(vocab, cfg_.model, p.tensor_model_parallel_size);
+  gpt_->seed = static_cast<uint64_t>(t.seed);
+  gpt_->dtype = training_dtype(cfg_.precision);
+  gpt_->device = device;
+  gpt_->pp_partition_method = p.pp_partition_method;
+  model::validate_gpt_config(*gpt_, p.tensor_model_parallel_size, p.pipeline_model_parallel_size);
+  stage_ = std::make_unique<model::GptStage>(*gpt_, groups_);
+
+  parallel::DataParallelOptions dpo;
+  dpo.bucket_size_mb = static_cast<double>(p.dp_bucket_size_mb);
+  dpo.overlap_grad_reduce = true;
+  dpo.zero1 = p.zero_stage == 1;
+  dp_ = std::make_unique<parallel::DataParallel>(stage_->params(), groups_, dpo);
+  optimizer_ = std::make_unique<optim::MixedPrecisionOptimizer>(*dp_, groups_, optim::optimizer_options(t),
+                                                                optim::make_grad_scaler(cfg_.precision));
+
+  micro_ = std::make_unique<optim::NumMicroBatchesCalculator>(
+      optim::make_num_micro_batches_calculator(t, groups_.grid.dp_size()));
+  cli::TrainingArgs targs = t;
+  train_iters_ = t.train_iters > 0 ? t.train_iters : optim::train_iters_for_samples(t.train_samples, *micro_);
+  targs.train_iters = train_iters_;
+  lr_ = std::make_unique<optim::AnnealingLR>(optim::lr_scheduler_options(targs));
+
+  // Datasets: Megatron's sample counts for the three splits.
+  const int64_t gbs = micro_->global_batch_size();
+  const int64_t eval_runs = t.eval_interval > 0 ? train_iters_ / t.eval_interval + 1 : 1;
+  const std::array<int64_t, 3> counts{t.train_samples > 0 ? t.train_samples : train_iters_ * gbs,
+                                      eval_runs * t.eval_iters * gbs, t.eval_iters * gbs};
+  auto sets = data::build_train_valid_test_datasets(cfg_.data, cfg_.model.seq_length, static_cast<uint32_t>(t.seed),
+                                                    counts, log_, groups_.rank == 0,
+                                                    [this] { groups_.world->barrier(); });
+  train_ds_ = sets.train;
+  valid_ds_ = sets.valid;
+  MEGATON_CHECK(train_ds_ != nullptr, UsageError, "--split gives the train split no documents; nothing to train on");
+
+  if (logging_rank()) {
+    if (!cfg_.logging.tensorboard_dir.empty()) tb_ = std::make_unique<TensorBoardWriter>(cfg_.logging.tensorboard_dir);
+    if (!cfg_.logging.metrics_file.empty()) metrics_ = std::make_unique<MetricsLog>(cfg_.logging.metrics_file);
+  }
+  signals_ = std::make_unique<StopSignals>();
+  report_memory();
+  if (!cfg_.checkpoint.load.empty()) load();
+  optimizer_->set_lr(lr_->lr());
+}
+
+void Trainer::report_memory() {
+  int64_t n = 0;
+  for (const auto& pi : stage_->params()) n += pi.param.numel();
+  const double mib = 1024.0 * 1024.0;
+  const double weights = double(dp_->param_buffer().numel() * dp_->param_buffer().element_size()) / mib;
+  const double grads = double(dp_->grad_buffer().numel() * 4) / mib;
+  const bool separate_master = gpt_->dtype != torch::kFloat32 || !dp_->shard_is_whole();
+  const int moments = cfg_.training.optimizer == "adam" ? 2 : 1;
+  const double opt = double(dp_->shard_numel() * 4 * (moments + (separate_master ? 1 : 0))) / mib +
+                     (dp_->shard_is_whole() ? 0.0 : double(dp_->shard_numel() * 4) / mib);
+  if (groups_.coords.dp == 0)
+    log_.info("number of parameters on (tensor, pipeline) model parallel rank (", groups_.coords.tp, ", ",
+              groups_.coords.pp, "): ", n, " | memory per rank: weights ", fmt_f(weights, 2), " MiB, fp32 grads ",
+              fmt_f(grads, 2), " MiB, optimizer state ", fmt_f(opt, 2), " MiB",
+              dp_->zero1() ? " (ZeRO-1 shard 1/" + std::to_string(dp_->dp_size()) + ")" : "", ", total ",
+              fmt_f(weights + grads + opt, 2), " MiB");
+}
+
+void Trainer::load() {
+  const auto& c = cfg_.checkpoint;
+  checkpoint::LoadOptions lo;
+  lo.load_optim = !c.no_load_optim && !c.finetune;
+  lo.load_rng = !c.no_load_rng && !c.finetune;
+  lo.finetune = c.finetune;
+  lo.expected_model_config = model_config_json(*gpt_);
+  checkpoint::OptimState optim_state = to_checkpoint_optim(optimizer_->state_dict());
+  checkpoint::RngState rng_state = rng_to_checkpoint(stage_->rng());
+  parallel::ParamList params = stage_->params();
+  auto r = checkpoint::load_checkpoint(c.load, params, lo.load_optim ? &optim_state : nullptr,
+                                       lo.load_rng ? &rng_state : nullptr, groups_, lo, log_);
+  if (!r) return;
+  iteration_ = r->iteration;
+  if (!c.finetune) {
+    const auto& st = r->meta.state;
+    consumed_train_ = st.value("consumed_train_samples", int64_t{0});
+    consumed_valid_ = st.value("consumed_valid_samples", int64_t{0});
+    consumed_tokens_ = st.value("consumed_train_tokens", int64_t{0});
+    if (st.contains("lr_scheduler")) lr_->load_state_dict(st["lr_scheduler"]);
+    if (r->optim_loaded && st.contains("optimizer")) optimizer_->load_scalar_state(st["optimizer"]);
+  }
+  if (r->optim_loaded)
+    optimizer_->load_state_dict(from_checkpoint_optim(optim_state));
+  else
+    optimizer_->reload_model_params();
+  if (r->rng_loaded) {
+    if (r->saved_layout == checkpoint::SavedLayout{groups_.grid.tp_size(), groups_.grid.pp_size(),
+                                                    groups_.grid.dp_size(), groups_.grid.world()})
+      rng_from_checkpoint(rng_state, stage_->rng());
+    else
+      log_.warn0("checkpoint saved at another layout: dropout RNG states start fresh");
+  }
+  last_saved_ = iteration_;
+  log_.info0("loaded ", r->path, " at iteration ", iteration_, ", consumed samples ", consumed_train_,
+             r->optim_loaded ? "" : " (model weights only)");
+}
+
+void Trainer::save() {
+  const auto& c = cfg_.checkpoint;
+  if (c.save.empty() || last_saved_ == iteration_) return;
+  timers_("save-checkpoint").start();
+  checkpoint::CheckpointState st;
+  st.iteration = iteration_;
+  st.state = {{"consumed_train_samples", consumed_train_},
+              {"consumed_valid_samples", consumed_valid_},
+              {"consumed_train_tokens", consumed_tokens_},
+              {"lr_scheduler", lr_->state_dict()},
+              {"optimizer", optimizer_->scalar_state()}};
+  st.model_config = model_config_json(*gpt_);
+  st.args = args_json(cfg_);
+  checkpoint::SaveOptions so;
+  so.save_optim = !c.no_save_optim;
+  so.save_rng = !c.no_save_rng;
+  so.keep_last = c.keep_last;
+  so.job_id = env_.job_id;
+  const checkpoint::OptimState optim_state = to_checkpoint_optim(optimizer_->state_dict());  // collective under ZeRO
+  const checkpoint::RngState rng_state = rng_to_checkpoint(stage_->rng());
+  const std::string dir = checkpoint::save_checkpoint(c.save, st, stage_->params(),
+                                                      so.save_optim ? &optim_state : nullptr,
+                                                      so.save_rng ? &rng_state : nullptr, groups_, so, log_);
+  timers_("save-checkpoint").stop();
+  last_saved_ = iteration_;
+  log_.info0("saved checkpoint at iteration ", iteration_, " to ", dir, " (",
+             fmt_f(timers_("save-checkpoint").elapsed() * 1e3, 1), " ms)");
+}
+
+StepOutcome Trainer::train_step() {
+  StepOutcome s;
+  micro_->update(consumed_train_, true);
+  const int m = static_cast<int>(micro_->num_micro_batches());
+  s.global_batch = micro_->current_global_batch_size();
+  const auto& t = cfg_.training;
+
+  // This DP rank's micro-batches of the global batch (Megatron's pretraining sampler, from consumed samples).
+  timers_("batch-generator").start();
+  data::PretrainingSampler sampler(train_ds_->size(), consumed_train_, t.micro_batch_size, groups_.coords.dp,
+                                   groups_.grid.dp_size());
+  const bool needs_data = stage_->is_first_stage() || stage_->is_last_stage();
+  std::vector<model::MicroBatch> batches(static_cast<size_t>(m));
+  BatchOptions bo{cfg_.data.eod_mask_loss, eod_, gpt_->device};
+  for (int i = 0; i < m; ++i) {
+    std::vector<int64_t> idx;
+    MEGATON_CHECK(sampler.next(idx), DataError, "the train dataset ran out of samples at consumed samples ",
+                  consumed_train_, " (", train_ds_->size(), " samples in the index)");
+    if (needs_data) batches[static_cast<size_t>(i)] = make_micro_batch(*train_ds_, idx, bo);
+  }
+  timers_("batch-generator").stop();
+
+  const int64_t next_iteration = iteration_ + 1;
+  for (const auto& [a, b] : skip_ranges_)
+    if (next_iteration >= a && next_iteration <= b) s.skipped_data = true;
+  if (s.skipped_data) return s;
+
+  optimizer_->zero_grad();
+  const double scale = optimizer_->loss_scale();
+  double loss_sum = 0;
+  parallel::pipeline::StageStep step;
+  step.forward = [&](int mb, const torch::Tensor& input) -> torch::Tensor {
+    const auto& b = batches[static_cast<size_t>(mb)];
+    torch::Tensor out = stage_->forward(stage_->is_first_stage() ? b.tokens : input);  // [s, b, h] or logits
+    if (!stage_->is_last_stage()) return out;
+    torch::Tensor loss = model::GptStage::masked_mean(stage_->token_losses(out, b.labels), b.loss_mask);  // []
+    loss_sum += loss.item<double>();
+    return loss * (scale / m);
+  };
+  step.before_backward = [&](int mb) { dp_->set_last_microbatch(mb == m - 1); };
+  timers_("forward-backward").start();
+  if (groups_.grid.pp_size() == 1) {
+    parallel::pipeline::forward_backward_no_pipelining(m, step);
+  } else {
+    parallel::pipeline::P2p p2p(*groups_.pp, {cfg_.model.seq_length, t.micro_batch_size, gpt_->hidden()},
+                                torch::TensorOptions().dtype(gpt_->dtype).device(gpt_->device));
+    parallel::pipeline::forward_backward_1f1b(m, p2p, step);
+  }
+  timers_("forward-backward").stop();
+
+  timers_("optimizer").start();
+  const auto r = optimizer_->step();
+  timers_("optimizer").stop();
+  s.updated = r.updated;
+  s.grad_norm = r.grad_norm;
+  s.num_zeros = r.num_zeros;
+  if (stage_->is_last_stage()) {
+    // average_losses_across_data_parallel_group
+    torch::Tensor l = torch::tensor({loss_sum / m}, torch::TensorOptions().dtype(torch::kFloat64)).to(gpt_->device);
+    if (gpt_->device.is_cuda()) l = l.to(torch::kFloat32);
+    groups_.dp->all_reduce(l, dist::ReduceOp::kAvg);
+    s.loss = l.to(torch::kCPU).to(torch::kFloat64).item<double>();
+  }
+  return s;
+}
+
+std::optional<double> Trainer::evaluate() {
+  if (!valid_ds_ || cfg_.training.eval_iters <= 0) return std::nullopt;
+  const auto& t = cfg_.training;
+  stage_->set_training(false);
+  const int m = static_cast<int>(micro_->num_micro_batches());
+  const bool needs_data = stage_->is_first_stage() || stage_->is_last_stage();
+  BatchOptions bo{cfg_.data.eod_mask_loss, eod_, gpt_->device};
+  double total = 0;
+  int64_t n = 0;
+  for (int64_t it = 0; it < t.eval_iters; ++it) {
+    data::PretrainingSampler sampler(valid_ds_->size(), consumed_valid_ % std::max<int64_t>(valid_ds_->size(), 1),
+                                     t.micro_batch_size, groups_.coords.dp, groups_.grid.dp_size());
+    std::vector<model::MicroBatch> batches(static_cast<size_t>(m));
+    for (int i = 0; i < m; ++i) {
+      std::vector<int64_t> idx;
+      if (!sampler.next(idx)) {  // wrap around a small valid split
+        sampler = data::PretrainingSampler(valid_ds_->size(), 0, t.micro_batch_size, groups_.coords.dp,
+                                           groups_.grid.dp_size());
+        MEGATON_CHECK(sampler.next(idx), DataError, "the validation split holds fewer than one global batch of ",
+                      "micro-batches (", valid_ds_->size(), " samples)");
+      }
+      if (needs_data) batches[static_cast<size_t>(i)] = make_micro_batch(*valid_ds_, idx, bo);
+    }
+    consumed_valid_ += micro_->current_global_batch_size();
+    parallel::pipeline::StageStep step;
+    step.forward = [&](int mb, const torch::Tensor& input) -> torch::Tensor {
+      const auto& b = batches[static_cast<size_t>(mb)];
+      torch::Tensor out = stage_->forward(stage_->is_first_stage() ? b.tokens : input);
+      if (!stage_->is_last_stage()) return out;
+      total += model::GptStage::masked_mean(stage_->token_losses(out, b.labels), b.loss_mask).item<double>();
+      ++n;
+      return {};
+    };
+    parallel::pipeline::P2p p2p(*groups_.pp, {cfg_.model.seq_length, t.micro_batch_size, gpt_->hidden()},
+                                torch::TensorOptions().dtype(gpt_->dtype).device(gpt_->device));
+    parallel::pipeline::forward_only(m, p2p, step);
+  }
+  stage_->set_training(true);
+  if (!stage_->is_last_stage()) return std::nullopt;
+  torch::Tensor l = torch::tensor({float(total / std::max<int64_t>(n, 1))}).to(gpt_->device);
+  groups_.dp->all_reduce(l, dist::ReduceOp::kAvg);
+  const double loss = l.to(torch::kCPU).item<double>();
+  if (logging_rank()) {
+    const double ppl = std::exp(std::min(20.0, loss));
+    std::ostringstream line;
+    line << " validation loss at iteration " << iteration_ << " | lm loss value: " << fmt_e(loss)
+         << " | lm loss PPL: " << fmt_e(ppl) << " | ";
+    const std::string bar(line.str().size(), '-');
+    out_ << bar << "\n" << line.str() << "\n" << bar << std::endl;
+    if (tb_) {
+      tb_->add_scalar_vs_progress("lm loss validation", loss, iteration_, consumed_train_, consumed_tokens_);
+      if (cfg_.logging.log_validation_ppl_to_tensorboard)
+        tb_->add_scalar_vs_progress("lm loss validation ppl", ppl, iteration_, consumed_train_, consumed_tokens_);
+      tb_->flush();
+    }
+    if (metrics_)
+      metrics_->write(nlohmann::json{{"iteration", iteration_}, {"consumed_samples", consumed_train_},
+                                     {"valid_lm_loss", loss}, {"valid_lm_loss_ppl", ppl}});
+  }
+  return loss;
+}
+
+void Trainer::log_iteration(const StepOutcome& s, double interval_s, int64_t iterations_in_interval) {
+  const double ms = interval_s * 1e3 / double(std::max<int64_t>(iterations_in_interval, 1));
+  const double flops = model_flops_per_iteration(cfg_.model, gpt_->padded_vocab_size, s.global_batch);
+  const double tflops = flops / (ms * 1e-3 * groups_.grid.world() * 1e12);
+  const double samples_per_s = double(s.global_batch) / (ms * 1e-3);
+  const double tokens_per_s = samples_per_s * cfg_.model.seq_length;
+  const auto timer_ms = timers_.elapsed_all(true);
+  if (!logging_rank()) {
+    loss_sum_ = 0, loss_count_ = 0, skipped_in_interval_ = 0, nan_in_interval_ = 0;
+    return;
+  }
+  const std::optional<double> avg =
+      loss_count_ > 0 ? std::optional<double>(loss_sum_ / double(loss_count_)) : std::nullopt;
+  std::ostringstream line;
+  line << " iteration " << std::setw(8) << iteration_ << "/" << std::setw(8) << train_iters_
+       << " | consumed samples: " << std::setw(12) << consumed_train_ << " | consumed tokens: " << std::setw(14)
+       << consumed_tokens_ << " | elapsed time per iteration (ms): " << fmt_f(ms, 1)
+       << " | learning rate: " << fmt_e(optimizer_->lr()) << " | global batch size: " << std::setw(5)
+       << s.global_batch << " |";
+  if (avg) line << " lm loss: " << fmt_e(*avg) << " |";
+  if (optimizer_->grad_scaler()) line << " loss scale: " << fmt_f(optimizer_->loss_scale(), 1) << " |";
+  if (s.grad_norm) line << " grad norm: " << fmt_f(*s.grad_norm, 3) << " |";
+  if (s.num_zeros) line << " num zeros: " << *s.num_zeros << " |";
+  line << " number of skipped iterations: " << std::setw(3) << skipped_in_interval_
+       << " | number of nan iterations: " << std::setw(3) << nan_in_interval_
+       << " | samples per second: " << fmt_f(samples_per_s, 3) << " | TFLOPs: " << fmt_f(tflops, 2)
+       << " | tokens per second: " << fmt_f(tokens_per_s, 1) << " |";
+  out_ << line.str() << std::endl;
+  const double left_s = double(train_iters_ - iteration_) * ms * 1e-3;
+  log_.info(fmt_f(100.0 * double(iteration_) / double(std::max<int64_t>(train_iters_, 1)), 1), "% ", iteration_, "/",
+            train_iters_, " iterations, ", fmt_f(1e3 / ms, 2), " it/s, ETA ", format_duration(left_s));
+
+  if (tb_ && iteration_ % std::max(1, cfg_.logging.tensorboard_log_interval) == 0) {
+    tb_->add_scalar_vs_progress("learning-rate", optimizer_->lr(), iteration_, consumed_train_, consumed_tokens_);
+    tb_->add_scalar_vs_progress("batch-size", double(s.global_batch), iteration_, consumed_train_, consumed_tokens_);
+    if (avg) tb_->add_scalar_vs_progress("lm loss", *avg, iteration_, consumed_train_, consumed_tokens_);
+    if (optimizer_->grad_scaler())
+      tb_->add_scalar_vs_progress("loss-scale", optimizer_->loss_scale(), iteration_, consumed_train_,
+                                  consumed_tokens_);
+    if (s.grad_norm) tb_->add_scalar_vs_progress("grad-norm", *s.grad_norm, iteration_, consumed_train_, consumed_tokens_);
+    tb_->add_scalar("iteration-time", ms * 1e-3, iteration_);
+    tb_->add_scalar("samples-per-second", samples_per_s, iteration_);
+    tb_->add_scalar("tokens-per-second", tokens_per_s, iteration_);
+    tb_->add_scalar("TFLOPs", tflops, iteration_);
+    if (cfg_.logging.log_timers_to_tensorboard)
+      for (const auto& [name, sec] : timer_ms) tb_->add_scalar(name + "-time", sec * 1e3, iteration_);
+    tb_->flush();
+  }
+  if (metrics_) {
+    IterationMetrics im;
+    im.iteration = iteration_;
+    im.train_iters = train_iters_;
+    im.consumed_samples = consumed_train_;
+    im.consumed_tokens = consumed_tokens_;
+    im.elapsed_ms_per_iteration = ms;
+    im.learning_rate = optimizer_->lr();
+    im.global_batch_size = s.global_batch;
+    im.lm_loss = avg;
+    if (optimizer_->grad_scaler()) im.loss_scale = optimizer_->loss_scale();
+    im.grad_norm = s.grad_norm;
+    im.num_zeros = s.num_zeros;
+    im.skipped_iterations = skipped_in_interval_;
+    im.nan_iterations = nan_in_interval_;
+    im.samples_per_second = samples_per_s;
+    im.tflops = tflops;
+    im.extra["tokens_per_second"] = tokens_per_s;
+    im.extra["total_skipped_iterations"] = optimizer_->skipped_steps();
+    for (const auto& [name, sec] : timer_ms) im.extra["timer_ms"][name] = sec * 1e3;
+    metrics_->write(im);
+  }
+  loss_sum_ = 0, loss_count_ = 0, skipped_in_interval_ = 0, nan_in_interval_ = 0;
+}
+
+int Trainer::agree_on_stop(double elapsed_min) {
+  const auto& t = cfg_.training;
+  int reason = kNone;
+  if (signals_->received() != 0) reason = std::max<int>(reason, kSignal);
+  if (!t.kill_switch_path.empty() && std::filesystem::exists(t.kill_switch_path))
+    reason = std::max<int>(reason, kKillSwitch);
+  if (t.exit_duration_in_mins > 0 && elapsed_min > double(t.exit_duration_in_mins))
+    reason = std::max<int>(reason, kDuration);
+  if (t.exit_interval > 0 && iteration_ % t.exit_interval == 0) reason = std::max<int>(reason, kExitInterval);
+  torch::Tensor r = torch::tensor({float(reason)}).to(gpt_->device);
+  groups_.world->all_reduce(r, dist::ReduceOp::kMax);
+  return static_cast<int>(r.to(torch::kCPU).item<float>());
+}
+
+int Trainer::run() {
+  const auto& t = cfg_.training;
+  Timer wall;
+  wall.start();
+  if (t.eval_only) {
+    evaluate();
+    return 0;
+  }
+  log_.info0("training: ", train_iters_, " iterations from iteration ", iteration_, ", global batch ",
+             micro_->global_batch_size(), ", micro-batch ", t.micro_batch_size, ", ",
+             groups_.grid.pp_size() > 1 ? "1F1B pipeline" : "no pipeline", dp_->zero1() ? ", ZeRO-1" : "");
+  Timer interval;
+  interval.start();
+  int64_t in_interval = 0;
+  int stop = kNone;
+  while (iteration_ < train_iters_) {
+    const StepOutcome s = train_step();
+    ++iteration_;
+    ++in_interval;
+    consumed_train_ += s.global_batch;
+    consumed_tokens_ += s.global_batch * cfg_.model.seq_length;
+    if (s.updated) lr_->step(s.global_batch, consumed_tokens_);
+    optimizer_->set_lr(lr_->lr());
+    if (!s.skipped_data) {
+      if (!s.updated) ++skipped_in_interval_;
+      if (s.loss) {
+        if (std::isfinite(*s.loss)) {
+          if (s.updated) loss_sum_ += *s.loss, ++loss_count_;
+        } else {
+          ++nan_in_interval_;
+        }
+      }
+    }
+    if (iteration_ % std::max(1, t.log_interval) == 0 || iteration_ == train_iters_) {
+      const double sec = interval.elapsed(true);
+      log_iteration(s, sec, in_interval);
+      in_interval = 0;
+      interval.start();
+    }
+    if (t.eval_interval > 0 && iteration_ % t.eval_interval == 0 && iteration_ < train_iters_) evaluate();
+    const bool save_now = cfg_.checkpoint.save_interval > 0 && iteration_ % cfg_.checkpoint.save_interval == 0;
+    if (save_now) save();
+    const double elapsed_min = wall.elapsed(false) / 60.0;
+    stop = agree_on_stop(elapsed_min);
+    if (stop != kNone) break;
+  }
+  if (stop == kNone) evaluate();
+  if (cfg_.checkpoint.save.empty() && stop != kNone)
+    log_.warn0("stopping early without --save: no checkpoint is written");
+  save();
+  log_.info0("stopping at iteration ", iteration_, ": ", stop_reason_name(stop));
+  // A signal means the job was interrupted (time limit, preemption): exit code 7 tells the launcher so; the other
+  // triggers are asked-for ends of training and exit 0, as in Megatron.
+  return stop == kSignal ? static_cast<int>(ExitCode::kInterrupted) : 0;
+}
+
+}  // namespace megaton::train

@@ -1,0 +1,108 @@
+// The pretraining loop of `megaton train` (Megatron's training.py: pretrain / train / train_step / evaluate /
+// training_log), over 3D parallelism: TP inside GptStage, PP through the 1F1B schedule, DP through DataParallel's
+// gradient buckets (ZeRO-1 sharding the optimizer with --zero-stage 1).
+//
+//   Trainer t(cfg, env, std::cout);   // builds groups, model, optimizer, data; loads --load
+//   int code = t.run();               // trains until --train-iters / an exit trigger; saves; returns the exit code
+//
+// Exit triggers (each leaves a checkpoint when --save is given): the last iteration, --exit-interval,
+// --exit-duration-in-mins, --kill-switch-path appearing (these return 0), SIGTERM/SIGUSR1 (returns 7, kInterrupted). Ranks agree on stopping through an
+// all-reduce MAX every iteration, so they all stop at the same iteration.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <ostream>
+#include <vector>
+
+#include "core/log.h"
+#include "core/timer.h"
+#include "dist/launch_env.h"
+#include "dist/process_groups.h"
+#include "train/train_config.h"
+
+namespace megaton::data {
+class SampleDataset;
+}
+namespace megaton::model {
+class GptStage;
+struct GptConfig;
+}
+namespace megaton::parallel {
+class DataParallel;
+}
+namespace megaton::optim {
+class MixedPrecisionOptimizer;
+class AnnealingLR;
+class NumMicroBatchesCalculator;
+}
+
+namespace megaton::train {
+
+class TensorBoardWriter;
+class MetricsLog;
+class StopSignals;
+
+/// What one iteration did (train_step's return).
+struct StepOutcome {
+  bool skipped_data = false;        // --skip-train-iteration-range: data consumed, no step
+  bool updated = false;             // optimizer step taken (false: inf/NaN gradients, the step was skipped)
+  std::optional<double> loss;       // DP-averaged mean loss (last pipeline stage only)
+  std::optional<double> grad_norm;
+  std::optional<int64_t> num_zeros;
+  int64_t global_batch = 0;
+};
+
+class Trainer {
+ public:
+  /// Collective over MPI_COMM_WORLD (MPI must be initialised). `out` receives the Megatron-style log lines.
+  Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out);
+  ~Trainer();
+  Trainer(const Trainer&) = delete;
+  Trainer& operator=(const Trainer&) = delete;
+
+  /// Trains until done or told to stop; returns the exit code (0, or 7 after a signal).
+  int run();
+
+  int64_t iteration() const { return iteration_; }
+  int64_t consumed_train_samples() const { return consumed_train_; }
+
+ private:
+  void build();
+  void report_memory();
+  void load();
+  void save();
+  StepOutcome train_step();
+  std::optional<double> evaluate();
+  void log_iteration(const StepOutcome& s, double interval_s, int64_t iterations_in_interval);
+  bool logging_rank() const;
+  int agree_on_stop(double elapsed_min);  // 0 none, else a reason code (see trainer.cpp)
+
+  TrainConfig cfg_;
+  dist::LaunchEnv env_;
+  std::ostream& out_;
+  Logger log_;
+  dist::ProcessGroups groups_;
+  std::unique_ptr<model::GptConfig> gpt_;
+  std::unique_ptr<model::GptStage> stage_;
+  std::unique_ptr<parallel::DataParallel> dp_;
+  std::unique_ptr<optim::MixedPrecisionOptimizer> optimizer_;
+  std::unique_ptr<optim::AnnealingLR> lr_;
+  std::unique_ptr<optim::NumMicroBatchesCalculator> micro_;
+  std::shared_ptr<const data::SampleDataset> train_ds_, valid_ds_;
+  std::unique_ptr<TensorBoardWriter> tb_;
+  std::unique_ptr<MetricsLog> metrics_;
+  std::unique_ptr<StopSignals> signals_;
+  Timers timers_;
+  std::vector<std::pair<int64_t, int64_t>> skip_ranges_;
+  int64_t eod_ = -1;
+  int64_t train_iters_ = 0;
+  int64_t iteration_ = 0;
+  int64_t consumed_train_ = 0, consumed_valid_ = 0, consumed_tokens_ = 0;
+  int64_t last_saved_ = -1;
+  // Accumulated since the last log line.
+  double loss_sum_ = 0;
+  int64_t loss_count_ = 0, skipped_in_interval_ = 0, nan_in_interval_ = 0;
+};
+
+}  // namespace megaton::train
