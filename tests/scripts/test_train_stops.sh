@@ -1,0 +1,76 @@
+#!/bin/bash
+# Exit triggers leave a loadable checkpoint: the kill switch (--kill-switch-path, exit 0), SIGTERM (one rank run
+# directly) and SIGUSR1 (forwarded by mpirun to 2 ranks, as SLURM's --signal would). --skip-train-iteration-range
+# consumes data without a step. Signals exit 7 (interrupted, docs/errors.md). A constant loss scale so large that every gradient overflows: each step is skipped
+# and counted, the weights never change.
+set -euo pipefail
+BUILD=$1 SRC=$2
+source "$SRC/tests/scripts/train_lib.sh"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+make_synthetic_data "$work"
+common=($(tiny_model_args) $(tiny_lr_args) --lr-decay-iters 100 --data-path "$work/synth_text_document" --micro-batch-size 2
+        --global-batch-size 4)
+latest() { cat "$1/latest"; }
+
+# Kill switch present from the start: stops after the first iteration, saves it.
+touch "$work/kill"
+run_train 2 "${common[@]}" --train-iters 50 --save "$work/k" --save-interval 100 --kill-switch-path "$work/kill" \
+  > "$work/kill.log" 2>&1 || { tail -20 "$work/kill.log"; exit 1; }
+grep -q "kill switch" "$work/kill.log" && [ "$(latest "$work/k")" = 1 ] || { tail -20 "$work/kill.log"; exit 1; }
+run_train 2 "${common[@]}" --train-iters 3 --load "$work/k" > "$work/kill2.log" 2>&1 ||
+  { tail -20 "$work/kill2.log"; exit 1; }
+grep -q "iteration        3/       3" "$work/kill2.log" || { echo "kill-switch checkpoint did not resume"; exit 1; }
+echo "kill switch: OK"
+
+# Signals: start a long run, wait for a few iterations, signal, expect a checkpoint and exit 0.
+signal_run() {  # name signal np
+  local name=$1 sig=$2 np=$3
+  local launch=("$MEGATON")
+  [ "$np" = 1 ] || launch=("$MPIRUN" --oversubscribe --bind-to none -np "$np" "$MEGATON")
+  "${launch[@]}" train "${common[@]}" --train-iters 100000 --save "$work/$name" --save-interval 100000 \
+    --metrics-file "$work/$name.jsonl" > "$work/$name.log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 600); do
+    [ -s "$work/$name.jsonl" ] && [ "$(wc -l < "$work/$name.jsonl")" -ge 3 ] && break
+    sleep 0.2
+  done
+  kill -s "$sig" "$pid"
+  local rc=0
+  wait "$pid" || rc=$?
+  [ "$rc" = 7 ] || { echo "$name: exit code $rc, expected 7 (interrupted)"; tail -20 "$work/$name.log"; exit 1; }
+  grep -q "SIGTERM/SIGUSR1 received" "$work/$name.log" || { tail -20 "$work/$name.log"; exit 1; }
+  local it
+  it=$(latest "$work/$name")
+  [ "$it" -ge 3 ] || { echo "$name: checkpoint at iteration $it"; exit 1; }
+  run_train "$np" "${common[@]}" --train-iters $((it + 2)) --load "$work/$name" > "$work/$name.resume.log" 2>&1 ||
+    { tail -20 "$work/$name.resume.log"; exit 1; }
+  grep -q "loaded .* at iteration $it" "$work/$name.resume.log" || { tail "$work/$name.resume.log"; exit 1; }
+  echo "$name: stopped and saved at iteration $it, resumed: OK"
+}
+signal_run sigterm TERM 1
+signal_run sigusr1 USR1 2
+
+# Skipped iteration range: iterations 3-4 consume their samples but take no step.
+run_train 1 "${common[@]}" --train-iters 6 --skip-train-iteration-range 3-4 --metrics-file "$work/skip.jsonl" \
+  > "$work/skip.log" 2>&1 || { tail -20 "$work/skip.log"; exit 1; }
+python3 - "$work/skip.jsonl" <<'PY'
+import json, sys
+m = {o["iteration"]: o for o in map(json.loads, open(sys.argv[1]))}
+assert m[6]["consumed_samples"] == 24, m[6]
+assert "lm_loss" not in m[3] and "lm_loss" not in m[4] and "lm_loss" in m[5], (m[3], m[5])
+PY
+echo "skip range: OK"
+
+# Overflowing gradients: every step skipped and counted; the loss stays the same (weights untouched).
+run_train 1 "${common[@]}" --train-iters 4 --bf16 --loss-scale 1e38 --metrics-file "$work/inf.jsonl" \
+  > "$work/inf.log" 2>&1 || { tail -20 "$work/inf.log"; exit 1; }
+python3 - "$work/inf.jsonl" <<'PY'
+import json, sys
+m = [json.loads(l) for l in open(sys.argv[1])]
+assert all(o["skipped_iterations"] == 1 for o in m), m
+assert m[-1]["total_skipped_iterations"] == 4, m[-1]
+PY
+grep -q "number of skipped iterations:   1" "$work/inf.log"
+echo "overflow skipped and counted: OK"
+echo "PASS"
