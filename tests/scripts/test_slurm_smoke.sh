@@ -12,8 +12,8 @@
 # Every wait is bounded (the whole test stays under 5 minutes) and the daemons are always stopped.
 set -euo pipefail
 
-# >>> SMOKE_MODE: "auto" probes whether `megaton train` can train (preprocess the bundled corpus, then a 1-rank,
-# >>> 2-iteration run) and otherwise runs the smoke job with DRY_RUN=1. Set it to "train" once the training loop has
+# >>> SMOKE_MODE: "auto" probes whether `megaton train` can train (a 1-rank, 2-iteration run on synthetic data) and
+# >>> otherwise runs the smoke job with DRY_RUN=1. Set it to "train" once the training loop has
 # >>> landed, so that a training regression fails this test instead of quietly falling back to the dry run.
 SMOKE_MODE=${SMOKE_MODE:-auto}   # auto | train | dry-run
 
@@ -96,27 +96,37 @@ wait_job() {
 }
 
 # ~~~ 2. which mode: can `megaton train` train yet? ~~~
-VOCAB="$SRC/data/downloaded/gpt2/vocab.json"
-MERGES="$SRC/data/downloaded/gpt2/merges.txt"
-CORPUS="$SRC/data/downloaded/corpus/fortunes.jsonl"
-DATA_PREFIX="$WORK/data/fortunes"
+# Training data: synthetic documents of learnable token patterns (ids < 128, 127 ends a document), written in
+# Megatron's mmap format (MMIDIDX, version 1, uint16 tokens), so the smoke run needs no tokenizer or preprocessing.
+DATA_PREFIX="$WORK/data/synth_text_document"
+mkdir -p "$WORK/data"
+python3 - "$DATA_PREFIX" <<'PY'
+import random, struct, sys
+prefix, rng, docs = sys.argv[1], random.Random(7), []
+for _ in range(400):
+    start, step, n = rng.randrange(120), rng.choice([1, 2, 3, 5]), rng.randrange(20, 60)
+    docs.append([(start + i * step) % 120 for i in range(n)] + [127])
+with open(prefix + ".bin", "wb") as f:
+    for d in docs:
+        f.write(struct.pack("<%dH" % len(d), *d))
+with open(prefix + ".idx", "wb") as f:
+    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, len(docs), len(docs) + 1))  # version 1, dtype 8 = uint16
+    f.write(struct.pack("<%di" % len(docs), *[len(d) for d in docs]))
+    pointers, offset = [], 0
+    for d in docs:
+        pointers.append(offset)
+        offset += 2 * len(d)
+    f.write(struct.pack("<%dq" % len(docs), *pointers))
+    f.write(struct.pack("<%dq" % (len(docs) + 1), *range(len(docs) + 1)))
+PY
+SMOKE_DATA_ARGS=("DATA_PATH=$DATA_PREFIX" "VOCAB_SIZE=128" "SPLIT=95,5,0")
 probe_training() {
   local why
-  for f in "$VOCAB" "$MERGES" "$CORPUS"; do
-    [[ -s "$f" ]] || { PROBE_WHY="$f missing (make tokenizer)"; return 1; }
-  done
-  mkdir -p "$WORK/data"
-  if ! why=$(timeout 120 megaton preprocess --input "$CORPUS" --output-prefix "$DATA_PREFIX" --json-keys text \
-      --tokenizer-type GPT2BPETokenizer --vocab-file "$VOCAB" --merge-file "$MERGES" --append-eod \
-      --dataset-impl mmap 2>&1); then
-    PROBE_WHY="megaton preprocess failed: $(tail -n 1 <<<"$why")"
-    return 1
-  fi
-  if ! why=$(cd "$WORK/data" && timeout 120 megaton train --num-layers 2 --hidden-size 64 --num-attention-heads 4 \
-      --seq-length 64 --max-position-embeddings 64 --micro-batch-size 2 --global-batch-size 2 --train-iters 2 \
-      --lr 1e-3 --device cpu --data-path "${DATA_PREFIX}_text_document" --split 949,50,1 \
-      --tokenizer-type GPT2BPETokenizer --vocab-file "$VOCAB" --merge-file "$MERGES" 2>&1); then
-    PROBE_WHY="1-rank megaton train failed: $(tail -n 1 <<<"$why")"
+  if ! why=$(cd "$WORK/data" && timeout 120 megaton train --num-layers 2 --hidden-size 32 --num-attention-heads 4 \
+      --seq-length 16 --max-position-embeddings 16 --micro-batch-size 2 --global-batch-size 2 --train-iters 2 \
+      --lr 1e-3 --device cpu --data-path "$DATA_PREFIX" --data-impl mmap --split 95,5,0 --vocab-size 128 \
+      --eval-interval 1000 --eval-iters 1 2>&1); then
+    PROBE_WHY="a 1-rank, 2-iteration megaton train failed: $(tail -n 1 <<<"$why")"
     return 1
   fi
   return 0
@@ -136,15 +146,14 @@ echo "test_slurm_smoke: MODE = $MODE $([[ $MODE == dry-run ]] && echo '(megaton 
 echo "=================================================================="
 
 # ~~~ 3. the smoke job: 4 tasks, TP 2 x PP 2 ~~~
-SMOKE_ENV=(ALL "OUT_DIR=$WORK/smoke" "PREFLIGHT=1" "PREFLIGHT_MAXBYTES=4096" "OMP_NUM_THREADS=1")
+SMOKE_ENV=("OUT_DIR=$WORK/smoke" "PREFLIGHT=1" "PREFLIGHT_MAXBYTES=4096" "OMP_NUM_THREADS=1")
 if [[ "$MODE" == train ]]; then
-  SMOKE_ENV+=("DATA_PATH=${DATA_PREFIX}_text_document" "VOCAB_FILE=$VOCAB" "MERGE_FILE=$MERGES" "DRY_RUN=0"
-    "TRAIN_ITERS=40" "SAVE_INTERVAL=20")
+  SMOKE_ENV+=("${SMOKE_DATA_ARGS[@]}" "DRY_RUN=0" "TRAIN_ITERS=40" "SAVE_INTERVAL=20" "SEQ_LEN=16")
 else
   SMOKE_ENV+=("DRY_RUN=1")
 fi
-export_list=$(IFS=,; echo "${SMOKE_ENV[*]}")
-jid=$(sbatch --parsable --ntasks=4 "${OVERCOMMIT[@]}" --time=00:05:00 --export="$export_list" \
+# Through the environment (--export=ALL), not --export=A=1,B=2: values may hold commas.
+jid=$(env "${SMOKE_ENV[@]}" sbatch --parsable --ntasks=4 "${OVERCOMMIT[@]}" --time=00:05:00 --export=ALL \
   "$TEMPLATES/smoke.slurm")
 say "submitted smoke job $jid"
 state=$(wait_job "$jid" "$(($(left) - 60))")
