@@ -195,7 +195,7 @@ else
   python3 - "$metrics" <<'EOF' || fail "loss did not decrease (see above)"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-losses = [(r["iteration"], r["lm_loss"]) for r in rows if "lm_loss" in r]
+losses = [(r["iteration"], r["lm_loss"]) for r in rows if "lm_loss" in r and "valid_lm_loss" not in r]
 print("losses:", " ".join(f"{i}:{l:.3f}" for i, l in losses))
 assert len(losses) >= 10, f"only {len(losses)} logged losses"
 first = sum(l for _, l in losses[:5]) / 5
