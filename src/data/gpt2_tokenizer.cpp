@@ -106,7 +106,7 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::string& vocab_file, const std::string& m
                                               eod);
       }()) {}
 
-Gpt2Tokenizer::Gpt2Tokenizer(std::shared_ptr<const Shared> s) : shared_(std::move(s)), matcher_(shared_->splitter) {}
+Gpt2Tokenizer::Gpt2Tokenizer(std::shared_ptr<const Shared> s) : shared_(std::move(s)) {}
 
 std::unique_ptr<Tokenizer> Gpt2Tokenizer::clone() const {
   return std::unique_ptr<Tokenizer>(new Gpt2Tokenizer(shared_));
@@ -118,14 +118,10 @@ void Gpt2Tokenizer::encode_to(std::string_view text, std::vector<int32_t>& out) 
     fixed = sanitize_utf8(text);
     text = fixed;
   }
-  size_t pos = 0, b = 0, e = 0;
-  while (pos < text.size() && matcher_.find(text, pos, b, e)) {
-    if (e == b) {  // cannot happen with the GPT-2 pattern; guard against an endless loop
-      ++pos;
-      continue;
-    }
-    cache_.encode_word(shared_->model, text.substr(b, e - b), out);
-    pos = e;
+  for (size_t pos = 0; pos < text.size();) {
+    const size_t end = shared_->splitter.next(text, pos);
+    cache_.encode_word(shared_->model, text.substr(pos, end - pos), out);
+    pos = end;
   }
 }
 

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "data/bpe_model.h"
-#include "data/regex_splitter.h"
+#include "data/gpt2_pretokenizer.h"
 #include "data/tokenizer.h"
 
 namespace megaton::data {
@@ -24,14 +24,13 @@ class Gpt2Tokenizer : public Tokenizer {
 
  private:
   struct Shared {
-    Shared(BpeModel m, int32_t e) : model(std::move(m)), splitter(kGpt2Pattern, "GPT-2 pattern"), eod(e) {}
+    Shared(BpeModel m, int32_t e) : model(std::move(m)), eod(e) {}
     BpeModel model;
-    RegexSplitter splitter;
+    Gpt2PreTokenizer splitter;
     int32_t eod;
   };
   explicit Gpt2Tokenizer(std::shared_ptr<const Shared> s);
   std::shared_ptr<const Shared> shared_;
-  RegexSplitter::Matcher matcher_;
   BpeCache cache_;
 };
 

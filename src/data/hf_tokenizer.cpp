@@ -53,6 +53,7 @@ struct HfTokenizer::Shared {
   std::string origin;
   std::unique_ptr<BpeModel> model;
   std::vector<std::unique_ptr<RegexSplitter>> regexes;
+  Gpt2PreTokenizer gpt2_splitter;
   std::vector<PreStep> steps;
   std::vector<AddedToken> added;  // sorted longest first
   std::array<bool, 256> added_first_byte{};
@@ -84,11 +85,7 @@ void add_pre_step(HfTokenizer::Shared& s, const json& j, bool& byte_level) {
     byte_level = true;
     step.kind = PreStep::kByteLevel;
     step.add_prefix_space = j.value("add_prefix_space", false);
-    step.use_regex = j.value("use_regex", true);
-    if (step.use_regex) {
-      s.regexes.push_back(std::make_unique<RegexSplitter>(kGpt2Pattern, s.origin + " ByteLevel"));
-      step.regex_index = static_cast<int>(s.regexes.size()) - 1;
-    }
+    step.use_regex = j.value("use_regex", true);  // GPT-2's pattern: the Gpt2PreTokenizer scanner
   } else if (type == "Split") {
     const json& pat = j.at("pattern");
     step.behavior = parse_behavior(j.value("behavior", "Isolated"), s.origin);
@@ -360,7 +357,13 @@ void HfTokenizer::encode_segment(std::string_view text, std::vector<int32_t>& ou
         }
       }
       matches.clear();
-      if (step.kind == PreStep::kSplitString) {
+      if (step.kind == PreStep::kByteLevel) {
+        for (size_t pos = 0; pos < piece.size();) {
+          const size_t end = s.gpt2_splitter.next(piece, pos);
+          matches.emplace_back(pos, end);
+          pos = end;
+        }
+      } else if (step.kind == PreStep::kSplitString) {
         for (size_t p = piece.find(step.literal); p != std::string::npos; p = piece.find(step.literal, p + step.literal.size()))
           matches.emplace_back(p, p + step.literal.size());
       } else {

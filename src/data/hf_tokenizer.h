@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "data/bpe_model.h"
+#include "data/gpt2_pretokenizer.h"
 #include "data/regex_splitter.h"
 #include "data/tokenizer.h"
 

@@ -8,6 +8,7 @@
 
 #include "core/error.h"
 #include "data/byte_level.h"
+#include "data/gpt2_pretokenizer.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/regex_splitter.h"
 #include "data/utf8.h"
@@ -115,6 +116,37 @@ TEST(TokenizerGpt2, PreTokenizerFollowsPythonWhitespace) {
   EXPECT_EQ(pieces("a\xC2\x85!"), (std::vector<std::string>{"a", "\xC2\x85", "!"}));
   EXPECT_EQ(pieces("a\xEF\xBB\xBF!"), (std::vector<std::string>{"a", "\xEF\xBB\xBF!"}));
   EXPECT_EQ(pieces("x!?  "), (std::vector<std::string>{"x", "!?", "  "}));
+}
+
+TEST(TokenizerGpt2, ScannerEqualsPcre2RegexOnRandomText) {
+  // The hand-written scanner must cut exactly where the PCRE2 regex does.
+  RegexSplitter re(kGpt2Pattern, "test");
+  RegexSplitter::Matcher m(re);
+  const Gpt2PreTokenizer scanner;
+  const std::vector<std::string> atoms = {
+      "a", "Z", "é", "東", "ß", "7", "٣", "½", "Ⅻ", " ", " ", "  ", "\n", "\t", "\r\n", "\xC2\x85", "\xC2\xA0",
+      "\xE2\x80\xA8", "\xE3\x80\x80", "\xEF\xBB\xBF", "'", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S",
+      "!", "?", ".", "😀", "\xE2\x80\x8D", "e\xCC\x81", "\xEF\xBF\xBD", "-", "_", "$", "\x01"};
+  std::mt19937 rng(11);
+  for (int trial = 0; trial < 3000; ++trial) {
+    std::string s;
+    const size_t len = 1 + rng() % 24;
+    for (size_t k = 0; k < len; ++k) s += atoms[rng() % atoms.size()];
+    std::vector<std::string> want, got;
+    size_t pos = 0, b = 0, e = 0;
+    while (pos < s.size() && m.find(s, pos, b, e)) want.push_back(s.substr(b, e - b)), pos = e;
+    for (size_t p = 0; p < s.size();) {
+      const size_t q = scanner.next(s, p);
+      ASSERT_GT(q, p);
+      got.push_back(s.substr(p, q - p));
+      p = q;
+    }
+    ASSERT_EQ(got, want) << "text '" << s << "'";
+  }
+  EXPECT_EQ(scanner.classify(0x85), Gpt2PreTokenizer::kSpace);
+  EXPECT_EQ(scanner.classify(0xFEFF), Gpt2PreTokenizer::kOther);
+  EXPECT_EQ(scanner.classify(0x6771), Gpt2PreTokenizer::kLetter);
+  EXPECT_EQ(scanner.classify(0x0663), Gpt2PreTokenizer::kNumber);
 }
 
 TEST(TokenizerGpt2, ByteLevelAlphabet) {
