@@ -16,8 +16,12 @@ ITERS2=${DEMO_ITERS2:-100}
 step() { printf '\n=== %s\n' "$*"; }
 
 step "1/5 GPT-2 tokenizer and the bundled corpus"
-bash "$SRC/data/fetch_gpt2_tokenizer.sh"
 DL="$SRC/data/downloaded"
+if [ -s "$DL/gpt2/vocab.json" ] && [ -s "$DL/gpt2/merges.txt" ] && [ -s "$DL/corpus/fortunes.jsonl" ]; then
+  echo "GPT-2 vocab/merges and the fortunes corpus present in $DL"
+else
+  bash "$SRC/data/fetch_gpt2_tokenizer.sh"
+fi
 mkdir -p "$WORK"
 rm -rf "$WORK/checkpoints" "$WORK/tensorboard" "$WORK/metrics.jsonl"
 

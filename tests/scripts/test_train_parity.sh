@@ -1,6 +1,6 @@
 #!/bin/bash
 # megaton train at TP x PP x DP = 2x2x2, PP=4, DP=4 (with and without ZeRO-1) reproduces the loss curve of the
-# single-rank run for 20 iterations (fp32, same seed and data; global batch 16 in every layout).
+# single-rank run for 20 iterations within 1e-5 (fp32, same seed and data; global batch 16 in every layout).
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/scripts/train_lib.sh"
@@ -20,7 +20,7 @@ check() {  # name np flags...
   run_train "$np" "${common[@]}" "$@" --metrics-file "$work/$name.jsonl" > "$work/$name.log" 2>&1 ||
     { tail -30 "$work/$name.log"; exit 1; }
   echo -n "$name: "
-  compare_losses "$work/ref.jsonl" "$work/$name.jsonl" 2e-4
+  compare_losses "$work/ref.jsonl" "$work/$name.jsonl" 1e-5
 }
 check tp2pp2dp2 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 check pp4 4 --pipeline-model-parallel-size 4

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Exit triggers leave a loadable checkpoint: the kill switch (--kill-switch-path, exit 0), SIGTERM (one rank run
-# directly) and SIGUSR1 (forwarded by mpirun to 2 ranks, as SLURM's --signal would). --skip-train-iteration-range
+# directly) and SIGUSR1 (sent to each of 2 ranks, as SLURM's --signal does). --skip-train-iteration-range
 # consumes data without a step. Signals exit 7 (interrupted, docs/errors.md). A constant loss scale so large that every gradient overflows: each step is skipped
 # and counted, the weights never change.
 set -euo pipefail
@@ -35,7 +35,11 @@ signal_run() {  # name signal np
     [ -s "$work/$name.jsonl" ] && [ "$(wc -l < "$work/$name.jsonl")" -ge 3 ] && break
     sleep 0.2
   done
-  kill -s "$sig" "$pid"
+  if [ "$np" = 1 ]; then
+    kill -s "$sig" "$pid"
+  else  # every rank, as srun --signal does (mpirun would forward USR1 too, but not every build does)
+    for child in $(pgrep -P "$pid"); do kill -s "$sig" "$child"; done
+  fi
   local rc=0
   wait "$pid" || rc=$?
   [ "$rc" = 7 ] || { echo "$name: exit code $rc, expected 7 (interrupted)"; tail -20 "$work/$name.log"; exit 1; }
@@ -63,7 +67,7 @@ PY
 echo "skip range: OK"
 
 # Overflowing gradients: every step skipped and counted; the loss stays the same (weights untouched).
-run_train 1 "${common[@]}" --train-iters 4 --bf16 --loss-scale 1e38 --metrics-file "$work/inf.jsonl" \
+run_train 1 "${common[@]}" --train-iters 4 --bf16 --loss-scale 3e38 --metrics-file "$work/inf.jsonl" \
   > "$work/inf.log" 2>&1 || { tail -20 "$work/inf.log"; exit 1; }
 python3 - "$work/inf.jsonl" <<'PY'
 import json, sys
