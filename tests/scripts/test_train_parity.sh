@@ -10,9 +10,22 @@ make_synthetic_data "$work"
 common=($(tiny_model_args) $(tiny_lr_args) --data-path "$work/synth_text_document" --micro-batch-size 2 --global-batch-size 16
         --train-iters 20)
 
-run_train 1 "${common[@]}" --metrics-file "$work/ref.jsonl" > "$work/ref.log"
+run_train 1 "${common[@]}" --metrics-file "$work/ref.jsonl" --tensorboard-dir "$work/tb" > "$work/ref.log"
 grep -q "iteration       20/      20" "$work/ref.log" || { cat "$work/ref.log"; exit 1; }
 loss_decreases "$work/ref.jsonl"
+# The TensorBoard events file decodes (independent reader) and holds the same losses as the metrics file.
+python3 "$SRC/tests/scripts/test_tensorboard_decode.py" "$work"/tb/events.out.tfevents.* > "$work/tb.json"
+python3 - "$work/tb.json" "$work/ref.jsonl" <<'PY'
+import json, sys
+tb = json.load(open(sys.argv[1]))["scalars"]
+m = {o["iteration"]: o for o in map(json.loads, open(sys.argv[2])) if "lm_loss" in o}
+loss = {s["step"]: s["value"] for s in tb if s["tag"] == "lm loss"}
+assert sorted(loss) == sorted(m), (sorted(loss), sorted(m))
+assert all(abs(loss[i] - m[i]["lm_loss"]) < 1e-6 * max(1, m[i]["lm_loss"]) for i in m)
+tags = {s["tag"] for s in tb}
+for t in ["learning-rate", "batch-size", "lm loss vs samples", "grad-norm", "iteration-time", "lm loss validation"]:
+    assert t in tags, (t, sorted(tags))
+PY
 
 check() {  # name np flags...
   local name=$1 np=$2
