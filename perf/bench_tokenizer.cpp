@@ -1,11 +1,14 @@
 // Tokenizer throughput on the bundled corpus (data/downloaded/corpus/fortunes.jsonl, texts concatenated): GPT-2 BPE
 // with a warm cache (steady state of a long preprocess run) and with a cold cache (every word merged), and the
-// pre-tokenizer regex alone. Reports bytes/s and tokens/s. Needs `bash data/fetch_gpt2_tokenizer.sh`.
+// pre-tokenizer regex alone. Reports bytes/s and tokens/s. Needs `bash data/fetch_gpt2_tokenizer.sh`; run from the
+// repository root or set MEGATON_SOURCE_DIR.
 #include <benchmark/benchmark.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "data/gpt2_pretokenizer.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/regex_splitter.h"
 
@@ -13,9 +16,19 @@ namespace {
 
 using megaton::data::Gpt2Tokenizer;
 
+// The source tree (for data/downloaded/): $MEGATON_SOURCE_DIR, else the current directory (run from the repo root).
+std::string source_dir() {
+  if (const char* d = std::getenv("MEGATON_SOURCE_DIR")) return d;
+#ifdef MEGATON_SOURCE_DIR
+  return MEGATON_SOURCE_DIR;
+#else
+  return ".";
+#endif
+}
+
 const std::string& corpus() {
   static const std::string text = [] {
-    std::ifstream in(std::string(MEGATON_SOURCE_DIR) + "/data/downloaded/corpus/fortunes.jsonl");
+    std::ifstream in(source_dir() + "/data/downloaded/corpus/fortunes.jsonl");
     std::string line, all;
     while (std::getline(in, line)) all += nlohmann::json::parse(line)["text"].get<std::string>() + "\n";
     return all;
@@ -24,7 +37,7 @@ const std::string& corpus() {
 }
 
 std::unique_ptr<Gpt2Tokenizer> gpt2() {
-  const std::string d = std::string(MEGATON_SOURCE_DIR) + "/data/downloaded/gpt2/";
+  const std::string d = source_dir() + "/data/downloaded/gpt2/";
   return std::make_unique<Gpt2Tokenizer>(d + "vocab.json", d + "merges.txt");
 }
 
@@ -73,6 +86,18 @@ void BM_Gpt2PreTokenize(benchmark::State& state) {
   state.counters["pieces/s"] = benchmark::Counter(static_cast<double>(pieces), benchmark::Counter::kIsRate);
 }
 BENCHMARK(BM_Gpt2PreTokenize)->Unit(benchmark::kMillisecond);
+
+void BM_Gpt2Scanner(benchmark::State& state) {
+  const megaton::data::Gpt2PreTokenizer scanner;
+  const std::string& text = corpus();
+  int64_t pieces = 0;
+  for (auto _ : state) {
+    for (size_t pos = 0; pos < text.size(); ++pieces) pos = scanner.next(text, pos);
+  }
+  state.SetBytesProcessed(state.iterations() * static_cast<int64_t>(text.size()));
+  state.counters["pieces/s"] = benchmark::Counter(static_cast<double>(pieces), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_Gpt2Scanner)->Unit(benchmark::kMillisecond);
 
 }  // namespace
 

@@ -154,10 +154,7 @@ GptDataset::GptDataset(std::string name, std::shared_ptr<const MMapIndexedDatase
   sample_ptr_ = static_cast<const int32_t*>(sample_idx_->data());
   shuffle64_ = shuffle_idx_->descr() == "<i8";
   num_samples_in_index_ = shuffle_idx_->numel();
-  int64_t tokens = 0;
-  for (int64_t d = doc_begin; d < doc_end; ++d) tokens += data_->item_size(static_cast<size_t>(d));
   num_epochs_ = static_cast<int64_t>(doc_idx_->numel()) / (doc_end - doc_begin);
-  (void)tokens;
 }
 
 int64_t GptDataset::shuffle_at(int64_t i) const {
