@@ -186,7 +186,8 @@ void Trainer::load() {
     consumed_train_ = st.value("consumed_train_samples", int64_t{0});
     consumed_valid_ = st.value("consumed_valid_samples", int64_t{0});
     consumed_tokens_ = st.value("consumed_train_tokens", int64_t{0});
-    if (st.contains("lr_scheduler")) lr_->load_state_dict(st["lr_scheduler"]);
+    // As Megatron: --no-load-optim skips the learning-rate scheduler too (the command line's schedule starts over).
+    if (lo.load_optim && st.contains("lr_scheduler")) lr_->load_state_dict(st["lr_scheduler"]);
     if (r->optim_loaded && st.contains("optimizer")) optimizer_->load_scalar_state(st["optimizer"]);
   }
   if (r->optim_loaded)
