@@ -156,6 +156,41 @@ torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor&
   return logits;
 }
 
+torch::Tensor GptStage::forward_cached(const torch::Tensor& input, KvCache& cache) {
+  MEGATON_CHECK(!training_, InternalError, "forward_cached is for inference: call set_training(false) first");
+  if (cache.layers.empty()) cache.layers.resize(layers_.size());
+  MEGATON_ASSERT(cache.layers.size() == layers_.size(), "KV cache of ", cache.layers.size(), " layers for a stage of ",
+                 layers_.size());
+  const int64_t past = cache.length();
+  const int64_t s = first_ ? input.size(1) : input.size(0);
+  torch::Tensor h;
+  if (first_) {
+    MEGATON_CHECK(!position_.defined() || past + s <= c_.model.max_position_embeddings, DataError, "position ",
+                  past + s - 1, " is beyond --max-position-embeddings (", c_.model.max_position_embeddings, ")");
+    torch::Tensor pos = torch::arange(past, past + s, torch::TensorOptions().dtype(torch::kInt64).device(input.device()))
+                            .unsqueeze(0)
+                            .expand({input.size(0), s});  // [b, s]
+    h = embed(input, pos);                                 // [s, b, h]
+  } else {
+    MEGATON_CHECK(input.dim() == 3 && input.size(2) == c_.model.hidden_size, InternalError,
+                  "pipeline stage ", first_layer_, "+ expects hidden states [s, b, ", c_.model.hidden_size,
+                  "], got ", input.sizes());
+    h = input;
+  }
+  LayerContext ctx = layer_context(past + s);
+  if (ctx.rotary_cos.defined()) {
+    ctx.rotary_cos = ctx.rotary_cos.narrow(0, past, s);  // [s, 1, 1, d] of positions past..past+s-1
+    ctx.rotary_sin = ctx.rotary_sin.narrow(0, past, s);
+  }
+  for (size_t i = 0; i < layers_.size(); ++i) h = layers_[i]->forward_cached(h, ctx, cache.layers[i]);
+  if (!last_) return h;
+  h = ops::layer_norm(h, final_ln_w_, final_ln_b_, c_.model.layernorm_epsilon);
+  torch::Tensor logits = parallel::parallel_lm_logits(h, output_weight_, tp_);  // [s, b, V/tp]
+  if (padding_columns_.defined())
+    logits = logits.masked_fill(padding_columns_, -std::numeric_limits<double>::infinity());
+  return logits;
+}
+
 torch::Tensor GptStage::token_losses(const torch::Tensor& logits, const torch::Tensor& labels) const {
   MEGATON_ASSERT(last_, "token_losses on a stage that is not the last");
   MEGATON_CHECK(labels.dim() == 2 && labels.size(0) == logits.size(1) && labels.size(1) == logits.size(0), DataError,

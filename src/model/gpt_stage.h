@@ -24,6 +24,13 @@
 
 namespace megaton::model {
 
+/// Generation's KV cache: every layer's keys/values of this stage for the positions fed so far.
+struct KvCache {
+  std::vector<LayerKv> layers;  // one per layer of the stage
+  int64_t length() const { return layers.empty() ? 0 : layers.front().length(); }
+  void clear() { layers.clear(); }
+};
+
 class GptStage {
  public:
   /// Builds this rank's shard of stage groups.coords.pp. Collective over nothing (init is local and deterministic).
@@ -35,6 +42,11 @@ class GptStage {
   /// Returns hidden [s, b, h] on all but the last stage, logits [s, b, padded_vocab/tp] on the last one.
   /// position_ids [b, s] (absolute positions only; default 0..s-1).
   torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& position_ids = {});
+
+  /// Incremental forward for generation (no dropout; call set_training(false) first): like forward(), but the input
+  /// holds positions [cache.length(), cache.length() + s) (first stage: ids [b, s]; others: hidden [s, b, h]) and
+  /// every layer's keys/values are appended to `cache`. Feeding a sequence in pieces gives forward()'s result.
+  torch::Tensor forward_cached(const torch::Tensor& input, KvCache& cache);
 
   /// Last stage: per-token loss [b, s] fp32 from logits [s, b, V/tp] and labels [b, s].
   torch::Tensor token_losses(const torch::Tensor& logits, const torch::Tensor& labels) const;

@@ -11,6 +11,39 @@ namespace megaton::model {
 
 using parallel::InitSpec;
 
+namespace {
+
+// Causal attention of s new queries over S = past + s keys (query i sits at position past + i): the explicit path of
+// ops::causal_attention_explicit with the causal mask shifted by `past`. q [s, b, np, d], k, v [S, b, np, d].
+torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const ops::AttentionOptions& o) {
+  const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3), S = k.size(0), past = S - s;
+  const double coeff = o.layer_scale;
+  const double norm_factor = std::sqrt(double(d)) * coeff;
+  torch::Tensor q2 = q.reshape({s, b * np, d}).transpose(0, 1);    // [b*np, s, d]
+  torch::Tensor k2 = k.reshape({S, b * np, d}).permute({1, 2, 0});  // [b*np, d, S]
+  torch::Tensor scores;                                             // [b*np, s, S]
+  if (o.alibi.defined()) {
+    torch::Tensor bias = o.alibi.to(q.scalar_type()).narrow(-1, 0, S).repeat({b, 1, 1}).expand({b * np, s, S});
+    scores = torch::baddbmm(bias, q2, k2, /*beta=*/1.0 / coeff, /*alpha=*/1.0 / norm_factor);
+  } else {
+    scores = torch::bmm(q2, k2) * (1.0 / norm_factor);
+  }
+  scores = scores.view({b, np, s, S});
+  const bool half = q.scalar_type() == torch::kBFloat16 || q.scalar_type() == torch::kFloat16;
+  torch::Tensor x = half ? scores.to(torch::kFloat32) : scores;
+  if (coeff != 1.0) x = x * coeff;
+  torch::Tensor future =
+      torch::ones({s, S}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(past + 1);  // [s, S]
+  x = x.masked_fill(future, -10000.0);
+  torch::Tensor probs = torch::softmax(x, -1).to(q.scalar_type());  // [b, np, s, S]
+  torch::Tensor v2 = v.reshape({S, b * np, d}).transpose(0, 1);      // [b*np, S, d]
+  torch::Tensor ctx = torch::bmm(probs.view({b * np, s, S}), v2);    // [b*np, s, d]
+  return ctx.view({b, np, s, d}).permute({2, 0, 1, 3}).reshape({s, b, np * d});  // [s, b, np*d]
+}
+
+}  // namespace
+
 InitSpec weight_init(const cli::ModelArgs& m, int64_t fan_in, int64_t fan_out, bool scaled) {
   if (m.init_method_xavier_uniform) return InitSpec::xavier_uniform(fan_in, fan_out);
   return InitSpec::normal(scaled ? m.init_method_std / std::sqrt(2.0 * m.num_layers) : m.init_method_std);
@@ -64,7 +97,7 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   fc2_.emplace(f, p + "mlp.fc2", fc2, tp);
 }
 
-torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerContext& ctx) const {
+torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv) const {
   const auto& m = c_.model;
   const int64_t s = x.size(0), b = x.size(1), d = m.kv_channels;
   torch::Tensor qkv = qkv_->forward(x).view({s, b, local_heads_, 3, d});  // [s, b, np, 3, d]
@@ -81,6 +114,12 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
   o.dropout_generator = ctx.rng ? &ctx.rng->tp_generator() : nullptr;
   o.alibi = ctx.alibi;
   o.use_fused = c_.use_fused_attention;
+  if (kv != nullptr) {
+    MEGATON_CHECK(!ctx.training, InternalError, "the KV-cache path is for inference only");
+    kv->k = kv->k.defined() ? torch::cat({kv->k, k}, 0) : k.contiguous();  // [past + s, b, np, d]
+    kv->v = kv->v.defined() ? torch::cat({kv->v, v}, 0) : v.contiguous();
+    return dense_->forward(cached_attention(q, kv->k, kv->v, o));  // [s, b, h]
+  }
   torch::Tensor context = ops::causal_attention(q, k, v, o);  // [s, b, np*d]
   return dense_->forward(context);                             // [s, b, h]
 }
@@ -91,6 +130,14 @@ torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
 }
 
 torch::Tensor TransformerLayer::forward(const torch::Tensor& x, const LayerContext& ctx) const {
+  return forward_impl(x, ctx, nullptr);
+}
+
+torch::Tensor TransformerLayer::forward_cached(const torch::Tensor& x, const LayerContext& ctx, LayerKv& kv) const {
+  return forward_impl(x, ctx, &kv);
+}
+
+torch::Tensor TransformerLayer::forward_impl(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv) const {
   const auto& m = c_.model;
   const double eps = m.layernorm_epsilon;
   at::Generator* gen = ctx.rng ? &ctx.rng->default_generator() : nullptr;
@@ -101,7 +148,7 @@ torch::Tensor TransformerLayer::forward(const torch::Tensor& x, const LayerConte
   };
   torch::Tensor ln1 = ops::layer_norm(x, ln1_w_, ln1_b_, eps);
   torch::Tensor residual = m.apply_residual_connection_post_layernorm ? ln1 : x;
-  torch::Tensor a = residual + hidden_dropout(attention(ln1, ctx));
+  torch::Tensor a = residual + hidden_dropout(attention(ln1, ctx, kv));
   torch::Tensor ln2 = ops::layer_norm(a, ln2_w_, ln2_b_, eps);
   residual = m.apply_residual_connection_post_layernorm ? ln2 : a;
   return residual + hidden_dropout(mlp(ln2));

@@ -28,6 +28,12 @@ struct LayerContext {
   torch::Tensor rotary_sin;
 };
 
+/// One layer's keys and values of the positions seen so far (generation's KV cache), after rotary.
+struct LayerKv {
+  torch::Tensor k, v;  // [s_past, b, heads/tp, d]; undefined before the first step
+  int64_t length() const { return k.defined() ? k.size(0) : 0; }
+};
+
 class TransformerLayer {
  public:
   /// `index`: global layer index (0-based) used in parameter names; Megatron's layer_number is index + 1.
@@ -36,10 +42,17 @@ class TransformerLayer {
   /// x [s, b, h] -> [s, b, h].
   torch::Tensor forward(const torch::Tensor& x, const LayerContext& ctx) const;
 
+  /// Incremental forward for generation: x [s, b, h] holds positions [past, past + s), past = kv.length(); this
+  /// step's keys/values are appended to `kv` and the queries attend over all past + s keys (causally). ctx.rotary_*
+  /// must hold the rows of positions [past, past + s); ctx.alibi at least past + s keys. Same math as forward().
+  torch::Tensor forward_cached(const torch::Tensor& x, const LayerContext& ctx, LayerKv& kv) const;
+
   int index() const { return index_; }
 
  private:
-  torch::Tensor attention(const torch::Tensor& x, const LayerContext& ctx) const;  // [s, b, h] -> [s, b, h]
+  // [s, b, h] -> [s, b, h]; with kv: appends to it and attends over the cached keys too.
+  torch::Tensor attention(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv = nullptr) const;
+  torch::Tensor forward_impl(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv) const;
   torch::Tensor mlp(const torch::Tensor& x) const;                                 // [s, b, h] -> [s, b, h]
 
   GptConfig c_;
