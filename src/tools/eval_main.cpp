@@ -1,11 +1,19 @@
-// megaton eval: not implemented yet (see the issue tracker).
-#include "core/error.h"
+// megaton eval: zero-shot WIKITEXT103 perplexity and LAMBADA accuracy (tasks/main.py); see docs/eval.md.
+#include <iostream>
+
+#include "dist/launch_env.h"
+#include "dist/mpi_session.h"
+#include "eval/eval_app.h"
 #include "tools/subcommands.h"
 
 namespace megaton::tools {
 
-int run_eval(int, const char* const*) {
-  throw UsageError("megaton eval is not implemented in this build yet");
+int run_eval(int argc, const char* const* argv) {
+  const dist::LaunchEnv env = dist::detect_launch_env();
+  eval::EvalFlags flags;
+  if (!eval::parse_eval_flags(argc, argv, env.size, flags, std::cout)) return 0;
+  dist::MpiSession session(env);
+  return eval::run_eval_app(flags, env, std::cout);
 }
 
 }  // namespace megaton::tools

@@ -1,0 +1,223 @@
+#include "infer/generate_app.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cstring>
+#include <fstream>
+#include <optional>
+#include <iostream>
+
+#include "cli/parser.h"
+#include "core/error.h"
+#include "core/timer.h"
+#include "data/utf8.h"
+#include "dist/mpi_session.h"
+
+namespace megaton::infer {
+
+namespace po = boost::program_options;
+
+bool parse_generate_flags(int argc, const char* const* argv, int world_size, GenerateFlags& f, std::ostream& help_out) {
+  po::options_description d, g("text generation");
+  add_model_flags(d, f.model);
+  g.add_options()
+      ("temperature", po::value(&f.temperature)->default_value(1.0), "sampling temperature (> 0)")
+      ("greedy", po::bool_switch(&f.greedy), "take the most likely token (no sampling)")
+      ("top_p", po::value(&f.top_p)->default_value(0.0), "nucleus sampling mass; 0 = off")
+      ("top_k", po::value(&f.top_k)->default_value(0), "sample among the k most likely tokens; 0 = off")
+      ("out-seq-length", po::value(&f.out_seq_length)->default_value(1024),
+       "at most this many tokens after the shortest prompt (also capped by --seq-length)")
+      ("sample-input-file", po::value(&f.sample_input_file), "prompts, one a line")
+      ("sample-output-file", po::value(&f.sample_output_file), "where conditional samples go (default INPUT.out)")
+      ("num-samples", po::value(&f.num_samples)->default_value(0),
+       "unconditional samples to write to --genfile; 0 = conditional (input file) or interactive")
+      ("genfile", po::value(&f.genfile), "JSONL output of unconditional samples")
+      ("recompute", po::bool_switch(&f.recompute), "no KV cache: run the whole prefix at every step");
+  d.add(g);
+  if (!cli::parse_args("generate", "Generate text from a GPT checkpoint (tools/generate_samples_gpt.py).", argc, argv,
+                       d, help_out))
+    return false;
+  validate_model_flags(f.model, world_size, "generate");
+  SamplingOptions s{f.greedy, f.temperature, f.top_k, f.top_p};
+  validate_sampling(s);
+  MEGATON_CHECK(f.out_seq_length > 0, UsageError, "--out-seq-length must be > 0, got ", f.out_seq_length);
+  MEGATON_CHECK(f.num_samples >= 0, UsageError, "--num-samples must be >= 0, got ", f.num_samples);
+  MEGATON_CHECK(f.num_samples == 0 || !f.genfile.empty(), UsageError,
+                "--num-samples ", f.num_samples, " (unconditional) needs --genfile FILE for the samples");
+  MEGATON_CHECK(f.num_samples == 0 || f.sample_input_file.empty(), UsageError,
+                "--num-samples > 0 (unconditional) and --sample-input-file (conditional) exclude each other");
+  if (!f.sample_input_file.empty() && f.sample_output_file.empty()) f.sample_output_file = f.sample_input_file + ".out";
+  return true;
+}
+
+std::string unconditional_record(const GenerateResult& r, int64_t row, int64_t seq_length, const data::Tokenizer& tok) {
+  const int64_t length = r.lengths[row];
+  auto acc = r.tokens.accessor<int64_t, 2>();
+  std::vector<int32_t> ids;
+  for (int64_t i = 1; i < length - 1; ++i) ids.push_back(static_cast<int32_t>(acc[row][i]));
+  nlohmann::json j;
+  j["text"] = data::sanitize_utf8(tok.decode(ids));
+  j["length"] = length - 1;
+  j["finished"] = length < seq_length - 1;
+  return j.dump();
+}
+
+std::string conditional_block(const std::string& prompt, const std::string& full_text) {
+  // Skip as many code points of the decoded text as the prompt has (Python's str slicing).
+  size_t chars = 0;
+  for (unsigned char c : prompt) chars += (c & 0xC0) != 0x80;
+  size_t i = 0;
+  for (size_t n = 0; n < chars && i < full_text.size(); ++n) {
+    ++i;
+    while (i < full_text.size() && (static_cast<unsigned char>(full_text[i]) & 0xC0) == 0x80) ++i;
+  }
+  return "\nContext:" + prompt + "\n\nMegatron-LM:" + full_text.substr(i) + "\n";
+}
+
+namespace {
+
+GenerateOptions generate_options(const GenerateFlags& f, const data::Tokenizer& tok) {
+  GenerateOptions o;
+  o.sampling = {f.greedy, f.temperature, f.top_k, f.top_p};
+  o.seq_length = f.model.model.seq_length;
+  o.out_seq_length = f.out_seq_length;
+  o.recompute = f.recompute;
+  o.eos_id = tok.eod();
+  o.pad_id = tok.eod();
+  return o;
+}
+
+// Sends a string from world rank 0 to every rank.
+// Sends an integer from world rank 0 to every rank (through the communicator's device).
+int64_t broadcast_int(dist::Communicator& world, int64_t v, torch::Device device) {
+  torch::Tensor n = torch::tensor({v}, torch::kInt64).to(device);
+  world.broadcast(n, 0);
+  return n.cpu().item<int64_t>();
+}
+
+// Sends a string from world rank 0 to every rank.
+std::string broadcast_string(dist::Communicator& world, const std::string& s, torch::Device device) {
+  const int64_t n = broadcast_int(world, static_cast<int64_t>(s.size()), device);
+  torch::Tensor bytes = torch::zeros({n}, torch::kUInt8);
+  if (world.rank() == 0 && n > 0) std::memcpy(bytes.data_ptr(), s.data(), s.size());
+  if (n > 0) {
+    bytes = bytes.to(device);
+    world.broadcast(bytes, 0);
+    bytes = bytes.cpu();
+  }
+  return std::string(static_cast<const char*>(bytes.data_ptr()), n);
+}
+
+}  // namespace
+
+int run_generate_app(const GenerateFlags& f, const dist::LaunchEnv& env, std::istream& in, std::ostream& out) {
+  Logger log(env.rank, env.size, parse_log_level(f.model.logging.log_level));
+  auto m = build_inference_model(f.model, env, log);
+  StageRunner runner(*m->stage, m->groups);
+  data::Tokenizer& tok = *m->tokenizer;
+  const GenerateOptions o = generate_options(f, tok);
+  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(f.model.training.seed));
+  const bool writer = m->groups.rank == 0;
+  const int64_t seq = o.seq_length;
+
+  if (f.num_samples > 0) {
+    // Unconditional: batches of --micro-batch-size contexts [EOD].
+    std::ofstream file;
+    if (writer) {
+      file.open(f.genfile, std::ios::binary | std::ios::trunc);
+      MEGATON_CHECK(file.good(), UsageError, "--genfile ", f.genfile, ": cannot open for writing");
+    }
+    const int64_t mb = f.model.training.micro_batch_size;
+    int64_t written = 0, tokens_out = 0;
+    Timer timer;
+    timer.start();
+    while (written < f.num_samples) {
+      std::vector<std::vector<int32_t>> ctx(mb, std::vector<int32_t>{tok.eod()});
+      GenerateResult r = generate(runner, ctx, o, gen);
+      for (int64_t row = 0; row < mb && written < f.num_samples; ++row, ++written) {
+        tokens_out += r.lengths[row];
+        if (writer) file << unconditional_record(r, row, seq, tok) << "\n";
+      }
+      if (writer) file.flush();
+      log.info0("generated ", written, "/", f.num_samples, " samples");
+    }
+    timer.stop();
+    const double secs = timer.elapsed();
+    log.info0("wrote ", written, " samples to ", f.genfile, " in ", secs, " s (", double(tokens_out) / secs,
+              " tokens/s with prompts)");
+    return 0;
+  }
+
+  const int64_t max_prompt = seq / 2;
+  auto run_prompt = [&](const std::string& prompt, bool interactive) -> std::optional<std::string> {
+    std::vector<int32_t> ids = tok.encode(prompt);
+    if (ids.empty() || static_cast<int64_t>(ids.size()) >= max_prompt) {
+      log.warn0("context of ", ids.size(), " tokens skipped: ", ids.empty() ? "the prompt is empty"
+                                                                            : "Please give smaller context (half of the "
+                                                                              "sequence length)!");
+      return std::nullopt;
+    }
+    int64_t last_print = static_cast<int64_t>(ids.size());
+    StepCallback cb;
+    if (interactive && writer) {
+      cb = [&](const torch::Tensor& t, int64_t len) {
+        if (len - last_print < 24) return;
+        last_print = len;
+        std::vector<int32_t> row(t.size(1));
+        for (int64_t i = 0; i < t.size(1); ++i) row[i] = static_cast<int32_t>(t[0][i].item<int64_t>());
+        out << "\nMegatron-LM (partial): " << data::sanitize_utf8(tok.decode(row)) << std::endl;
+      };
+    }
+    GenerateResult r = generate(runner, {ids}, o, gen, cb);
+    return data::sanitize_utf8(tok.decode(row_tokens(r, 0)));
+  };
+
+  if (!f.sample_input_file.empty()) {
+    std::vector<std::string> lines;
+    if (writer) {
+      std::ifstream pin(f.sample_input_file, std::ios::binary);
+      MEGATON_CHECK(pin.good(), UsageError, "--sample-input-file ", f.sample_input_file, ": cannot open the file");
+      std::string line;
+      while (std::getline(pin, line)) {
+        if (!line.empty() && line.back() == '\r') line.pop_back();
+        lines.push_back(line);
+      }
+    }
+    const int64_t n = broadcast_int(*m->groups.world, static_cast<int64_t>(lines.size()), runner.device());
+    std::ofstream file;
+    if (writer) {
+      file.open(f.sample_output_file, std::ios::binary | std::ios::trunc);
+      MEGATON_CHECK(file.good(), UsageError, "--sample-output-file ", f.sample_output_file,
+                    ": cannot open for writing");
+    }
+    int64_t done = 0;
+    for (int64_t i = 0; i < n; ++i) {
+      const std::string prompt = broadcast_string(*m->groups.world, writer ? lines[i] : std::string(), runner.device());
+      if (prompt == "stop") break;
+      if (prompt.empty()) continue;
+      auto text = run_prompt(prompt, false);
+      if (!text) continue;
+      ++done;
+      if (writer) file << conditional_block(prompt, *text) << std::flush;
+    }
+    log.info0("wrote ", done, " samples to ", f.sample_output_file);
+    return 0;
+  }
+
+  // Interactive.
+  for (;;) {
+    std::string prompt;
+    if (writer) {
+      out << "\nContext prompt (stop to exit) >>> " << std::flush;
+      if (!std::getline(in, prompt)) prompt = "stop";
+    }
+    prompt = broadcast_string(*m->groups.world, prompt, runner.device());
+    if (prompt == "stop") break;
+    if (prompt.empty()) continue;
+    auto text = run_prompt(prompt, true);
+    if (text && writer) out << conditional_block(prompt, *text) << std::flush;
+  }
+  return 0;
+}
+
+}  // namespace megaton::infer
