@@ -1,0 +1,25 @@
+// The few MPI collectives checkpointing needs beyond tensor communicators: gathering variable-length strings
+// (tensor catalogs), XOR-reducing checksum partials, and agreeing on failure so that every rank throws the same
+// error instead of some ranks waiting forever in the next collective. All over MPI_COMM_WORLD.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace megaton::checkpoint {
+
+int world_rank();
+int world_size();
+
+/// Every rank's string, indexed by world rank.
+std::vector<std::string> allgather_strings(const std::string& mine);
+/// Rank 0's string on every rank.
+std::string broadcast_string(const std::string& mine);
+/// Element-wise XOR over ranks, in place.
+void allreduce_xor(std::vector<uint32_t>& v);
+/// Runs `fn` on this rank (if `participate`), then agrees: if it threw megaton::Error on any rank, every rank throws
+/// a CheckpointError with the first failing rank's message ("rank R: ..."). Non-megaton exceptions propagate.
+void run_agreed(const std::function<void()>& fn, bool participate = true);
+
+}  // namespace megaton::checkpoint

@@ -1,0 +1,54 @@
+#include "checkpoint/crc.h"
+
+#include <zlib.h>
+
+#include <limits>
+
+#include "core/error.h"
+
+namespace megaton::checkpoint {
+
+uint32_t crc32_bytes(const void* data, int64_t n, uint32_t crc) {
+  auto* p = static_cast<const Bytef*>(data);
+  uLong c = crc;
+  while (n > 0) {  // zlib takes uInt lengths
+    const uInt chunk = static_cast<uInt>(std::min<int64_t>(n, std::numeric_limits<uInt>::max() / 2));
+    c = crc32(c, p, chunk);
+    p += chunk;
+    n -= chunk;
+  }
+  return static_cast<uint32_t>(c);
+}
+
+uint32_t crc32_partial(const void* data, const std::vector<int64_t>& dataset_shape, const Box& box, int64_t elem_size) {
+  const int nd = static_cast<int>(dataset_shape.size());
+  int64_t total = elem_size;
+  for (int64_t d : dataset_shape) total *= d;
+  if (box.empty()) return 0;
+  if (nd == 0) return crc32_bytes(data, elem_size);
+  // k: the first dimension from which the box is contiguous in the dataset (all later dims are full).
+  int k = nd - 1;
+  while (k > 0 && box.count[k] == dataset_shape[k]) --k;
+  // Elements per step of dim j in the dataset: stride[j].
+  std::vector<int64_t> stride(nd, 1);
+  for (int j = nd - 2; j >= 0; --j) stride[j] = stride[j + 1] * dataset_shape[j + 1];
+  const int64_t run_bytes = box.count[k] * stride[k] * elem_size;
+  // Iterate over all index tuples of dims [0, k) inside the box.
+  std::vector<int64_t> idx(k, 0);
+  auto* p = static_cast<const unsigned char*>(data);
+  uint32_t partial = 0;
+  while (true) {
+    int64_t start = box.offset[k] * stride[k];
+    for (int j = 0; j < k; ++j) start += (box.offset[j] + idx[j]) * stride[j];
+    const int64_t start_bytes = start * elem_size;
+    const uint32_t c = crc32_bytes(p, run_bytes);
+    partial ^= static_cast<uint32_t>(crc32_combine64(c, 0, total - start_bytes - run_bytes));
+    p += run_bytes;
+    int j = k - 1;
+    while (j >= 0 && ++idx[j] == box.count[j]) idx[j--] = 0;
+    if (j < 0) break;
+  }
+  return partial;
+}
+
+}  // namespace megaton::checkpoint

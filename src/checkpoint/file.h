@@ -1,0 +1,55 @@
+// One checkpoint file read whole, by one process, without MPI-IO: for `megaton inspect`, `reshard`, `export-hf` and
+// tests. Opening checks the format name, version and completeness; verify() re-computes every checksum.
+#pragma once
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "checkpoint/checkpoint.h"
+#include "checkpoint/h5.h"
+
+namespace megaton::checkpoint {
+
+/// A checkpoint file from what the user typed: the .h5 file itself, an iter_NNNNNNN/ (or release/) directory, or a
+/// --save directory (its tracker's iteration). Throws CheckpointError naming the path otherwise.
+std::string resolve_checkpoint_path(const std::string& arg);
+
+class CheckpointFile {
+ public:
+  explicit CheckpointFile(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  int64_t iteration() const { return meta_.iteration; }
+  int format_version() const { return version_; }
+  const CheckpointState& meta() const { return meta_; }
+  const SavedLayout& layout() const { return layout_; }
+  /// "tensors" -> path -> {shape, dtype, crc32, partition_dim, padded_rows?, role?}.
+  const nlohmann::json& manifest() const { return manifest_; }
+  std::string attr(const std::string& name) const;  // a root string attribute ("" when absent)
+
+  std::vector<std::string> tensor_paths() const;
+  bool has(const std::string& path) const;
+  /// The whole tensor `path` in its stored dtype (CPU), shape as in the manifest.
+  torch::Tensor read(const std::string& path) const;
+  /// The model tensor `name` with its vocabulary padding rows dropped (they are separate datasets anyway).
+  torch::Tensor read_model(const std::string& name) const { return read("model/" + name); }
+
+  struct Problem {
+    std::string path;
+    std::string what;
+  };
+  /// Checks every manifest entry: the dataset exists with the recorded shape and dtype, and its CRC-32 matches.
+  std::vector<Problem> verify() const;
+
+ private:
+  std::string path_;
+  h5::Id file_;
+  int version_ = 0;
+  CheckpointState meta_;
+  SavedLayout layout_;
+  nlohmann::json manifest_;
+};
+
+}  // namespace megaton::checkpoint

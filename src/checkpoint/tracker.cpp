@@ -1,0 +1,140 @@
+#include "checkpoint/tracker.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "checkpoint/format.h"
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+
+namespace megaton::checkpoint {
+
+int64_t parse_tracker_text(const std::string& text, const std::string& where) {
+  std::string t = text;
+  while (!t.empty() && std::isspace(static_cast<unsigned char>(t.back()))) t.pop_back();
+  size_t b = 0;
+  while (b < t.size() && std::isspace(static_cast<unsigned char>(t[b]))) ++b;
+  t = t.substr(b);
+  if (t == kReleaseName) return kReleaseIteration;
+  // Megatron-DeepSpeed's own tracker may say "global_stepN".
+  std::string digits = t.rfind("global_step", 0) == 0 ? t.substr(11) : t;
+  if (!digits.empty() && digits.size() <= 15 && std::all_of(digits.begin(), digits.end(), ::isdigit))
+    return std::stoll(digits);
+  throw CheckpointError(str(where, ": expected an iteration number or 'release', found '",
+                            t.size() > 40 ? t.substr(0, 40) + "..." : t, "'"));
+}
+
+std::optional<int64_t> read_latest_iteration(const std::string& dir) {
+  for (const char* name : {kTrackerFile, kMegatronTrackerFile}) {
+    const fs::path p = fs::path(dir) / name;
+    if (!fs::exists(p)) continue;
+    std::ifstream in(p);
+    if (!in) throw CheckpointError(str(p.string(), ": cannot read: ", std::strerror(errno)));
+    std::stringstream ss;
+    ss << in.rdbuf();
+    return parse_tracker_text(ss.str(), p.string());
+  }
+  return std::nullopt;
+}
+
+void fsync_path(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY);
+  if (fd < 0) throw RuntimeError(str(path, ": cannot open for fsync: ", std::strerror(errno)));
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  // Some file systems refuse fsync on directories (EINVAL); the rename is still atomic there.
+  if (rc != 0 && err != EINVAL) throw RuntimeError(str(path, ": fsync failed: ", std::strerror(err)));
+}
+
+void write_file_atomic(const std::string& dir, const std::string& name, const std::string& text) {
+  const std::string tmp = (fs::path(dir) / (name + ".tmp")).string();
+  const std::string dst = (fs::path(dir) / name).string();
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text;
+    out.flush();
+    if (!out) throw RuntimeError(str(tmp, ": cannot write: ", std::strerror(errno)));
+  }
+  fsync_path(tmp);
+  if (std::rename(tmp.c_str(), dst.c_str()) != 0)
+    throw RuntimeError(str("cannot rename ", tmp, " to ", dst, ": ", std::strerror(errno)));
+  fsync_path(dir);
+}
+
+void write_latest(const std::string& dir, int64_t iteration) {
+  const std::string text = (iteration == kReleaseIteration ? std::string(kReleaseName) : std::to_string(iteration)) + "\n";
+  write_file_atomic(dir, kTrackerFile, text);
+  write_file_atomic(dir, kMegatronTrackerFile, text);
+}
+
+std::vector<int64_t> list_checkpoints(const std::string& dir) {
+  std::vector<int64_t> out;
+  if (!fs::is_directory(dir)) return out;
+  static const std::regex re("iter_([0-9]{7,})");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    std::smatch m;
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && std::regex_match(n, m, re)) out.push_back(std::stoll(m[1]));
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<int64_t> prune_checkpoints(const std::string& dir, int keep, int64_t protect) {
+  std::vector<int64_t> removed;
+  if (keep <= 0) return removed;
+  std::vector<int64_t> its = list_checkpoints(dir);
+  while (static_cast<int>(its.size()) > keep) {
+    const int64_t it = its.front();
+    its.erase(its.begin());
+    if (it == protect) continue;
+    fs::remove_all(fs::path(dir) / iteration_dir_name(it));
+    removed.push_back(it);
+  }
+  return removed;
+}
+
+std::vector<int64_t> publish_checkpoint(const std::string& dir, const std::string& tmp_dir, int64_t iteration,
+                                        const std::string& job, int keep_last) {
+  const std::string final_dir = (fs::path(dir) / iteration_dir_name(iteration)).string();
+  std::error_code ec;
+  fsync_path(tmp_dir);
+  std::string old;
+  if (fs::exists(final_dir)) {  // re-saving the same iteration: keep the old one until the new one is in place
+    old = final_dir + ".old-" + job;
+    fs::remove_all(old, ec);
+    fs::rename(final_dir, old, ec);
+    if (ec) throw CheckpointError(str("cannot move aside ", final_dir, ": ", ec.message()));
+  }
+  fs::rename(tmp_dir, final_dir, ec);
+  if (ec) throw CheckpointError(str("cannot rename ", tmp_dir, " to ", final_dir, ": ", ec.message()));
+  fsync_path(dir);
+  write_latest(dir, iteration);
+  if (!old.empty()) fs::remove_all(old, ec);
+  if (keep_last > 0 && iteration != kReleaseIteration) return prune_checkpoints(dir, keep_last, iteration);
+  return {};
+}
+
+std::vector<std::string> stale_temporaries(const std::string& dir) {
+  std::vector<std::string> out;
+  if (!fs::is_directory(dir)) return out;
+  static const std::regex re("iter_[0-9]{7,}\\.tmp-.*|release\\.tmp-.*");
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    if (e.is_directory() && std::regex_match(n, re)) out.push_back(n);
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+}  // namespace megaton::checkpoint
