@@ -16,7 +16,7 @@
 # Functions (all take their configuration from the environment, documented in docs/slurm.md):
 #   megaton_init                 find the binary, refuse to run outside an allocation (unless DRY_RUN=1), honour the
 #                                kill switch, export the per-task thread/CPU settings, print the job banner
-#   megaton_srun_flags           the srun flags every step uses: --mpi plugin, kill-on-bad-exit, CPU/GPU binding
+#   megaton_srun_flags           the srun flags every step uses: --mpi plugin, --wait, CPU/GPU binding
 #   megaton_preflight            optional `srun megaton comm-bench` health check of every rank (PREFLIGHT=1)
 #   megaton_train ARGS...        `srun megaton train ARGS...` with signal forwarding and requeue; with DRY_RUN=1 it
 #                                prints the resolved layout instead (outside SLURM: one process with --world-size)
@@ -32,6 +32,7 @@
 : "${MEGATON_CPU_BIND:=cores}"      # srun --cpu-bind
 : "${MEGATON_REQUEUE_ON_USR1:=1}"   # 1: requeue the job after the tasks saved on USR1
 : "${MEGATON_MAX_REQUEUES:=50}"     # stop requeueing after this many restarts (SLURM_RESTART_COUNT)
+: "${MEGATON_SRUN_WAIT:=120}"        # srun --wait: seconds the other tasks get after the first one exits
 : "${MEGATON_SRUN_EXTRA:=}"         # extra srun flags, word-split (e.g. "--overcommit" on a laptop)
 : "${DRY_RUN_VOCAB_SIZE:=}"         # vocabulary size for DRY_RUN=1 when the tokenizer is not GPT-2's
 
@@ -90,8 +91,11 @@ megaton_planned_world() {
 # Prints the srun flags of every step, one per line (read them with mapfile).
 megaton_srun_flags() {
   echo "--mpi=$MEGATON_SRUN_MPI"
-  echo "--kill-on-bad-exit=1"   # one rank failing ends the step instead of leaving the others in a collective
-  echo "--wait=60"              # the other tasks get 60 s to exit after the first one does
+  # Not --kill-on-bad-exit=1: after a signal every rank saves and exits 7 ("interrupted"), and SLURM would kill the
+  # ranks still publishing the checkpoint. A failing rank takes the others down itself (MPI_Abort), and --wait
+  # bounds the rest.
+  echo "--kill-on-bad-exit=0"
+  echo "--wait=${MEGATON_SRUN_WAIT}"  # the other tasks get this long to exit after the first one does
   echo "--cpu-bind=$MEGATON_CPU_BIND"
   if [[ "${GPUS_PER_NODE:-0}" -gt 0 ]]; then
     echo "--gpu-bind=$MEGATON_GPU_BIND"
@@ -109,7 +113,8 @@ megaton_resume_args() {
 }
 
 # Runs `srun FLAGS -- CMD...` in the background and waits for it, handling USR1 (forward to the tasks, then requeue)
-# and TERM (SLURM already signalled the tasks; keep waiting so they can save). Returns the step's exit status.
+# and TERM (SLURM already signalled the tasks; keep waiting so they can save). Returns the step's exit status
+# (megaton train exits 7 after saving on a signal; after USR1 the job is requeued whatever the status).
 megaton_srun_step() {
   local flags=()
   mapfile -t flags < <(megaton_srun_flags)

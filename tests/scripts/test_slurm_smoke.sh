@@ -219,13 +219,14 @@ set -euo pipefail
 source "$TEMPLATES/megaton-slurm.sh"
 megaton_init
 if [[ "\${SLURM_RESTART_COUNT:-0}" == 0 ]]; then
-  # Stands in for megaton train: one process per task that saves on USR1 and exits 0.
+  # Stands in for megaton train: one process per task that saves on USR1 and exits 7 (interrupted).
   megaton_srun_step python3 -u -c '
 import os, signal, sys, time
 rank = os.environ["SLURM_PROCID"]
 def save(signum, frame):
+    time.sleep(1.0 + int(rank))  # ranks finish at different times: none may be killed while saving
     print(f"task {rank} saved on USR1", flush=True)
-    sys.exit(0)
+    sys.exit(7)
 signal.signal(signal.SIGUSR1, save)
 print(f"task {rank} ready", flush=True)
 for _ in range(1200):
@@ -258,7 +259,7 @@ done
 state=$(wait_job "$jid" "$(($(left) - 5))")
 cat "$out"
 [[ "$state" == COMPLETED ]] || fail "requeue job $jid ended $state, expected COMPLETED after its restart"
-[[ "$(grep -c '^task [01] saved on USR1$' "$out")" == 2 ]] || fail "USR1 did not reach both tasks"
+[[ "$(grep -c '^task [01] saved on USR1$' "$out")" == 2 ]] || fail "not every task saved after USR1 (not forwarded, or killed while saving)"
 grep -q 'requeueing job' "$out" || fail "the batch shell did not requeue"
 grep -q 'resumed after requeue: restart 1' "$out" || fail "the requeued run did not start with SLURM_RESTART_COUNT=1"
 say "requeue OK"
