@@ -1,11 +1,19 @@
-// megaton generate: not implemented yet (see the issue tracker).
-#include "core/error.h"
+// megaton generate: text generation from a checkpoint (tools/generate_samples_gpt.py); see docs/generate.md.
+#include <iostream>
+
+#include "dist/launch_env.h"
+#include "dist/mpi_session.h"
+#include "infer/generate_app.h"
 #include "tools/subcommands.h"
 
 namespace megaton::tools {
 
-int run_generate(int, const char* const*) {
-  throw UsageError("megaton generate is not implemented in this build yet");
+int run_generate(int argc, const char* const* argv) {
+  const dist::LaunchEnv env = dist::detect_launch_env();
+  infer::GenerateFlags flags;
+  if (!infer::parse_generate_flags(argc, argv, env.size, flags, std::cout)) return 0;
+  dist::MpiSession session(env);
+  return infer::run_generate_app(flags, env, std::cin, std::cout);
 }
 
 }  // namespace megaton::tools
