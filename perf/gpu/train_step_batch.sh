@@ -1,0 +1,63 @@
+#!/bin/bash
+# perf/gpu/train_step_batch.sh OUTDIR [BUDGET_S] — issue 4/9 measurement on one GPU, in one device call:
+#   1. build `megaton` with CUDA (perf/gpu/setup.sh, TARGETS=megaton)                         -> OUTDIR/build.log
+#   2. a random-token Megatron dataset (vocab 50257, like GPT-2), written with numpy           -> /tmp/synth_text_document.*
+#   3. `megaton train` bf16, 1.3B (24 x 2048, 16 heads, seq 2048, micro-batch 8) and GPT-2 124M (12 x 768, seq 1024,
+#      micro-batch 32), a few iterations each, log every iteration                           -> OUTDIR/train_*.log/.jsonl
+#   4. the peer (perf/gpu/torch_gpt_bench.py, plain PyTorch eager, SDPA) on the same dims, same GPU, after ours -> OUTDIR/peer.log
+# Prints a summary last. Model FLOPs: Megatron's 72 B s l h^2 (1 + s/6h + V/12lh), as both report.
+set -uo pipefail
+OUT=$(realpath -m "${1:?usage: train_step_batch.sh OUTDIR [BUDGET_S]}")
+BUDGET_S=${2:-240}
+mkdir -p "$OUT"
+T0=$(date +%s)
+left() { echo $((T0 + BUDGET_S - $(date +%s))); }
+stamp() { echo "[+$(($(date +%s) - T0))s] $*" | tee -a "$OUT/summary.txt"; }
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+REPO=$PWD
+SRC=$REPO
+if [ -f "$REPO/.deps/src.tar" ]; then  # a `git archive` snapshot: edits in progress cannot break the build
+  SRC=/tmp/megaton-src && rm -rf "$SRC" && mkdir -p "$SRC" && tar -xf "$REPO/.deps/src.tar" -C "$SRC"
+fi
+BUILD=$SRC/build-gpu
+( export SRC BUILD JOBS=$(nproc) DEPS="$REPO/.deps" TARGETS=megaton
+  timeout 200 bash "$SRC/perf/gpu/setup.sh" ) > "$OUT/build.log" 2>&1
+stamp "build exit code $?"
+grep -E 'error:|FAILED:' "$OUT/build.log" | head -20
+# shellcheck disable=SC1091
+source "$BUILD/env.sh"
+python3 - <<'PY'
+import numpy as np, struct
+rng = np.random.default_rng(0)
+n_docs, doc_len = 600, 2000
+docs = rng.integers(0, 50256, size=(n_docs, doc_len), dtype=np.uint16)
+docs[:, -1] = 50256  # EOD
+with open("/tmp/synth_text_document.bin", "wb") as f: f.write(docs.tobytes())
+with open("/tmp/synth_text_document.idx", "wb") as f:
+    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, n_docs, n_docs + 1))
+    f.write(np.full(n_docs, doc_len, dtype=np.int32).tobytes())
+    f.write((np.arange(n_docs, dtype=np.int64) * doc_len * 2).tobytes())
+    f.write(np.arange(n_docs + 1, dtype=np.int64).tobytes())
+PY
+stamp "synthetic data written"
+common="--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
+  --hidden-dropout 0 --attention-dropout 0 --log-interval 1 --eval-interval 100000 --eval-iters 1
+  --device cuda --distributed-backend nccl --seed 1234"
+# shellcheck disable=SC2086
+timeout $(( $(left) > 100 ? 90 : 45 )) "$BUILD/megaton" train $common --num-layers 24 --hidden-size 2048 \
+  --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8 \
+  --global-batch-size 8 --train-iters 8 --metrics-file "$OUT/train_1.3B.jsonl" > "$OUT/train_1.3B.log" 2>&1
+stamp "megaton 1.3B exit code $?"
+tail -4 "$OUT/train_1.3B.log"
+# shellcheck disable=SC2086
+timeout 40 "$BUILD/megaton" train $common --num-layers 12 --hidden-size 768 --num-attention-heads 12 \
+  --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 32 --global-batch-size 32 --train-iters 8 \
+  --metrics-file "$OUT/train_124M.jsonl" > "$OUT/train_124M.log" 2>&1
+stamp "megaton 124M exit code $?"
+tail -3 "$OUT/train_124M.log"
+PYTHONUNBUFFERED=1 timeout $(( $(left) > 20 ? $(left) - 5 : 15 )) python3 "$SRC/perf/gpu/torch_gpt_bench.py" 1.3B 124M > "$OUT/peer.log" 2>&1
+stamp "peer exit code $?"
+cat "$OUT/peer.log" | grep -E "TFLOP|Error" | tee -a "$OUT/summary.txt"
+grep -hE "TFLOP" "$OUT"/train_*.log | tail -4 | tee -a "$OUT/summary.txt"
+stamp "done"
