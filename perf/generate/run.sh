@@ -1,0 +1,43 @@
+#!/bin/bash
+# perf/generate/run.sh OUTDIR — generation tokens/s of `megaton generate` (KV cache, greedy, unconditional) beside
+# Hugging Face transformers generating from the same weights, batch 1 and batched, on one GPU, in the same run:
+#   1. make_hf_model.py: a random GPT-2 (default 345M: 24 x 1024, 16 heads, 1024 positions) in safetensors
+#   2. megaton import-hf -> a megaton checkpoint; megaton export-hf of that checkpoint -> the HF peer's weights
+#   3. for each batch size: megaton generate --num-samples 2*B --micro-batch-size B (the first batch warms up; the log
+#      reports tokens/s over both) and hf_generate.py --batch B (best of 3 after a warm-up)
+# Needs: a GPU build (make gpu; source build-gpu/env.sh), python3 with torch + transformers, GPT-2 vocab.json and
+# merges.txt (VOCAB_DIR, default data/downloaded/gpt2: `bash data/fetch_gpt2_tokenizer.sh` or carry it).
+# Environment: BUILD (build-gpu), LAYERS HIDDEN HEADS SEQ (24 1024 16 1024), NEW (256 new tokens), BATCHES ("1 8 32"),
+# DTYPE (fp32 | bf16).
+set -euo pipefail
+OUT=$(realpath -m "${1:?usage: run.sh OUTDIR}")
+BUILD=${BUILD:-build-gpu}
+VOCAB_DIR=${VOCAB_DIR:-data/downloaded/gpt2}
+LAYERS=${LAYERS:-24} HIDDEN=${HIDDEN:-1024} HEADS=${HEADS:-16} SEQ=${SEQ:-1024} NEW=${NEW:-256}
+BATCHES=${BATCHES:-1 8 32} DTYPE=${DTYPE:-fp32}
+HERE=$(dirname "$(realpath "$0")")
+mkdir -p "$OUT"
+[ -f "$BUILD/env.sh" ] && source "$BUILD/env.sh"
+python3 -c "import transformers" 2>/dev/null || { echo "python3 has no transformers: the HF peer cannot run" >&2; exit 2; }
+[ -f "$VOCAB_DIR/vocab.json" ] || { echo "no $VOCAB_DIR/vocab.json (GPT-2 tokenizer files)" >&2; exit 2; }
+
+python3 "$HERE/make_hf_model.py" "$OUT/hf_init" --layers "$LAYERS" --hidden "$HIDDEN" --heads "$HEADS" \
+  --positions "$SEQ" | tee "$OUT/summary.txt"
+"$BUILD/megaton" import-hf --hf "$OUT/hf_init" --save "$OUT/ckpt" > "$OUT/import.log" 2>&1
+"$BUILD/megaton" export-hf --load "$OUT/ckpt" --out "$OUT/hf_export" > "$OUT/export.log" 2>&1
+
+prec=()
+[ "$DTYPE" = bf16 ] && prec=(--bf16)
+[ "$DTYPE" = fp16 ] && prec=(--fp16)
+model=(--num-layers "$LAYERS" --hidden-size "$HIDDEN" --num-attention-heads "$HEADS" --seq-length "$SEQ"
+       --max-position-embeddings "$SEQ" --openai-gelu --tokenizer-type GPT2BPETokenizer
+       --vocab-file "$VOCAB_DIR/vocab.json" --merge-file "$VOCAB_DIR/merges.txt" --device cuda
+       --distributed-backend nccl "${prec[@]}")
+for b in $BATCHES; do
+  # Decoding runs to --out-seq-length unless a row emits <|endoftext|>; the log counts the tokens really produced.
+  "$BUILD/megaton" generate "${model[@]}" --load "$OUT/ckpt" --greedy --num-samples $((2 * b)) \
+    --micro-batch-size "$b" --out-seq-length "$NEW" --genfile "$OUT/megaton_b$b.jsonl" > "$OUT/megaton_b$b.log" 2>&1
+  echo "megaton batch=$b: $(grep -o 'wrote .*' "$OUT/megaton_b$b.log" | tail -1)" | tee -a "$OUT/summary.txt"
+  python3 "$HERE/hf_generate.py" "$OUT/hf_export" --batch "$b" --new-tokens "$NEW" --dtype "$DTYPE" \
+    2> "$OUT/hf_b$b.err" | tee -a "$OUT/summary.txt"
+done
