@@ -60,7 +60,9 @@ grep -q "^rng/" "$D/ib.txt" && fail "reshard kept the RNG states at a new layout
 # reshard to fp32 release; the fp32 model loads it exactly
 "$M" reshard --load "$D/a" --save "$D/c" --dtype fp32 --release >"$D/r2.txt" 2>&1 || { cat "$D/r2.txt"; fail "reshard release"; }
 [ "$(cat "$D/c/latest")" = "release" ] || fail "release tracker"
-"$M" inspect "$D/c" | grep -Eq "^model/mlp|^model/layers.0.mlp.fc1.weight +float32" || fail "fp32 conversion"
+"$M" inspect "$D/c" >"$D/ic.txt" || fail "inspect c"
+grep -Eq "^model/layers.0.mlp.fc1.weight +float32 +\[16, 8\]" "$D/ic.txt" || fail "fp32 conversion"
+grep -Eq "^optim/master/layers.0.mlp.fc1.weight +float32" "$D/ic.txt" || fail "reshard without --drop-optimizer keeps it"
 "$MPIRUN" --oversubscribe -np 2 "$PROBE" load "$D/c" 2 -1 float32 | grep -q "LOADED OK iteration -1" || fail "load release"
 # reshard refuses a TP that does not divide the heads
 set +e
@@ -69,4 +71,10 @@ rc=$?
 set -e
 [ $rc -eq 2 ] || { cat "$D/r3.txt"; fail "reshard --target-tp 3 exited $rc, expected 2"; }
 grep -q "target-tp 3 does not divide the checkpoint's num_attention_heads (4)" "$D/r3.txt" || fail "reshard message"
+# The spec's validator accepts what megaton wrote and refuses a tracker that points nowhere.
+bash "$2/checkpoints-format/validate.sh" "$D/a" "$M" >"$D/v.txt" || { cat "$D/v.txt"; fail "validate a"; }
+bash "$2/checkpoints-format/validate.sh" "$D/c" "$M" >"$D/v.txt" || { cat "$D/v.txt"; fail "validate c"; }
+echo 8 >"$D/a/latest"
+if bash "$2/checkpoints-format/validate.sh" "$D/a" "$M" >"$D/v.txt"; then fail "validate accepted a bad tracker"; fi
+grep -q "latest names iter_0000008" "$D/v.txt" || { cat "$D/v.txt"; fail "validator message"; }
 echo "PASS"
