@@ -34,8 +34,8 @@ else
   echo "already preprocessed: $WORK/fortunes_text_document.{bin,idx}"
 fi
 
-ARGS=(--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64
-      --micro-batch-size 4 --global-batch-size 16 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine
+MODEL=(--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 64 --max-position-embeddings 64)
+ARGS=("${MODEL[@]}" --micro-batch-size 4 --global-batch-size 16 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine
       --lr-warmup-iters 10 --lr-decay-iters "$ITERS2" --weight-decay 0.01 --clip-grad 1.0 --adam-beta2 0.95
       --hidden-dropout 0 --attention-dropout 0 --seed 1234
       --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --distributed-backend mpi --device cpu
@@ -62,10 +62,17 @@ print(f"loss went down from {rows[0]['lm_loss']:.3f} to {rows[-1]['lm_loss']:.3f
 PY
 
 step "5/5 generate from the checkpoint"
-if "$MEGATON" generate --help > /dev/null 2>&1 && ! "$MEGATON" generate --help 2>&1 | grep -q "not implemented"; then
-  "$MEGATON" generate --load "$WORK/checkpoints" --tokenizer-type GPT2BPETokenizer \
-    --vocab-file "$DL/gpt2/vocab.json" --merge-file "$DL/gpt2/merges.txt" \
-    --prompt "A fortune:" --max-new-tokens 40 --seed 1234
+printf 'A fortune:\nThe meaning of life is\n' > "$WORK/prompts.txt"
+gen_help=$("$MEGATON" generate --help 2>&1 || true)
+if grep -q -- "--sample-input-file" <<< "$gen_help"; then
+  # Megatron's generate_samples_gpt flags; the universal checkpoint loads on one rank (TP=1, PP=1).
+  if "$MEGATON" generate "${MODEL[@]}" --tokenizer-type GPT2BPETokenizer --vocab-file "$DL/gpt2/vocab.json" \
+       --merge-file "$DL/gpt2/merges.txt" --load "$WORK/checkpoints" --device cpu --seed 1234 --greedy \
+       --out-seq-length 32 --sample-input-file "$WORK/prompts.txt" --sample-output-file "$WORK/samples.txt"; then
+    cat "$WORK/samples.txt"
+  else
+    echo "megaton generate failed (its flags may have changed: see above); training and resume worked"
+  fi
 else
   echo "megaton generate is not implemented in this build yet: skipping text generation"
 fi
