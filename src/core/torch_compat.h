@@ -33,8 +33,9 @@ inline torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const 
                                                   const torch::Tensor& v, const torch::Tensor& mask, double dropout_p,
                                                   bool is_causal) {
 #if MEGATON_TORCH_AT_LEAST(2, 0)
-  return at::scaled_dot_product_attention(q, k, v, mask.defined() ? c10::optional<at::Tensor>(mask) : c10::nullopt,
-                                          dropout_p, is_causal);
+  c10::optional<at::Tensor> m;
+  if (mask.defined()) m = mask;
+  return at::scaled_dot_product_attention(q, k, v, m, dropout_p, is_causal);
 #else
   (void)q, (void)k, (void)v, (void)mask, (void)dropout_p, (void)is_causal;
   TORCH_INTERNAL_ASSERT(false, "scaled_dot_product_attention needs LibTorch >= 2.0 (check compat::kHasSdpa)");

@@ -1,6 +1,7 @@
 #include "ops/attention.h"
 
 #include <cmath>
+#include <limits>
 #include <mutex>
 
 #include "core/error.h"
