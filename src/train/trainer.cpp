@@ -86,6 +86,15 @@ void Trainer::build() {
   skip_ranges_ = parse_skip_ranges(t.skip_train_iteration_range);
 
   const torch::Device device(dist::select_device(p.device, env_.local_rank));
+  if (cfg_.precision.fp16 && !device.is_cuda()) {
+    // LibTorch 1.13 has no fp16 matrix multiply on CPU: say so before anything is built, not mid-iteration.
+    try {
+      const torch::Tensor a = torch::ones({2, 2}, torch::kHalf);
+      (void)torch::matmul(a, a);
+    } catch (const c10::Error&) {
+      throw UsageError("--fp16 on CPU: this LibTorch has no fp16 matrix multiply on CPU; use --bf16, or a GPU");
+    }
+  }
   groups_ = dist::build_process_groups(groups_.grid, dist::parse_backend(p.distributed_backend, device.is_cuda()),
                                        p.distributed_timeout_minutes * 60.0);
   log_.set_coords(groups_.coords.tp, groups_.coords.pp, groups_.coords.dp);
