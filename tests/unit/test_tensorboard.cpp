@@ -4,6 +4,7 @@
 
 #include <cstdio>
 #include <filesystem>
+#include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -61,7 +62,9 @@ TEST(TensorBoard, FileNameAndFirstRecord) {
 
 TEST(TensorBoard, IndependentDecoderReadsScalars) {
   if (run("command -v python3").empty()) GTEST_SKIP() << "python3 not available";
-  const auto dir = fresh_dir("decode");
+  // MEGATON_KEEP_TFEVENTS=DIR keeps the file for perf/gpu/check_tfevents.py (TensorBoard's own reader).
+  const char* keep = std::getenv("MEGATON_KEEP_TFEVENTS");
+  const auto dir = keep ? fs::path(keep) : fresh_dir("decode");
   std::string path;
   {
     train::TensorBoardWriter w(dir.string(), /*flush_every=*/4);
@@ -90,7 +93,7 @@ TEST(TensorBoard, IndependentDecoderReadsScalars) {
   EXPECT_EQ(s[7].at("step").get<int64_t>(), 1433600);
   EXPECT_EQ(s[8].at("step").get<int64_t>(), -3);
   EXPECT_GT(s[0].at("wall_time").get<double>(), 1.6e9);
-  fs::remove_all(dir);
+  if (!keep) fs::remove_all(dir);
 }
 
 TEST(TensorBoard, DecoderRejectsACorruptedRecord) {
