@@ -108,9 +108,9 @@ void MixedPrecisionOptimizer::adam_update() {
     else
       torch::_foreach_mul_(run_views(master_, decay_runs_), keep);
   }
-  torch::Tensor denom = g;  // reuse the gradient buffer: denom = sqrt(v / bc2) + eps
-  torch::div_out(denom, exp_avg_sq_, bc2);
-  denom.sqrt_().add_(options_.adam_eps);
+  torch::Tensor denom = g;  // reuse the gradient buffer: denom = sqrt(v) / sqrt(bc2) + eps
+  torch::sqrt_out(denom, exp_avg_sq_);
+  denom.div_(std::sqrt(bc2)).add_(options_.adam_eps);
   master_.addcdiv_(exp_avg_, denom, -lr / bc1);
 }
 
