@@ -34,8 +34,8 @@ model=(--num-layers "$LAYERS" --hidden-size "$HIDDEN" --num-attention-heads "$HE
        --vocab-file "$VOCAB_DIR/vocab.json" --merge-file "$VOCAB_DIR/merges.txt" --device cuda
        --distributed-backend nccl "${prec[@]}")
 for b in $BATCHES; do
-  # Decoding runs to --out-seq-length unless a row emits <|endoftext|>; the log counts the tokens really produced.
-  "$BUILD/megaton" generate "${model[@]}" --load "$OUT/ckpt" --greedy --num-samples $((2 * b)) \
+  # --ignore-eos: fixed-length decoding, as the HF peer's min_new_tokens.
+  "$BUILD/megaton" generate "${model[@]}" --load "$OUT/ckpt" --greedy --ignore-eos --num-samples $((2 * b)) \
     --micro-batch-size "$b" --out-seq-length "$NEW" --genfile "$OUT/megaton_b$b.jsonl" > "$OUT/megaton_b$b.log" 2>&1
   echo "megaton batch=$b: $(grep -o 'wrote .*' "$OUT/megaton_b$b.log" | tail -1)" | tee -a "$OUT/summary.txt"
   python3 "$HERE/hf_generate.py" "$OUT/hf_export" --batch "$b" --new-tokens "$NEW" --dtype "$DTYPE" \

@@ -32,7 +32,9 @@ bool parse_generate_flags(int argc, const char* const* argv, int world_size, Gen
       ("num-samples", po::value(&f.num_samples)->default_value(0),
        "unconditional samples to write to --genfile; 0 = conditional (input file) or interactive")
       ("genfile", po::value(&f.genfile), "JSONL output of unconditional samples")
-      ("recompute", po::bool_switch(&f.recompute), "no KV cache: run the whole prefix at every step");
+      ("recompute", po::bool_switch(&f.recompute), "no KV cache: run the whole prefix at every step")
+      ("ignore-eos", po::bool_switch(&f.ignore_eos),
+       "(megaton) do not stop a row at the end-of-document token: fixed-length decoding for benchmarks");
   d.add(g);
   if (!cli::parse_args("generate", "Generate text from a GPT checkpoint (tools/generate_samples_gpt.py).", argc, argv,
                        d, help_out))
@@ -82,7 +84,7 @@ GenerateOptions generate_options(const GenerateFlags& f, const data::Tokenizer& 
   o.seq_length = f.model.model.seq_length;
   o.out_seq_length = f.out_seq_length;
   o.recompute = f.recompute;
-  o.eos_id = tok.eod();
+  o.eos_id = f.ignore_eos ? -1 : tok.eod();
   o.pad_id = tok.eod();
   return o;
 }
@@ -135,7 +137,7 @@ int run_generate_app(const GenerateFlags& f, const dist::LaunchEnv& env, std::is
       std::vector<std::vector<int32_t>> ctx(mb, std::vector<int32_t>{tok.eod()});
       GenerateResult r = generate(runner, ctx, o, gen);
       for (int64_t row = 0; row < mb && written < f.num_samples; ++row, ++written) {
-        tokens_out += r.lengths[row];
+        tokens_out += r.finished[row] ? r.lengths[row] : r.end - 1;  // positions generated after the [EOD] prompt
         if (writer) file << unconditional_record(r, row, seq, tok) << "\n";
       }
       if (writer) file.flush();
@@ -143,8 +145,8 @@ int run_generate_app(const GenerateFlags& f, const dist::LaunchEnv& env, std::is
     }
     timer.stop();
     const double secs = timer.elapsed();
-    log.info0("wrote ", written, " samples to ", f.genfile, " in ", secs, " s (", double(tokens_out) / secs,
-              " tokens/s with prompts)");
+    log.info0("wrote ", written, " samples to ", f.genfile, " in ", secs, " s: ", tokens_out, " tokens generated, ",
+              double(tokens_out) / secs, " tokens/s");
     return 0;
   }
 

@@ -25,6 +25,7 @@ struct GenerateFlags {
   int64_t num_samples = 0;
   std::string genfile;
   bool recompute = false;
+  bool ignore_eos = false;  // megaton extension (benchmarks): decode to the full length, EOS or not
 };
 
 /// Parses argv (argv[0] = "generate"); false after --help. UsageError for bad or inconsistent flags.
