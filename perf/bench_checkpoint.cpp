@@ -164,6 +164,13 @@ void BM_TorchSaveLoad(benchmark::State& st) {
   st.SetBytesProcessed(static_cast<int64_t>(bytes) * st.iterations());
 }
 
+/// Ranks other than 0 run every benchmark (they take part in the collectives) but print nothing.
+class SilentReporter : public benchmark::BenchmarkReporter {
+ public:
+  bool ReportContext(const Context&) override { return true; }
+  void ReportRuns(const std::vector<Run>&) override {}
+};
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -193,8 +200,8 @@ int main(int argc, char** argv) {
   if (world_rank() == 0) {
     benchmark::RunSpecifiedBenchmarks();
   } else {
-    benchmark::NullReporter null;
-    benchmark::RunSpecifiedBenchmarks(&null);
+    SilentReporter silent;
+    benchmark::RunSpecifiedBenchmarks(&silent);
   }
   MPI_Barrier(MPI_COMM_WORLD);
   if (world_rank() == 0) fs::remove_all(cfg.dir);

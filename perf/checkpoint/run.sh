@@ -12,13 +12,13 @@ BIN=$B/perf/bench_checkpoint
 OUT=$(dirname "$0")/results-$(hostname).txt
 MPIRUN=${MPIRUN:-mpirun}
 {
-  echo "# bench_checkpoint hidden=$H layers=$L on $(hostname), $(nproc) cores, $(date -u +%FT%TZ)"
+  echo "# bench_checkpoint hidden=$H layers=$L on $(hostname), $(nproc --all) cores, $(date -u +%FT%TZ)"
   for n in $RANKS; do
     tp=$(( n >= 2 ? 2 : 1 ))
     pp=$(( n / tp ))
     echo "## $n ranks: TP=$tp PP=$pp"
     OMP_NUM_THREADS=1 "$MPIRUN" --oversubscribe --allow-run-as-root -np "$n" "$BIN" --hidden="$H" --layers="$L" \
-      --tp=$tp --pp=$pp --dir="${TMPDIR:-/tmp}/megaton_bench_ckpt" --benchmark_counters_tabular=true 2>&1 |
+      --tp=$tp --pp=$pp --dir="${TMPDIR:-/tmp}/megaton_bench_ckpt" --benchmark_counters_tabular=true --benchmark_color=false 2>&1 |
       grep -E "^(checkpoint|torch|Benchmark|---)" || true
   done
 } | tee "$OUT"

@@ -2,6 +2,9 @@
 
 #include <mpi.h>
 
+#include <chrono>
+#include <thread>
+
 #include "core/error.h"
 
 namespace megaton::checkpoint {
@@ -49,6 +52,17 @@ void allreduce_xor(std::vector<uint32_t>& v) {
   MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_UINT32_T, MPI_BXOR, MPI_COMM_WORLD);
 }
 
+void sleepy_barrier() {
+  MPI_Request req;
+  MPI_Ibarrier(MPI_COMM_WORLD, &req);
+  int done = 0;
+  MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+  while (!done) {
+    std::this_thread::sleep_for(std::chrono::microseconds(500));
+    MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+  }
+}
+
 void run_agreed(const std::function<void()>& fn, bool participate) {
   std::string err;
   if (participate) {
@@ -59,6 +73,7 @@ void run_agreed(const std::function<void()>& fn, bool participate) {
       if (err.empty()) err = "unknown error";
     }
   }
+  sleepy_barrier();  // ranks waiting for rank 0's file-system work yield the CPU instead of spinning in MPI
   const auto all = allgather_strings(err);
   for (size_t r = 0; r < all.size(); ++r)
     if (!all[r].empty()) throw CheckpointError(all.size() > 1 ? str("rank ", r, ": ", all[r]) : all[r]);

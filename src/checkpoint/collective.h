@@ -18,6 +18,9 @@ std::vector<std::string> allgather_strings(const std::string& mine);
 std::string broadcast_string(const std::string& mine);
 /// Element-wise XOR over ranks, in place.
 void allreduce_xor(std::vector<uint32_t>& v);
+/// A barrier that sleeps while it waits (MPI_Ibarrier polled every 0.5 ms): ranks waiting for another rank's
+/// file-system work leave the CPU to it, which matters when ranks outnumber cores.
+void sleepy_barrier();
 /// Runs `fn` on this rank (if `participate`), then agrees: if it threw megaton::Error on any rank, every rank throws
 /// a CheckpointError with the first failing rank's message ("rank R: ..."). Non-megaton exceptions propagate.
 void run_agreed(const std::function<void()>& fn, bool participate = true);

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/collective.h"
 #include "dist/process_groups.h"
 #include "parallel/param_info.h"
 
@@ -139,11 +140,11 @@ inline std::string shared_tmpdir(const std::string& tag) {
 }
 
 inline void remove_shared(const std::string& dir) {
-  MPI_Barrier(MPI_COMM_WORLD);
+  checkpoint::sleepy_barrier();
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   if (rank == 0) std::filesystem::remove_all(dir);
-  MPI_Barrier(MPI_COMM_WORLD);
+  checkpoint::sleepy_barrier();
 }
 
 }  // namespace megaton::ckpttest
