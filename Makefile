@@ -3,6 +3,8 @@
 #   make demo   build, fetch the GPT-2 tokenizer, preprocess the bundled corpus, train a tiny GPT on 4 MPI ranks
 #               (TP=2, PP=2), save, resume, generate
 # Other targets: deps, build, install PREFIX=..., gpu (on the GPU machine), format, clean.
+# deps: a Node.js that already brings its own npm (e.g. NodeSource's nodejs, which conflicts with Debian's npm) is
+# taken as is; only packages that are missing are installed.
 
 BUILD ?= build
 PREFIX ?= /usr/local
@@ -21,7 +23,9 @@ DEBIAN_PACKAGES := build-essential cmake ninja-build pkg-config git ca-certifica
 all: build
 
 deps:
-	@missing=""; for p in $(DEBIAN_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	@missing=""; for p in $(DEBIAN_PACKAGES); do \
+	  case $$p in nodejs|npm) command -v $$p >/dev/null 2>&1 && continue ;; esac; \
+	  dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 	  echo "make deps: installing$$missing"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
