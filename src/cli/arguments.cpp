@@ -52,7 +52,9 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
        "do not scale Q.K by 1/layer_number")
       ("attention-softmax-in-fp32", po::bool_switch(&a.attention_softmax_in_fp32), "softmax in fp32")
       ("untie-embeddings-and-output-weights", po::bool_switch(&a.untie_embeddings_and_output_weights),
-       "separate output projection instead of the tied word embedding");
+       "separate output projection instead of the tied word embedding")
+      ("abort-on-unmet-fused-kernel-constraints", po::bool_switch(&a.abort_on_unmet_fused_kernel_constraints),
+       "accepted for compatibility: megaton's attention has no slower fallback path to abort on");
 }
 
 void add_parallel_options(po::options_description& d, ParallelArgs& a) {
@@ -67,7 +69,9 @@ void add_parallel_options(po::options_description& d, ParallelArgs& a) {
       ("distributed-timeout-minutes", val(a.distributed_timeout_minutes),
        "abort the job when a collective waits longer than this")
       ("device", sval(a.device), "auto | cuda | cpu")
-      ("dp-bucket-size-mb", val(a.dp_bucket_size_mb), "gradient all-reduce bucket size");
+      ("dp-bucket-size-mb", val(a.dp_bucket_size_mb), "gradient all-reduce bucket size")
+      ("sync-tp-duplicated-parameters", po::bool_switch(&a.sync_tp_duplicated_parameters),
+       "average the TP-replicated parameters (LayerNorms, row-parallel biases) over TP every iteration");
 }
 
 void add_training_options(po::options_description& d, TrainingArgs& a) {
@@ -149,7 +153,20 @@ void add_data_options(po::options_description& d, DataArgs& a) {
       ("reset-position-ids", po::bool_switch(&a.reset_position_ids), "restart positions after each EOD")
       ("reset-attention-mask", po::bool_switch(&a.reset_attention_mask), "no attention across EOD")
       ("eod-mask-loss", po::bool_switch(&a.eod_mask_loss), "no loss on EOD tokens")
-      ("num-workers", val(a.num_workers), "data loader threads");
+      ("num-workers", val(a.num_workers), "accepted for compatibility (samples are mmap reads; no loader threads)")
+      ("valid-num-workers", val(a.valid_num_workers), "accepted for compatibility, as --num-workers")
+      ("train-weighted-split-paths", po::value<std::vector<std::string>>(&a.train_weighted_split_paths)->multitoken(),
+       "mode 2: one group 'NAME: W1 S1:E1 P1, W2 S2:E2 P2' (START:END fractions of each dataset's documents)")
+      ("valid-weighted-split-paths", po::value<std::vector<std::string>>(&a.valid_weighted_split_paths)->multitoken(),
+       "mode 2: validation groups, each evaluated and logged under its NAME")
+      ("test-weighted-split-paths", po::value<std::vector<std::string>>(&a.test_weighted_split_paths)->multitoken(),
+       "mode 2: test groups")
+      ("train-weighted-split-paths-path", sval(a.train_weighted_split_paths_path),
+       "file holding the --train-weighted-split-paths groups, double-quoted")
+      ("valid-weighted-split-paths-path", sval(a.valid_weighted_split_paths_path),
+       "file holding the --valid-weighted-split-paths groups, double-quoted")
+      ("test-weighted-split-paths-path", sval(a.test_weighted_split_paths_path),
+       "file holding the --test-weighted-split-paths groups, double-quoted");
 }
 
 void add_logging_options(po::options_description& d, LoggingArgs& a) {
@@ -160,7 +177,9 @@ void add_logging_options(po::options_description& d, LoggingArgs& a) {
       ("log-level", sval(a.log_level), "debug | info | warning | error | critical | passive")
       ("log-timers-to-tensorboard", po::bool_switch(&a.log_timers_to_tensorboard), "timers to TensorBoard")
       ("log-validation-ppl-to-tensorboard", po::bool_switch(&a.log_validation_ppl_to_tensorboard),
-       "validation perplexity to TensorBoard");
+       "validation perplexity to TensorBoard")
+      ("log-batch-size-to-tensorboard", po::bool_switch(&a.log_batch_size_to_tensorboard), "batch size to TensorBoard")
+      ("tensorboard-queue-size", val(a.tensorboard_queue_size), "records buffered before the events file is flushed");
 }
 
 void validate_model(ModelArgs& m) {
@@ -300,6 +319,28 @@ void validate_precision(const PrecisionArgs& p) {
 void validate_checkpoint(const CheckpointArgs& c) {
   MEGATON_CHECK(c.save.empty() || c.save_interval > 0, UsageError, "--save needs --save-interval > 0");
   MEGATON_CHECK(c.keep_last >= 0, UsageError, "--keep-last must be >= 0");
+}
+
+void validate_data(const DataArgs& d) {
+  const bool mode2 = !d.train_weighted_split_paths.empty() || !d.train_weighted_split_paths_path.empty();
+  const bool mode2_eval = !d.valid_weighted_split_paths.empty() || !d.valid_weighted_split_paths_path.empty() ||
+                          !d.test_weighted_split_paths.empty() || !d.test_weighted_split_paths_path.empty();
+  MEGATON_CHECK(!(mode2 && (!d.data_path.empty() || !d.split.empty())), UsageError,
+                "--data-path/--split (mode 1) and --train-weighted-split-paths (mode 2) are exclusive");
+  MEGATON_CHECK(mode2 || !mode2_eval, UsageError,
+                "--valid/test-weighted-split-paths need --train-weighted-split-paths (mode 2), not --data-path");
+  MEGATON_CHECK(d.train_weighted_split_paths.size() <= 1, UsageError,
+                "--train-weighted-split-paths takes exactly one group (quote it: \"NAME: W S:E PREFIX, ...\"), got ",
+                d.train_weighted_split_paths.size(), " values");
+  MEGATON_CHECK(d.train_weighted_split_paths.empty() || d.train_weighted_split_paths_path.empty(), UsageError,
+                "--train-weighted-split-paths and --train-weighted-split-paths-path are exclusive");
+}
+
+void validate_logging(const LoggingArgs& l) {
+  MEGATON_CHECK(l.tensorboard_queue_size > 0, UsageError, "--tensorboard-queue-size must be > 0 (got ",
+                l.tensorboard_queue_size, ")");
+  MEGATON_CHECK(l.tensorboard_log_interval > 0, UsageError, "--tensorboard-log-interval must be > 0 (got ",
+                l.tensorboard_log_interval, ")");
 }
 
 int64_t padded_vocab_size(int64_t vocab, const ModelArgs& m, int tp) {

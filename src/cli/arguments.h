@@ -40,6 +40,7 @@ struct ModelArgs {
   bool apply_query_key_layer_scaling = true;  // --no-query-key-layer-scaling clears it
   bool attention_softmax_in_fp32 = false;
   bool untie_embeddings_and_output_weights = false;
+  bool abort_on_unmet_fused_kernel_constraints = false;  // accepted: no silent slow fallback exists (docs/model.md)
 };
 
 /// --tensor-model-parallel-size ... (_add_distributed_args), plus ZeRO.
@@ -53,6 +54,7 @@ struct ParallelArgs {
   double distributed_timeout_minutes = 10.0;
   std::string device = "auto";  // auto | cuda | cpu
   int64_t dp_bucket_size_mb = 25;
+  bool sync_tp_duplicated_parameters = false;  // average TP-replicated params over TP every iteration (BigScience)
   // Derived by validate_parallel():
   int data_parallel_size = 1;
   int world_size = 1;
@@ -67,7 +69,7 @@ struct TrainingArgs {
   int64_t train_samples = 0;
   int log_interval = 100;
   int64_t exit_interval = 0;
-  int64_t exit_duration_in_mins = 0;
+  double exit_duration_in_mins = 0;  // Megatron takes an int; fractions are accepted too (tests use seconds)
   std::string kill_switch_path;
   std::vector<std::string> skip_train_iteration_range;
   int64_t eval_interval = 1000;
@@ -135,6 +137,11 @@ struct DataArgs {
   bool reset_attention_mask = false;
   bool eod_mask_loss = false;
   int num_workers = 2;
+  int valid_num_workers = 2;
+  // "Mode 2" (BigScience): groups "NAME: W1 S1:E1 P1, W2 S2:E2 P2" (data/weighted_split_paths.h); exclusive with
+  // --data-path/--split. The *_path variants name a file holding the groups as double-quoted strings.
+  std::vector<std::string> train_weighted_split_paths, valid_weighted_split_paths, test_weighted_split_paths;
+  std::string train_weighted_split_paths_path, valid_weighted_split_paths_path, test_weighted_split_paths_path;
 };
 
 /// --tensorboard-dir ... (_add_logging_args).
@@ -145,6 +152,8 @@ struct LoggingArgs {
   std::string log_level = "info";
   bool log_timers_to_tensorboard = false;
   bool log_validation_ppl_to_tensorboard = false;
+  bool log_batch_size_to_tensorboard = false;
+  int tensorboard_queue_size = 1000;  // records buffered before the events file is flushed
 };
 
 void add_model_options(po::options_description& d, ModelArgs& a);
@@ -163,6 +172,9 @@ void validate_parallel(ParallelArgs& p, const ModelArgs& m, int world_size);
 void validate_training(TrainingArgs& t, const ParallelArgs& p);
 void validate_precision(const PrecisionArgs& p);
 void validate_checkpoint(const CheckpointArgs& c);
+/// Mode 1 (--data-path/--split) vs mode 2 (--*-weighted-split-paths) exclusivity; group files are read later.
+void validate_data(const DataArgs& d);
+void validate_logging(const LoggingArgs& l);
 
 /// The padded vocabulary: smallest multiple of make_vocab_size_divisible_by*TP >= vocab (or --pad-vocab-size-to).
 int64_t padded_vocab_size(int64_t vocab, const ModelArgs& m, int tp);

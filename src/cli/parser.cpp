@@ -1,6 +1,7 @@
 #include "cli/parser.h"
 
 #include <algorithm>
+#include <regex>
 
 #include "core/error.h"
 
@@ -31,6 +32,17 @@ std::string strip_dashes(std::string s) {
 
 }  // namespace
 
+std::string strip_digit_separators(const std::string& token) {
+  // Python's int()/float() (and so Megatron's argparse) accept "1_000_000": digits with single underscores between
+  // them, optional sign, fraction and exponent. Only such all-numeric tokens are rewritten.
+  static const std::regex numeric(R"([+-]?\d+(_\d+)*(\.\d+(_\d+)*)?([eE][+-]?\d+)?)");
+  if (token.find('_') == std::string::npos || !std::regex_match(token, numeric)) return token;
+  std::string out;
+  for (char c : token)
+    if (c != '_') out += c;
+  return out;
+}
+
 std::string closest_option(const std::string& unknown, const po::options_description& options) {
   const std::string u = strip_dashes(unknown);
   std::string best;
@@ -57,8 +69,10 @@ bool parse_args(const std::string& command, const std::string& summary, int argc
   po::positional_options_description pos;
   if (!positional.empty()) pos.add(positional.c_str(), -1);
   po::variables_map vm;
+  std::vector<std::string> args;  // argv without the program name, "1_000" -> "1000"
+  for (int i = 1; i < argc; ++i) args.push_back(strip_digit_separators(argv[i]));
   try {
-    po::command_line_parser parser(argc, argv);
+    po::command_line_parser parser(args);
     parser.options(all).style(po::command_line_style::unix_style ^ po::command_line_style::allow_guessing);
     if (!positional.empty()) parser.positional(pos);
     po::store(parser.run(), vm);

@@ -14,6 +14,10 @@ bool parse_args(const std::string& command, const std::string& summary, int argc
                 boost::program_options::options_description& options, std::ostream& out,
                 const std::string& positional = "");
 
+/// "220_000_000" -> "220000000" (Python's numeric literal underscores, which Megatron's scripts use); any token
+/// that is not entirely such a number is returned unchanged.
+std::string strip_digit_separators(const std::string& token);
+
 /// The known long option closest to `unknown` by edit distance, or "" when nothing is close.
 std::string closest_option(const std::string& unknown, const boost::program_options::options_description& options);
 

@@ -7,6 +7,7 @@
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
 #include "data/split.h"
+#include "data/weighted_split_paths.h"
 
 namespace megaton::data {
 
@@ -62,10 +63,68 @@ std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const cli::
   return out;
 }
 
-TrainValidTestDatasets build_all(const cli::DataArgs& args, int seq_length, uint32_t seed,
-                                 const std::array<int64_t, 3>& num_samples, const Logger& log, bool build) {
-  MEGATON_CHECK(args.data_impl == "mmap" || args.data_impl == "infer", UsageError, "--data-impl ", args.data_impl,
-                " is not supported (mmap)");
+std::vector<WeightedSplitGroup> groups_of(const std::vector<std::string>& inline_groups, const std::string& file,
+                                         const std::string& flag) {
+  MEGATON_CHECK(inline_groups.empty() || file.empty(), UsageError, flag, " and ", flag, "-path are exclusive");
+  const auto texts = file.empty() ? inline_groups : read_weighted_split_paths_file(file, flag + "-path");
+  std::vector<WeightedSplitGroup> out;
+  for (const auto& t : texts) out.push_back(parse_weighted_split_group(t, flag));
+  return out;
+}
+
+// One mode-2 group: its datasets restricted to their document ranges, blended by weight.
+std::shared_ptr<const SampleDataset> build_group(const cli::DataArgs& args, const WeightedSplitGroup& g,
+                                                 const char* kind, int seq_length, uint32_t seed, int64_t samples,
+                                                 const Logger& log, bool build) {
+  std::vector<std::shared_ptr<const SampleDataset>> parts;
+  std::vector<double> weights;
+  for (const auto& p : g.parts) {
+    auto data = std::make_shared<const MMapIndexedDataset>(p.prefix);
+    const auto [b, e] = split_by_range(p.start, p.end, static_cast<int64_t>(data->size()));
+    MEGATON_CHECK(e > b, UsageError, "--", kind, "-weighted-split-paths group '", g.name, "': range ", p.start, ":",
+                  p.end, " of ", p.prefix, " (", data->size(), " documents) holds no document");
+    log.info0(" > ", kind, " group ", g.name, ": ", p.prefix, " documents [", b, ", ", e, ") weight ", p.weight);
+    const int64_t n = g.parts.size() == 1 ? samples : blend_component_samples({samples, 0, 0}, p.weight)[0];
+    parts.push_back(std::make_shared<GptDataset>(kind, data, b, e, n, seq_length, seed,
+                                                 GptIndexCache{args.data_cache_path, build}, log));
+    weights.push_back(p.weight);
+  }
+  if (parts.size() == 1) return parts.front();
+  return std::make_shared<BlendedDataset>(parts, weights);
+}
+
+TrainValidTestDatasets build_weighted_split_paths(const cli::DataArgs& args, int seq_length, uint32_t seed,
+                                                  const std::array<int64_t, 3>& num_samples, const Logger& log,
+                                                  bool build) {
+  MEGATON_CHECK(args.data_path.empty() && args.split.empty(), UsageError,
+                "--data-path/--split (mode 1) and --*-weighted-split-paths (mode 2) are exclusive");
+  const auto train = groups_of(args.train_weighted_split_paths, args.train_weighted_split_paths_path,
+                               "--train-weighted-split-paths");
+  MEGATON_CHECK(train.size() == 1, UsageError, "--train-weighted-split-paths takes exactly one group, got ",
+                train.size());
+  TrainValidTestDatasets r;
+  r.train = build_group(args, train[0], "train", seq_length, seed, num_samples[0], log, build);
+  const auto valid = groups_of(args.valid_weighted_split_paths, args.valid_weighted_split_paths_path,
+                               "--valid-weighted-split-paths");
+  const auto test = groups_of(args.test_weighted_split_paths, args.test_weighted_split_paths_path,
+                              "--test-weighted-split-paths");
+  if (num_samples[1] > 0)
+    for (const auto& g : valid)
+      r.valid_groups.push_back({g.name, build_group(args, g, "valid", seq_length, seed, num_samples[1], log, build)});
+  if (num_samples[2] > 0)
+    for (const auto& g : test)
+      r.test_groups.push_back({g.name, build_group(args, g, "test", seq_length, seed, num_samples[2], log, build)});
+  if (!r.valid_groups.empty()) r.valid = r.valid_groups.front().data;
+  if (!r.test_groups.empty()) r.test = r.test_groups.front().data;
+  return r;
+}
+
+TrainValidTestDatasets build_data_path(const cli::DataArgs& args, int seq_length, uint32_t seed,
+                                       const std::array<int64_t, 3>& num_samples, const Logger& log, bool build) {
+  MEGATON_CHECK(args.valid_weighted_split_paths.empty() && args.valid_weighted_split_paths_path.empty() &&
+                    args.test_weighted_split_paths.empty() && args.test_weighted_split_paths_path.empty(),
+                UsageError,
+                "--valid/test-weighted-split-paths need --train-weighted-split-paths (mode 2) instead of --data-path");
   const auto blend = parse_data_path(args.data_path);
   if (blend.size() == 1) {
     auto ds = build_for_prefix(args, blend[0].second, seq_length, seed, num_samples, log, build);
@@ -85,7 +144,23 @@ TrainValidTestDatasets build_all(const cli::DataArgs& args, int seq_length, uint
   return r;
 }
 
+TrainValidTestDatasets build_all(const cli::DataArgs& args, int seq_length, uint32_t seed,
+                                 const std::array<int64_t, 3>& num_samples, const Logger& log, bool build) {
+  MEGATON_CHECK(args.data_impl == "mmap" || args.data_impl == "infer", UsageError, "--data-impl ", args.data_impl,
+                " is not supported (mmap)");
+  TrainValidTestDatasets r = uses_weighted_split_paths(args)
+                                 ? build_weighted_split_paths(args, seq_length, seed, num_samples, log, build)
+                                 : build_data_path(args, seq_length, seed, num_samples, log, build);
+  if (r.valid_groups.empty() && r.valid) r.valid_groups.push_back({"", r.valid});
+  if (r.test_groups.empty() && r.test) r.test_groups.push_back({"", r.test});
+  return r;
+}
+
 }  // namespace
+
+bool uses_weighted_split_paths(const cli::DataArgs& args) {
+  return !args.train_weighted_split_paths.empty() || !args.train_weighted_split_paths_path.empty();
+}
 
 TrainValidTestDatasets build_train_valid_test_datasets(const cli::DataArgs& args, int seq_length, uint32_t seed,
                                                        const std::array<int64_t, 3>& num_samples, const Logger& log,

@@ -1,6 +1,7 @@
 // build_train_valid_test_datasets: what `megaton train` calls (Megatron's gpt_dataset.build_train_valid_test_datasets,
-// "mode 1": --data-path PREFIX or W1 P1 W2 P2 ..., --split). Global rank 0 builds any missing sample index first;
-// every rank then loads the cached indices after `barrier()`.
+// "mode 1": --data-path PREFIX or W1 P1 W2 P2 ..., --split; or BigScience's "mode 2":
+// --train/valid/test-weighted-split-paths groups, data/weighted_split_paths.h). Global rank 0 builds any missing
+// sample index first; every rank then loads the cached indices after `barrier()`.
 //
 //   auto sets = data::build_train_valid_test_datasets(cfg.data, seq, seed, {train_n, valid_n, test_n}, log, rank == 0,
 //                                                     [&] { comm.barrier(); });
@@ -18,9 +19,20 @@
 
 namespace megaton::data {
 
+struct NamedDataset {
+  std::string name;  // "" in mode 1; the group's NAME in mode 2
+  std::shared_ptr<const SampleDataset> data;
+};
+
 struct TrainValidTestDatasets {
   std::shared_ptr<const SampleDataset> train, valid, test;  // null when the split is empty or 0 samples are asked
+  // Every validation / test dataset: mode 1 one unnamed entry (when non-null), mode 2 one per group. `valid`/`test`
+  // above are the first entry.
+  std::vector<NamedDataset> valid_groups, test_groups;
 };
+
+/// True when the mode-2 flags are used (--train-weighted-split-paths[-path]).
+bool uses_weighted_split_paths(const cli::DataArgs& args);
 
 /// Parses --data-path: one prefix (weight 1), or pairs "W1 P1 W2 P2 ..." (weights normalized). UsageError otherwise.
 std::vector<std::pair<double, std::string>> parse_data_path(const std::vector<std::string>& data_path);

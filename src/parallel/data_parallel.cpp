@@ -215,3 +215,22 @@ int DataParallel::buckets_started() const {
 }
 
 }  // namespace megaton::parallel
+
+namespace megaton::parallel {
+
+void DataParallel::average_tp_replicated_grads(dist::Communicator& tp) {
+  if (tp.size() == 1) return;
+  std::vector<torch::Tensor> views;  // this rank's shard pieces of TP-replicated parameters, in layout order
+  for (const auto& piece : shard_pieces_)
+    if (params_[piece.param].tp_replicated()) views.push_back(shard_grad_.narrow(0, piece.buffer_offset, piece.numel));
+  if (views.empty()) return;
+  torch::Tensor packed = torch::cat(views);  // [n] fp32
+  tp.all_reduce(packed, dist::ReduceOp::kAvg);
+  int64_t off = 0;
+  for (auto& v : views) {
+    v.copy_(packed.narrow(0, off, v.numel()));
+    off += v.numel();
+  }
+}
+
+}  // namespace megaton::parallel

@@ -75,6 +75,11 @@ class DataParallel {
   void start_grad_sync();
   /// Sums the tied embedding's grads over the embedding group, completes every bucket's reduction.
   void finish_grad_sync();
+  /// --sync-tp-duplicated-parameters: after finish_grad_sync, replaces the reduced gradient of every TP-replicated
+  /// parameter (ParamInfo::tp_replicated: LayerNorms, row-parallel biases, positions) in this rank's shard by its
+  /// average over `tp`, so the replicas' fp32 masters and weights take identical steps and cannot drift apart.
+  /// Collective over `tp`; every TP rank has the same buffer layout (same parameters, evenly split).
+  void average_tp_replicated_grads(dist::Communicator& tp);
   /// Adds each parameter's .grad (if any) into its main grad and drops .grad: for gradients produced outside the
   /// hooks (e.g. assigned by hand). The hooks already do this during backward.
   void accumulate_param_grads();

@@ -41,6 +41,8 @@ bool parse_train_config(int argc, const char* const* argv, int world_size, Train
   cli::validate_training(c.training, c.parallel);
   cli::validate_precision(c.precision);
   cli::validate_checkpoint(c.checkpoint);
+  cli::validate_data(c.data);
+  cli::validate_logging(c.logging);
   return true;
 }
 

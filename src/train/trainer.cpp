@@ -145,11 +145,12 @@ void Trainer::build() {
                                                     counts, log_, groups_.rank == 0,
                                                     [this] { groups_.world->barrier(); });
   train_ds_ = sets.train;
-  valid_ds_ = sets.valid;
+  valid_sets_ = sets.valid_groups;
   MEGATON_CHECK(train_ds_ != nullptr, UsageError, "--split gives the train split no documents; nothing to train on");
 
   if (logging_rank()) {
-    if (!cfg_.logging.tensorboard_dir.empty()) tb_ = std::make_unique<TensorBoardWriter>(cfg_.logging.tensorboard_dir);
+    if (!cfg_.logging.tensorboard_dir.empty())
+      tb_ = std::make_unique<TensorBoardWriter>(cfg_.logging.tensorboard_dir, cfg_.logging.tensorboard_queue_size);
     if (!cfg_.logging.metrics_file.empty()) metrics_ = std::make_unique<MetricsLog>(cfg_.logging.metrics_file);
   }
   signals_ = std::make_unique<StopSignals>();
@@ -295,6 +296,10 @@ StepOutcome Trainer::train_step() {
   timers_("forward-backward").stop();
 
   timers_("optimizer").start();
+  if (cfg_.parallel.sync_tp_duplicated_parameters) {
+    dp_->finish_grad_sync();
+    dp_->average_tp_replicated_grads(*groups_.tp);
+  }
   const auto r = optimizer_->step();
   timers_("optimizer").stop();
   s.updated = r.updated;
@@ -311,7 +316,22 @@ StepOutcome Trainer::train_step() {
 }
 
 std::optional<double> Trainer::evaluate() {
-  if (!valid_ds_ || cfg_.training.eval_iters <= 0) return std::nullopt;
+  // Every validation dataset (mode 2: one per group) sees the same stretch of its own samples, as each group has its
+  // own iterator in Megatron-DeepSpeed. Returns the first one's loss.
+  std::optional<double> first;
+  const int64_t start = consumed_valid_;
+  for (size_t k = 0; k < valid_sets_.size(); ++k) {
+    consumed_valid_ = start;
+    const auto loss = evaluate_dataset(valid_sets_[k]);
+    if (k == 0) first = loss;
+  }
+  return first;
+}
+
+std::optional<double> Trainer::evaluate_dataset(const data::NamedDataset& valid) {
+  if (!valid.data || cfg_.training.eval_iters <= 0) return std::nullopt;
+  const data::SampleDataset& valid_ds = *valid.data;
+  const std::string suffix = valid.name.empty() ? "" : "-" + valid.name;  // BigScience's "validation-NAME"
   const auto& t = cfg_.training;
   stage_->set_training(false);
   const int m = static_cast<int>(micro_->num_micro_batches());
@@ -320,18 +340,18 @@ std::optional<double> Trainer::evaluate() {
   double total = 0;
   int64_t n = 0;
   for (int64_t it = 0; it < t.eval_iters; ++it) {
-    data::PretrainingSampler sampler(valid_ds_->size(), consumed_valid_ % std::max<int64_t>(valid_ds_->size(), 1),
+    data::PretrainingSampler sampler(valid_ds.size(), consumed_valid_ % std::max<int64_t>(valid_ds.size(), 1),
                                      t.micro_batch_size, groups_.coords.dp, groups_.grid.dp_size());
     std::vector<model::MicroBatch> batches(static_cast<size_t>(m));
     for (int i = 0; i < m; ++i) {
       std::vector<int64_t> idx;
       if (!sampler.next(idx)) {  // wrap around a small valid split
-        sampler = data::PretrainingSampler(valid_ds_->size(), 0, t.micro_batch_size, groups_.coords.dp,
+        sampler = data::PretrainingSampler(valid_ds.size(), 0, t.micro_batch_size, groups_.coords.dp,
                                            groups_.grid.dp_size());
         MEGATON_CHECK(sampler.next(idx), DataError, "the validation split holds fewer than one global batch of ",
-                      "micro-batches (", valid_ds_->size(), " samples)");
+                      "micro-batches (", valid_ds.size(), " samples)");
       }
-      if (needs_data) batches[static_cast<size_t>(i)] = make_micro_batch(*valid_ds_, idx, bo);
+      if (needs_data) batches[static_cast<size_t>(i)] = make_micro_batch(valid_ds, idx, bo);
     }
     consumed_valid_ += micro_->current_global_batch_size();
     parallel::pipeline::StageStep step;
@@ -355,19 +375,20 @@ std::optional<double> Trainer::evaluate() {
   if (logging_rank()) {
     const double ppl = std::exp(std::min(20.0, loss));
     std::ostringstream line;
-    line << " validation loss at iteration " << iteration_ << " | lm loss value: " << fmt_e(loss)
+    line << " validation" << suffix << " loss at iteration " << iteration_ << " | lm loss value: " << fmt_e(loss)
          << " | lm loss PPL: " << fmt_e(ppl) << " | ";
     const std::string bar(line.str().size(), '-');
     out_ << bar << "\n" << line.str() << "\n" << bar << std::endl;
     if (tb_) {
-      tb_->add_scalar_vs_progress("lm loss validation", loss, iteration_, consumed_train_, consumed_tokens_);
+      tb_->add_scalar_vs_progress("lm loss validation" + suffix, loss, iteration_, consumed_train_, consumed_tokens_);
       if (cfg_.logging.log_validation_ppl_to_tensorboard)
-        tb_->add_scalar_vs_progress("lm loss validation ppl", ppl, iteration_, consumed_train_, consumed_tokens_);
+        tb_->add_scalar_vs_progress("lm loss validation" + suffix + " ppl", ppl, iteration_, consumed_train_,
+                                    consumed_tokens_);
       tb_->flush();
     }
     if (metrics_)
       metrics_->write(nlohmann::json{{"iteration", iteration_}, {"consumed_samples", consumed_train_},
-                                     {"valid_lm_loss", loss}, {"valid_lm_loss_ppl", ppl}});
+                                     {"valid_name", valid.name}, {"valid_lm_loss", loss}, {"valid_lm_loss_ppl", ppl}});
   }
   return loss;
 }
@@ -406,7 +427,8 @@ void Trainer::log_iteration(const StepOutcome& s, double interval_s, int64_t ite
 
   if (tb_ && iteration_ % std::max(1, cfg_.logging.tensorboard_log_interval) == 0) {
     tb_->add_scalar_vs_progress("learning-rate", optimizer_->lr(), iteration_, consumed_train_, consumed_tokens_);
-    tb_->add_scalar_vs_progress("batch-size", double(s.global_batch), iteration_, consumed_train_, consumed_tokens_);
+    if (cfg_.logging.log_batch_size_to_tensorboard)
+      tb_->add_scalar_vs_progress("batch-size", double(s.global_batch), iteration_, consumed_train_, consumed_tokens_);
     if (avg) tb_->add_scalar_vs_progress("lm loss", *avg, iteration_, consumed_train_, consumed_tokens_);
     if (optimizer_->grad_scaler())
       tb_->add_scalar_vs_progress("loss-scale", optimizer_->loss_scale(), iteration_, consumed_train_,

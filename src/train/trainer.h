@@ -23,6 +23,7 @@
 
 namespace megaton::data {
 class SampleDataset;
+struct NamedDataset;
 }
 namespace megaton::model {
 class GptStage;
@@ -73,7 +74,8 @@ class Trainer {
   void load();
   void save();
   StepOutcome train_step();
-  std::optional<double> evaluate();
+  std::optional<double> evaluate();  // every validation dataset; returns the first one's loss
+  std::optional<double> evaluate_dataset(const data::NamedDataset& valid);
   void log_iteration(const StepOutcome& s, double interval_s, int64_t iterations_in_interval);
   bool logging_rank() const;
   int agree_on_stop(double elapsed_min);  // 0 none, else a reason code (see trainer.cpp)
@@ -89,7 +91,8 @@ class Trainer {
   std::unique_ptr<optim::MixedPrecisionOptimizer> optimizer_;
   std::unique_ptr<optim::AnnealingLR> lr_;
   std::unique_ptr<optim::NumMicroBatchesCalculator> micro_;
-  std::shared_ptr<const data::SampleDataset> train_ds_, valid_ds_;
+  std::shared_ptr<const data::SampleDataset> train_ds_;
+  std::vector<data::NamedDataset> valid_sets_;  // mode 1: one unnamed; mode 2: one per --valid-weighted-split-paths group
   std::unique_ptr<TensorBoardWriter> tb_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<StopSignals> signals_;

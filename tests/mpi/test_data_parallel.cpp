@@ -91,3 +91,37 @@ TEST(DataParallel, TiedEmbeddingSummedOverEmbeddingGroupThenAveragedOverDP) {
     EXPECT_LT(mpitest::max_abs_diff(full.narrow(0, s[1].offset, 5), want_other), 1e-5) << "zero1 " << zero1;
   }
 }
+
+TEST(DataParallel, SyncTpDuplicatedAveragesOnlyReplicatedGradsOverTP) {
+  REQUIRE_WORLD_DIVISIBLE_BY(2);
+  auto groups = mpitest::cpu_groups(2, 1);
+  const int t = groups.coords.tp, d = groups.coords.dp, dps = groups.grid.dp_size();
+  parallel::ParamList ps(2);
+  ps[0].name = "layers.0.input_layernorm.weight";  // replicated over TP
+  ps[0].param = torch::zeros({5}, torch::requires_grad());
+  ps[1].name = "layers.0.attention.qkv.weight";  // split over TP
+  ps[1].param = torch::zeros({4}, torch::requires_grad());
+  ps[1].partition_dim = 0;
+  auto g = [](int t, int d, int n) { return torch::arange(n, torch::kFloat32) + 10 * t + 100 * d; };
+  for (bool zero1 : {false, true}) {
+    parallel::DataParallelOptions o;
+    o.zero1 = zero1;
+    parallel::DataParallel dp(ps, groups, o);
+    dp.zero_grad();
+    ps[0].param.mutable_grad() = g(t, d, 5);
+    ps[1].param.mutable_grad() = g(t, d, 4);
+    dp.accumulate_param_grads();
+    dp.finish_grad_sync();
+    dp.average_tp_replicated_grads(*groups.tp);
+    torch::Tensor want_rep = torch::zeros({5}), want_split = torch::zeros({4});
+    for (int q = 0; q < dps; ++q) {
+      want_rep += (g(0, q, 5) + g(1, q, 5)) / (2.0 * dps);  // DP average, then TP average
+      want_split += g(t, q, 4) / double(dps);              // DP average only
+    }
+    auto full = torch::zeros({dp.layout().numel()});
+    dp.all_gather_into(full, dp.shard_grad());
+    const auto& s = dp.layout().slots();
+    EXPECT_LT(mpitest::max_abs_diff(full.narrow(0, s[0].offset, 5), want_rep), 1e-5) << "zero1 " << zero1;
+    EXPECT_LT(mpitest::max_abs_diff(full.narrow(0, s[1].offset, 4), want_split), 1e-5) << "zero1 " << zero1;
+  }
+}

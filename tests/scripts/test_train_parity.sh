@@ -10,7 +10,8 @@ make_synthetic_data "$work"
 common=($(tiny_model_args) $(tiny_lr_args) --data-path "$work/synth_text_document" --micro-batch-size 2 --global-batch-size 16
         --train-iters 20)
 
-run_train 1 "${common[@]}" --metrics-file "$work/ref.jsonl" --tensorboard-dir "$work/tb" > "$work/ref.log"
+run_train 1 "${common[@]}" --metrics-file "$work/ref.jsonl" --tensorboard-dir "$work/tb" --log-batch-size-to-tensorboard \
+  --tensorboard-queue-size 5 > "$work/ref.log"
 grep -q "iteration       20/      20" "$work/ref.log" || { cat "$work/ref.log"; exit 1; }
 loss_decreases "$work/ref.jsonl"
 # The TensorBoard events file decodes (independent reader) and holds the same losses as the metrics file.

@@ -1,7 +1,8 @@
 #!/bin/bash
-# Exit triggers leave a loadable checkpoint: the kill switch (--kill-switch-path, exit 0), SIGTERM (one rank run
+# Exit triggers leave a loadable checkpoint: the kill switch (--kill-switch-path, exit 0), --exit-duration-in-mins,
+# SIGTERM (one rank run
 # directly) and SIGUSR1 (sent to each of 2 ranks, as SLURM's --signal does). --skip-train-iteration-range
-# consumes data without a step. Signals exit 7 (interrupted, docs/errors.md). A constant loss scale so large that every gradient overflows: each step is skipped
+# consumes data without a step. --eval-only evaluates the loaded weights as the training loop would. Signals exit 7 (interrupted, docs/errors.md). A constant loss scale so large that every gradient overflows: each step is skipped
 # and counted, the weights never change.
 set -euo pipefail
 BUILD=$1 SRC=$2
@@ -22,6 +23,33 @@ run_train 2 "${common[@]}" --train-iters 3 --load "$work/k" > "$work/kill2.log" 
   { tail -20 "$work/kill2.log"; exit 1; }
 grep -q "iteration        3/       3" "$work/kill2.log" || { echo "kill-switch checkpoint did not resume"; exit 1; }
 echo "kill switch: OK"
+
+# --exit-duration-in-mins: a run asked for 100000 iterations stops after ~1.2 s at an iteration every rank agrees on,
+# saves it, exits 0.
+run_train 2 "${common[@]}" --train-iters 100000 --save "$work/d" --save-interval 100000 --exit-duration-in-mins 0.02 \
+  > "$work/duration.log" 2>&1 || { tail -20 "$work/duration.log"; exit 1; }
+it=$(latest "$work/d")
+grep -q "stopping at iteration $it: --exit-duration-in-mins" "$work/duration.log" && [ "$it" -ge 1 ] &&
+  [ "$it" -lt 100000 ] || { tail -20 "$work/duration.log"; exit 1; }
+echo "exit duration: stopped and saved at iteration $it: OK"
+
+# --eval-only evaluates the loaded weights exactly as the training loop's final evaluation would (same samples, same
+# loss to the last digit), trains nothing and writes no checkpoint.
+run_train 2 "${common[@]}" --train-iters 3 --exit-interval 3 --save "$work/e" --save-interval 100 \
+  > "$work/e.log" 2>&1 || { tail -20 "$work/e.log"; exit 1; }
+run_train 2 "${common[@]}" --train-iters 3 --load "$work/e" --eval-only --metrics-file "$work/eval_only.jsonl" \
+  > "$work/eval_only.log" 2>&1 || { tail -20 "$work/eval_only.log"; exit 1; }
+! grep -q "iteration        [0-9]*/" "$work/eval_only.log" && [ "$(latest "$work/e")" = 3 ] &&
+  [ ! -d "$work/e/iter_0000004" ] || { echo "--eval-only trained or saved"; tail -20 "$work/eval_only.log"; exit 1; }
+run_train 2 "${common[@]}" --train-iters 3 --load "$work/e" --metrics-file "$work/eval_loop.jsonl" \
+  > "$work/eval_loop.log" 2>&1 || { tail -20 "$work/eval_loop.log"; exit 1; }
+python3 - "$work/eval_only.jsonl" "$work/eval_loop.jsonl" <<'PY'
+import json, sys
+a, b = ([o["valid_lm_loss"] for o in map(json.loads, open(p)) if "valid_lm_loss" in o] for p in sys.argv[1:])
+assert len(a) == 1 and len(b) == 1 and a == b, (a, b)
+print(f"eval-only valid loss {a[0]!r} == training loop's")
+PY
+echo "eval only: OK"
 
 # Signals: start a long run, wait for a few iterations, signal, expect a checkpoint and exit 0.
 signal_run() {  # name signal np

@@ -98,3 +98,50 @@ TEST(LayoutEstimate, GPT2SmallParameterCountAndFlops) {
   EXPECT_DOUBLE_EQ(f, 72 * s * l * h * h * (1 + s / (6 * h) + 50257 / (12 * l * h)));
   EXPECT_EQ(megaton::train::layers_per_stage(10, 4), (std::vector<int>{3, 3, 2, 2}));
 }
+
+TEST(Arguments, PythonDigitSeparatorsInNumbers) {
+  using megaton::cli::strip_digit_separators;
+  EXPECT_EQ(strip_digit_separators("220_000_000"), "220000000");
+  EXPECT_EQ(strip_digit_separators("-1_000"), "-1000");
+  EXPECT_EQ(strip_digit_separators("6_0.5e-3"), "60.5e-3");
+  EXPECT_EQ(strip_digit_separators("my_data_text_document"), "my_data_text_document");
+  EXPECT_EQ(strip_digit_separators("1__0"), "1__0");  // not a Python literal: left for the parser to refuse
+  EXPECT_EQ(strip_digit_separators("_10"), "_10");
+  TrainConfig c;
+  auto a = base();
+  a.insert(a.end(), {"--global-batch-size", "1_024", "--seed", "4_2"});
+  ASSERT_TRUE(parse(a, c, 1));
+  EXPECT_EQ(c.training.global_batch_size, 1024);
+  EXPECT_EQ(c.training.seed, 42);
+}
+
+TEST(Arguments, BigScienceTemplateFlagsAccepted) {
+  TrainConfig c;
+  auto a = base();
+  a.insert(a.end(), {"--tensorboard-queue-size", "5", "--log-batch-size-to-tensorboard", "--sync-tp-duplicated-parameters",
+                     "--abort-on-unmet-fused-kernel-constraints", "--valid-num-workers", "0"});
+  ASSERT_TRUE(parse(a, c, 1));
+  EXPECT_EQ(c.logging.tensorboard_queue_size, 5);
+  EXPECT_TRUE(c.logging.log_batch_size_to_tensorboard);
+  EXPECT_TRUE(c.parallel.sync_tp_duplicated_parameters);
+  EXPECT_EQ(c.data.valid_num_workers, 0);
+  EXPECT_NE(error_of({"--tensorboard-queue-size", "0"}).find("--tensorboard-queue-size must be > 0"),
+            std::string::npos);
+}
+
+TEST(Arguments, WeightedSplitPathsModeRules) {
+  const std::string group = "train: 1 0:0.9 /d/a, 2 0:1 /d/b";
+  TrainConfig c;
+  auto a = base();
+  a.insert(a.end(), {"--train-weighted-split-paths", group, "--valid-weighted-split-paths", "v1: 1 0.9:1 /d/a",
+                     "v2: 1 0.9:1 /d/b"});
+  ASSERT_TRUE(parse(a, c, 1));
+  EXPECT_EQ(c.data.train_weighted_split_paths, std::vector<std::string>{group});
+  EXPECT_EQ(c.data.valid_weighted_split_paths.size(), 2u);
+  EXPECT_NE(error_of({"--train-weighted-split-paths", group, "--data-path", "/d/a"}).find("exclusive"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--valid-weighted-split-paths", "v: 1 0:1 /d/a"}).find("need --train-weighted-split-paths"),
+            std::string::npos);
+  EXPECT_NE(error_of({"--train-weighted-split-paths", "a: 1 0:1 /d/a", "b: 1 0:1 /d/b"}).find("exactly one group"),
+            std::string::npos);
+}
