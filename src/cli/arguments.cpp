@@ -182,6 +182,20 @@ void add_logging_options(po::options_description& d, LoggingArgs& a) {
       ("tensorboard-queue-size", val(a.tensorboard_queue_size), "records buffered before the events file is flushed");
 }
 
+void add_megatron_options(po::options_description& d, ModelArgs& model, ParallelArgs& parallel, TrainingArgs& training,
+                          PrecisionArgs& precision, CheckpointArgs& checkpoint, DataArgs& data, LoggingArgs& logging) {
+  po::options_description m("model"), p("parallelism"), t("training"), f("mixed precision"), c("checkpointing"),
+      dt("data and tokenizer"), l("logging");
+  add_model_options(m, model);
+  add_parallel_options(p, parallel);
+  add_training_options(t, training);
+  add_precision_options(f, precision);
+  add_checkpoint_options(c, checkpoint);
+  add_data_options(dt, data);
+  add_logging_options(l, logging);
+  d.add(m).add(p).add(t).add(f).add(c).add(dt).add(l);
+}
+
 void validate_model(ModelArgs& m) {
   MEGATON_CHECK(m.num_layers > 0, UsageError, "--num-layers is required and must be > 0 (got ", m.num_layers, ")");
   MEGATON_CHECK(m.hidden_size > 0, UsageError, "--hidden-size is required and must be > 0 (got ", m.hidden_size, ")");

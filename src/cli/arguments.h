@@ -164,6 +164,10 @@ void add_checkpoint_options(po::options_description& d, CheckpointArgs& a);
 void add_data_options(po::options_description& d, DataArgs& a);
 void add_logging_options(po::options_description& d, LoggingArgs& a);
 
+/// All seven groups above, each as a titled section of `d` (the flags of `megaton train`, `generate` and `eval`).
+void add_megatron_options(po::options_description& d, ModelArgs& model, ParallelArgs& parallel, TrainingArgs& training,
+                          PrecisionArgs& precision, CheckpointArgs& checkpoint, DataArgs& data, LoggingArgs& logging);
+
 /// Fills derived fields and checks the model group alone (heads divide hidden, positions vs seq length, ...).
 void validate_model(ModelArgs& m);
 /// Fills data_parallel_size from the world; checks divisibility of heads/layers by TP/PP.

@@ -5,6 +5,7 @@
 #endif
 #include <pcre2.h>
 
+#include <initializer_list>
 #include <memory>
 #include <vector>
 
@@ -48,52 +49,57 @@ std::string regex_sub(const std::string& s, const char* pattern, const char* rep
   }
 }
 
-}  // namespace
+// One step of a detokenizer: a literal replacement, or a regex substitution when `regex` is set.
+struct Rule {
+  const char* from;
+  const char* to;
+  bool regex = false;
+};
 
-std::string ptb_detokenize(const std::string& text) {
-  std::string s = text;
-  s = replace_all(s, " '", "'");
-  s = replace_all(s, " \n", "\n");
-  s = replace_all(s, "\n ", "\n");
-  s = replace_all(s, " n't", "n't");
-  s = replace_all(s, " N ", "1 ");
-  s = replace_all(s, "$ 1", "$1");
-  s = replace_all(s, "# 1", "#1");
+std::string apply(std::string s, std::initializer_list<Rule> rules) {
+  for (const auto& r : rules) s = r.regex ? regex_sub(s, r.from, r.to) : replace_all(s, r.from, r.to);
   return s;
 }
 
+}  // namespace
+
+std::string ptb_detokenize(const std::string& text) {
+  return apply(text, {{" '", "'"}, {" \n", "\n"}, {"\n ", "\n"}, {" n't", "n't"}, {" N ", "1 "}, {"$ 1", "$1"},
+                      {"# 1", "#1"}});
+}
+
 std::string wikitext_detokenize(const std::string& text) {
-  std::string s = text;
-  // contractions
-  s = replace_all(s, "s '", "s'");
-  s = regex_sub(s, "/' [0-9]/", "/'[0-9]/");  // Megatron's pattern, literal slashes included
-  // number separators
-  s = replace_all(s, " @-@ ", "-");
-  s = replace_all(s, " @,@ ", ",");
-  s = replace_all(s, " @.@ ", ".");
-  // punctuation
-  s = replace_all(s, " : ", ": ");
-  s = replace_all(s, " ; ", "; ");
-  s = replace_all(s, " . ", ". ");
-  s = replace_all(s, " ! ", "! ");
-  s = replace_all(s, " ? ", "? ");
-  s = replace_all(s, " , ", ", ");
-  // double brackets
-  s = regex_sub(s, R"(\(\s*([^\)]*?)\s*\))", "($1)");
-  s = regex_sub(s, R"(\[\s*([^\]]*?)\s*\])", "[$1]");
-  s = regex_sub(s, R"(\{\s*([^}]*?)\s*\})", "{$1}");
-  s = regex_sub(s, R"("\s*([^"]*?)\s*")", "\"$1\"");
-  s = regex_sub(s, R"('\s*([^']*?)\s*')", "'$1'");
-  // miscellaneous
-  s = replace_all(s, "= = = =", "====");
-  s = replace_all(s, "= = =", "===");
-  s = replace_all(s, "= =", "==");
-  s = replace_all(s, " \xC2\xB0 ", "\xC2\xB0");  // " ° " -> "°"
-  s = replace_all(s, " \n", "\n");
-  s = replace_all(s, "\n ", "\n");
-  s = replace_all(s, " N ", " 1 ");
-  s = replace_all(s, " 's", "'s");
-  return s;
+  return apply(text, {
+                         // contractions
+                         {"s '", "s'"},
+                         {"/' [0-9]/", "/'[0-9]/", true},  // Megatron's pattern, literal slashes included
+                         // number separators
+                         {" @-@ ", "-"},
+                         {" @,@ ", ","},
+                         {" @.@ ", "."},
+                         // punctuation
+                         {" : ", ": "},
+                         {" ; ", "; "},
+                         {" . ", ". "},
+                         {" ! ", "! "},
+                         {" ? ", "? "},
+                         {" , ", ", "},
+                         // double brackets
+                         {R"(\(\s*([^\)]*?)\s*\))", "($1)", true},
+                         {R"(\[\s*([^\]]*?)\s*\])", "[$1]", true},
+                         {R"(\{\s*([^}]*?)\s*\})", "{$1}", true},
+                         {R"("\s*([^"]*?)\s*")", "\"$1\"", true},
+                         {R"('\s*([^']*?)\s*')", "'$1'", true},
+                         // miscellaneous
+                         {"= = = =", "===="},
+                         {"= = =", "==="},
+                         {"= =", "=="},
+                         {" \xC2\xB0 ", "\xC2\xB0"},  // " ° " -> "°"
+                         {" \n", "\n"},
+                         {"\n ", "\n"},
+                         {" N ", " 1 "},
+                         {" 's", "'s"},
+                     });
 }
 
 Detokenizer detokenizer_for_path(const std::string& path, std::string* name) {

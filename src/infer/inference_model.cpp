@@ -10,16 +10,7 @@ namespace megaton::infer {
 namespace po = boost::program_options;
 
 void add_model_flags(po::options_description& d, ModelFlags& f) {
-  po::options_description model("model"), parallel("parallelism"), training("training (micro-batch-size, seed)"),
-      precision("mixed precision"), checkpoint("checkpointing"), data("tokenizer"), logging("logging");
-  cli::add_model_options(model, f.model);
-  cli::add_parallel_options(parallel, f.parallel);
-  cli::add_training_options(training, f.training);
-  cli::add_precision_options(precision, f.precision);
-  cli::add_checkpoint_options(checkpoint, f.checkpoint);
-  cli::add_data_options(data, f.data);
-  cli::add_logging_options(logging, f.logging);
-  d.add(model).add(parallel).add(training).add(precision).add(checkpoint).add(data).add(logging);
+  cli::add_megatron_options(d, f.model, f.parallel, f.training, f.precision, f.checkpoint, f.data, f.logging);
 }
 
 void validate_model_flags(ModelFlags& f, int world_size, const std::string& command) {

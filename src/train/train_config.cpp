@@ -8,20 +8,13 @@ namespace megaton::train {
 namespace po = boost::program_options;
 
 void add_train_options(po::options_description& d, TrainConfig& c) {
-  po::options_description model("model"), parallel("parallelism"), training("training"), precision("mixed precision"),
-      checkpoint("checkpointing"), data("data"), logging("logging");
-  cli::add_model_options(model, c.model);
-  cli::add_parallel_options(parallel, c.parallel);
-  cli::add_training_options(training, c.training);
-  cli::add_precision_options(precision, c.precision);
-  cli::add_checkpoint_options(checkpoint, c.checkpoint);
-  cli::add_data_options(data, c.data);
-  cli::add_logging_options(logging, c.logging);
-  training.add_options()("world-size", po::value<int>(&c.dry_run_world_size)->default_value(0),
-                         "with --dry-run: the world size to plan for (default: the launcher's)")(
+  cli::add_megatron_options(d, c.model, c.parallel, c.training, c.precision, c.checkpoint, c.data, c.logging);
+  po::options_description extra("megaton train");
+  extra.add_options()("world-size", po::value<int>(&c.dry_run_world_size)->default_value(0),
+                      "with --dry-run: the world size to plan for (default: the launcher's)")(
       "vocab-size", po::value<int64_t>(&c.vocab_size)->default_value(0),
       "vocabulary size when no tokenizer is given (default 50257, GPT-2)");
-  d.add(model).add(parallel).add(training).add(precision).add(checkpoint).add(data).add(logging);
+  d.add(extra);
 }
 
 bool parse_train_config(int argc, const char* const* argv, int world_size, TrainConfig& c, std::ostream& help_out) {

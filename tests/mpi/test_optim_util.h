@@ -11,6 +11,7 @@
 #include "dist/mpi_communicator.h"
 #include "dist/process_groups.h"
 #include "parallel/param_info.h"
+#include "../common/tiny_param_model.h"
 
 namespace megaton::mpitest {
 
@@ -31,34 +32,7 @@ inline dist::ProcessGroups self_groups() {
   return g;
 }
 
-/// y = ln_w * x; h = tanh(W1 y + b1); out = W2 h + b2   (x [b, 4], out [b, 3]); same weights for the same seed.
-struct TinyModel {
-  parallel::ParamList params;
-  explicit TinyModel(torch::ScalarType dtype = torch::kFloat32, uint64_t seed = 7) {
-    torch::manual_seed(seed);
-    add("ln.weight", torch::ones({4}) + 0.1 * torch::randn({4}), true, dtype);
-    add("fc1.weight", torch::randn({8, 4}) * 0.5, false, dtype);
-    add("fc1.bias", torch::randn({8}) * 0.1, true, dtype);
-    add("fc2.weight", torch::randn({3, 8}) * 0.5, false, dtype);
-    add("fc2.bias", torch::randn({3}) * 0.1, true, dtype);
-  }
-  void add(const std::string& name, torch::Tensor init, bool no_wd, torch::ScalarType dtype) {
-    parallel::ParamInfo p;
-    p.name = name;
-    p.param = init.to(dtype).set_requires_grad(true);
-    p.global_shape = init.sizes().vec();
-    p.no_weight_decay = no_wd;
-    params.push_back(p);
-  }
-  const torch::Tensor& operator[](size_t i) const { return params[i].param; }
-  torch::Tensor loss(const torch::Tensor& x, const torch::Tensor& target) const {
-    auto f = [](const torch::Tensor& t) { return t.to(torch::kFloat32); };
-    auto y = x * f(params[0].param);
-    auto h = torch::tanh(torch::matmul(y, f(params[1].param).t()) + f(params[2].param));
-    auto out = torch::matmul(h, f(params[3].param).t()) + f(params[4].param);
-    return (out - target).pow(2).mean();
-  }
-};
+using testutil::TinyModel;  // tests/common/tiny_param_model.h
 
 struct Batch {
   torch::Tensor x, y;

@@ -5,14 +5,8 @@
 # Usage: test_checkpoint_hf.sh BUILD_DIR SOURCE_DIR   (MPIRUN may name mpirun)
 set -euo pipefail
 B=$1
-MPIRUN=${MPIRUN:-mpirun}
-PROBE=$B/tests/ckpt_probe
-M=$B/megaton
-D=$(mktemp -d "${TMPDIR:-/tmp}/megaton_hf_XXXXXX")
-trap 'rm -rf "$D"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-
-"$MPIRUN" --oversubscribe -np 2 "$PROBE" save "$D/a" 2 5 >"$D/save.log" 2>&1 || { cat "$D/save.log"; fail "save"; }
+source "$(dirname "$0")/ckpt_lib.sh"
+ckpt_setup hf
 "$M" export-hf --load "$D/a" --out "$D/hf" || fail "export-hf"
 python3 - "$D/hf" <<'PY'
 import json, struct, sys

@@ -5,14 +5,8 @@
 # Usage: test_checkpoint_tools.sh BUILD_DIR SOURCE_DIR   (MPIRUN may name mpirun)
 set -euo pipefail
 B=$1
-MPIRUN=${MPIRUN:-mpirun}
-PROBE=$B/tests/ckpt_probe
-M=$B/megaton
-D=$(mktemp -d "${TMPDIR:-/tmp}/megaton_tools_XXXXXX")
-trap 'rm -rf "$D"' EXIT
-fail() { echo "FAIL: $*"; exit 1; }
-
-"$MPIRUN" --oversubscribe -np 2 "$PROBE" save "$D/a" 2 5 >"$D/save.log" 2>&1 || { cat "$D/save.log"; fail "save"; }
+source "$(dirname "$0")/ckpt_lib.sh"
+ckpt_setup tools
 
 # inspect: text
 "$M" inspect "$D/a" >"$D/i.txt" || { cat "$D/i.txt"; fail "inspect"; }
