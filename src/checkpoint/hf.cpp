@@ -178,6 +178,9 @@ json hf_config(const json& c, HfArch arch, torch::ScalarType dtype) {
           {"initializer_range", 0.02},
           {"pretraining_tp", 1},
           {"slow_but_exact", false},
+          // Not read by transformers (ALiBi has no position table); carried so that import-hf restores the
+          // training sequence length (BigScience's own configs carry it as "seq_length" too).
+          {"seq_length", c.at("max_position_embeddings")},
           {"tie_word_embeddings", true},
           {"use_cache", true},
           {"bos_token_id", 1},
@@ -223,6 +226,8 @@ Imported from_hf(const json& hc, const std::map<std::string, torch::Tensor>& wei
          {"hidden_size", h},
          {"num_attention_heads", gi({"n_head", "num_attention_heads"})},
          {"ffn_hidden_size", 4 * h},
+         // BLOOM's config has no position limit (ALiBi); megaton's export writes "seq_length", the hub's BLOOM
+         // models were trained at 2048.
          {"max_position_embeddings", hc.value("seq_length", int64_t{2048})},
          {"position_embedding_type", "alibi"},
          {"embed_layernorm", true},

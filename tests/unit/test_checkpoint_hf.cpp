@@ -157,6 +157,10 @@ TEST(CheckpointHf, BloomLayoutIsHuggingFaces) {
   for (const auto& [n, t, pd] : im.tensors) EXPECT_TRUE(torch::equal(t, can.at(n))) << n;
   EXPECT_EQ(im.model_config["position_embedding_type"], "alibi");
   EXPECT_EQ(im.model_config["embed_layernorm"], true);
+  EXPECT_EQ(im.model_config["max_position_embeddings"], kPos);  // carried through config.json's seq_length
+  json hub = hf_config(cfg, HfArch::kBloom, torch::kFloat32);
+  hub.erase("seq_length");  // a hub BLOOM config: the training length 2048
+  EXPECT_EQ(from_hf(hub, hf, "dir").model_config["max_position_embeddings"], 2048);
 }
 
 TEST(CheckpointHf, RefusesWhatDoesNotFit) {
