@@ -54,9 +54,13 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
 }  // namespace
 
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
-                                           const dist::CommunicatorPtr& tp) {
+                                           const dist::CommunicatorPtr& tp, bool use_fused) {
   MEGATON_ASSERT(logits.dim() == target.dim() + 1 && logits.sizes().slice(0, target.dim()) == target.sizes(),
                  "cross-entropy: logits ", logits.sizes(), " do not match targets ", target.sizes());
+#ifdef MEGATON_HAVE_CUDA
+  if (use_fused && logits.is_cuda() && logits.scalar_type() != torch::kFloat64)
+    return fused_vocab_parallel_cross_entropy(logits, target.to(torch::kInt64), tp);
+#endif
   return VocabParallelCrossEntropy::apply(logits, target.to(torch::kInt64), tp);
 }
 

@@ -1,0 +1,194 @@
+// Fused cross-entropy kernels (kernels/cross_entropy_kernels.h): one thread block per row, vectorised 16-byte loads where the
+// row is aligned, fp32 arithmetic whatever the logits' type.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cfloat>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "cross_entropy_kernels.h"
+
+namespace megaton::kernels {
+
+namespace {
+
+constexpr int kThreads = 512;
+
+__device__ __forceinline__ float to_float(float x) { return x; }
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half(x); }
+
+// (max, sum of exp(x - max)) pairs: the online-softmax monoid. An empty pair is (-inf, 0).
+struct MaxSum {
+  float m, s;
+};
+
+__device__ __forceinline__ MaxSum combine(MaxSum a, MaxSum b) {
+  const float m = fmaxf(a.m, b.m);
+  if (m == -INFINITY) return {m, 0.f};
+  return {m, a.s * __expf(a.m - m) + b.s * __expf(b.m - m)};
+}
+
+__device__ __forceinline__ void add(MaxSum& acc, float x) {
+  if (x > acc.m) {
+    acc.s = acc.s * __expf(acc.m - x) + 1.f;
+    acc.m = x;
+  } else if (x != -INFINITY) {
+    acc.s += __expf(x - acc.m);
+  }
+}
+
+__device__ MaxSum block_reduce(MaxSum v) {
+  __shared__ MaxSum warp_results[kThreads / 32];
+  for (int off = 16; off > 0; off >>= 1) {
+    MaxSum o{__shfl_xor_sync(0xffffffffu, v.m, off), __shfl_xor_sync(0xffffffffu, v.s, off)};
+    v = combine(v, o);
+  }
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  if (lane == 0) warp_results[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < blockDim.x / 32 ? warp_results[lane] : MaxSum{-INFINITY, 0.f};
+    for (int off = 16; off > 0; off >>= 1) {
+      MaxSum o{__shfl_xor_sync(0xffffffffu, v.m, off), __shfl_xor_sync(0xffffffffu, v.s, off)};
+      v = combine(v, o);
+    }
+  }
+  return v;  // valid in thread 0
+}
+
+// VEC elements of T per 16-byte load (VEC = 1: scalar fallback for unaligned rows).
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+  T v[VEC];
+};
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kThreads)
+    row_stats_kernel(const T* __restrict__ logits, int64_t cols, int64_t valid_cols, const int64_t* __restrict__ target,
+                     int64_t start, float* __restrict__ row_max, float* __restrict__ row_sum,
+                     float* __restrict__ target_logit) {
+  const int64_t r = blockIdx.x;
+  const T* row = logits + r * cols;
+  MaxSum acc{-INFINITY, 0.f};
+  const int64_t packs = valid_cols / VEC;
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    const Pack<T, VEC> pk = reinterpret_cast<const Pack<T, VEC>*>(row)[p];
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) add(acc, to_float(pk.v[k]));
+  }
+  for (int64_t c = packs * VEC + threadIdx.x; c < valid_cols; c += blockDim.x) add(acc, to_float(row[c]));
+  acc = block_reduce(acc);
+  if (threadIdx.x == 0) {
+    row_max[r] = acc.m;
+    row_sum[r] = acc.s;
+    const int64_t t = target[r] - start;
+    target_logit[r] = (t >= 0 && t < valid_cols) ? to_float(row[t]) : 0.f;
+  }
+}
+
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kThreads)
+    backward_kernel(const T* __restrict__ logits, T* __restrict__ grad, int64_t cols, int64_t valid_cols,
+                    const int64_t* __restrict__ target, int64_t start, const float* __restrict__ global_max,
+                    const float* __restrict__ inv_sum, const float* __restrict__ grad_loss) {
+  const int64_t r = blockIdx.x;
+  const T* row = logits + r * cols;
+  T* out = grad + r * cols;
+  const float m = global_max[r], inv = inv_sum[r], g = grad_loss[r];
+  const int64_t t = target[r] - start;
+  auto value = [&](int64_t c, float x) {
+    if (c >= valid_cols) return 0.f;
+    const float p = __expf(x - m) * inv;
+    return ((c == t) ? p - 1.f : p) * g;
+  };
+  const int64_t packs = cols / VEC;
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    const Pack<T, VEC> in = reinterpret_cast<const Pack<T, VEC>*>(row)[p];
+    Pack<T, VEC> o;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) o.v[k] = from_float<T>(value(p * VEC + k, to_float(in.v[k])));
+    reinterpret_cast<Pack<T, VEC>*>(out)[p] = o;
+  }
+  for (int64_t c = packs * VEC + threadIdx.x; c < cols; c += blockDim.x) out[c] = from_float<T>(value(c, to_float(row[c])));
+}
+
+bool aligned16(const void* p, int64_t cols, int elem) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (cols * elem) % 16 == 0;
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+template <typename T>
+void launch_stats(const void* logits, int64_t rows, int64_t cols, int64_t valid_cols, const int64_t* target,
+                  int64_t start, float* mx, float* sm, float* tl, cudaStream_t s) {
+  const auto* x = static_cast<const T*>(logits);
+  constexpr int kVec = 16 / sizeof(T);
+  if (aligned16(logits, cols, sizeof(T)))
+    row_stats_kernel<T, kVec><<<rows, kThreads, 0, s>>>(x, cols, valid_cols, target, start, mx, sm, tl);
+  else
+    row_stats_kernel<T, 1><<<rows, kThreads, 0, s>>>(x, cols, valid_cols, target, start, mx, sm, tl);
+  check(cudaGetLastError(), "cross_entropy_row_stats launch");
+}
+
+template <typename T>
+void launch_backward(const void* logits, void* grad, int64_t rows, int64_t cols, int64_t valid_cols,
+                     const int64_t* target, int64_t start, const float* m, const float* inv, const float* g,
+                     cudaStream_t s) {
+  const auto* x = static_cast<const T*>(logits);
+  auto* o = static_cast<T*>(grad);
+  constexpr int kVec = 16 / sizeof(T);
+  if (aligned16(logits, cols, sizeof(T)) && aligned16(grad, cols, sizeof(T)))
+    backward_kernel<T, kVec><<<rows, kThreads, 0, s>>>(x, o, cols, valid_cols, target, start, m, inv, g);
+  else
+    backward_kernel<T, 1><<<rows, kThreads, 0, s>>>(x, o, cols, valid_cols, target, start, m, inv, g);
+  check(cudaGetLastError(), "cross_entropy_backward launch");
+}
+
+}  // namespace
+
+void cross_entropy_row_stats(const void* logits, FloatType type, int64_t rows, int64_t cols, int64_t valid_cols,
+                             const int64_t* target, int64_t start, float* row_max, float* row_sum, float* target_logit,
+                             cudaStream_t stream) {
+  if (rows == 0) return;
+  switch (type) {
+    case FloatType::kFloat32:
+      return launch_stats<float>(logits, rows, cols, valid_cols, target, start, row_max, row_sum, target_logit, stream);
+    case FloatType::kBFloat16:
+      return launch_stats<__nv_bfloat16>(logits, rows, cols, valid_cols, target, start, row_max, row_sum, target_logit,
+                                         stream);
+    case FloatType::kFloat16:
+      return launch_stats<__half>(logits, rows, cols, valid_cols, target, start, row_max, row_sum, target_logit, stream);
+  }
+}
+
+void cross_entropy_backward(const void* logits, void* grad, FloatType type, int64_t rows, int64_t cols,
+                            int64_t valid_cols, const int64_t* target, int64_t start, const float* global_max,
+                            const float* inv_sum, const float* grad_loss, cudaStream_t stream) {
+  if (rows == 0) return;
+  switch (type) {
+    case FloatType::kFloat32:
+      return launch_backward<float>(logits, grad, rows, cols, valid_cols, target, start, global_max, inv_sum, grad_loss,
+                                    stream);
+    case FloatType::kBFloat16:
+      return launch_backward<__nv_bfloat16>(logits, grad, rows, cols, valid_cols, target, start, global_max, inv_sum,
+                                            grad_loss, stream);
+    case FloatType::kFloat16:
+      return launch_backward<__half>(logits, grad, rows, cols, valid_cols, target, start, global_max, inv_sum,
+                                     grad_loss, stream);
+  }
+}
+
+}  // namespace megaton::kernels

@@ -1,0 +1,35 @@
+// Fused cross-entropy over (vocabulary-parallel) logits, CUDA. The unfused path (src/parallel/tensor/cross_entropy.cpp)
+// upcasts the logits to fp32 and makes ~10 passes over them (max, subtract, gather, exp, sum, divide; backward clone,
+// scatter, multiply, downcast) and saves an fp32 softmax; at GPT-2 124M sizes ([32768, 50304] bf16) that is ~100 GB of
+// memory traffic per iteration. Here the forward reads the logits once (online softmax: running max and rescaled sum in
+// one pass) and the backward reads them once and writes the gradient once; nothing but three floats per row is saved.
+//
+// Per row r of logits [rows, cols] (cols = this TP rank's vocabulary slice; columns >= valid_cols are padding and
+// count as -inf), global vocabulary ids [start, start + cols):
+//   forward:  row_max[r] = max_v x[r, v];  row_sum[r] = sum_v exp(x[r, v] - row_max[r]);
+//             target_logit[r] = x[r, target[r] - start] when this rank owns target[r], else 0.
+//   The caller combines ranks: M = max over TP of row_max; S = sum over TP of row_sum * exp(row_max - M);
+//   T = sum over TP of target_logit;  loss = log(S) + M - T.
+//   backward: grad[r, v] = (exp(x[r, v] - M[r]) / S[r] - [v == target[r] - start]) * grad_loss[r]   (0 on padding).
+// Plain CUDA (no torch headers) so nvcc builds it anywhere; src/parallel/tensor/cross_entropy_cuda.cpp wraps it.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+namespace megaton::kernels {
+
+enum class FloatType { kFloat32, kBFloat16, kFloat16 };
+
+/// Forward row statistics. logits [rows, cols] row-major (row stride cols), target [rows] int64 (global ids).
+/// Outputs [rows] fp32 each. Asynchronous on `stream`.
+void cross_entropy_row_stats(const void* logits, FloatType type, int64_t rows, int64_t cols, int64_t valid_cols,
+                             const int64_t* target, int64_t start, float* row_max, float* row_sum, float* target_logit,
+                             cudaStream_t stream);
+
+/// Backward: grad [rows, cols] of the logits' type from the combined max M [rows], 1/S [rows] and grad_loss [rows].
+void cross_entropy_backward(const void* logits, void* grad, FloatType type, int64_t rows, int64_t cols,
+                            int64_t valid_cols, const int64_t* target, int64_t start, const float* global_max,
+                            const float* inv_sum, const float* grad_loss, cudaStream_t stream);
+
+}  // namespace megaton::kernels

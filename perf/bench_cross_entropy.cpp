@@ -1,0 +1,55 @@
+// Forward + backward of the vocabulary cross-entropy at GPT-2 124M training sizes (micro-batch 32 x seq 1024 tokens
+// over the padded vocabulary 50304, bf16 logits): the fused CUDA kernels (kernels/cross_entropy_kernels.cu) and the
+// unfused ATen path they replace, timed alternately in the same iterations. Counters: aten_ms, fused_ms and
+// speedup = aten / fused; the benchmark's own time is the fused one.
+//   build/perf/bench_cross_entropy [--benchmark_min_time=1]     (reports an error row without a CUDA device)
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "parallel/self_communicator.h"
+#include "parallel/tensor/cross_entropy.h"
+
+using namespace megaton;
+
+namespace {
+
+void BM_CrossEntropyFusedVsAten(benchmark::State& state) {
+  if (!torch::cuda::is_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t tokens = state.range(0), vocab = 50304;
+  auto opts = torch::TensorOptions().device(torch::kCUDA);
+  torch::Tensor logits = torch::randn({tokens, 1, vocab}, opts).to(torch::kBFloat16).requires_grad_(true);  // [t,1,V]
+  torch::Tensor target = torch::randint(0, vocab, {tokens, 1}, opts.dtype(torch::kInt64));                  // [t, 1]
+  auto tp = parallel::single_rank_groups().tp;
+  auto timed = [&](bool fused) {
+    logits.mutable_grad() = torch::Tensor();
+    torch::cuda::synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    parallel::vocab_parallel_cross_entropy(logits, target, tp, fused).mean().backward();
+    torch::cuda::synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  timed(false), timed(true);  // warm-up (allocator, kernels)
+  double aten = 0, fused = 0;
+  int64_t n = 0;
+  for (auto _ : state) {
+    aten += timed(false);
+    const double f = timed(true);
+    fused += f;
+    ++n;
+    state.SetIterationTime(f);
+  }
+  state.counters["aten_ms"] = aten / double(n) * 1e3;
+  state.counters["fused_ms"] = fused / double(n) * 1e3;
+  state.counters["speedup"] = aten / fused;
+}
+
+}  // namespace
+
+BENCHMARK(BM_CrossEntropyFusedVsAten)->Arg(32768)->Arg(4096)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();

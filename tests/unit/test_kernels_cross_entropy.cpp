@@ -1,0 +1,60 @@
+// The fused CUDA cross-entropy (kernels/cross_entropy_kernels.cu) against the unfused ATen path: per-token loss and
+// logits gradient for fp32 and bf16 logits, rows whose length is and is not a multiple of the 16-byte vector width,
+// -inf padding columns, and targets at the first and last real column. Skipped without CUDA (CPU builds and
+// machines); run on the GPU machine by perf/gpu/gpu_batch.sh.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <limits>
+
+#include "parallel/self_communicator.h"
+#include "parallel/tensor/cross_entropy.h"
+
+using namespace megaton;
+
+namespace {
+
+struct Result {
+  torch::Tensor loss, grad;
+};
+
+Result run(const torch::Tensor& logits_in, const torch::Tensor& target, const torch::Tensor& grad_loss, bool fused) {
+  torch::Tensor logits = logits_in.detach().clone().requires_grad_(true);
+  auto tp = parallel::single_rank_groups().tp;
+  torch::Tensor loss = parallel::vocab_parallel_cross_entropy(logits, target, tp, fused);
+  loss.backward(grad_loss);
+  return {loss.detach().to(torch::kCPU, torch::kFloat64), logits.grad().to(torch::kCPU, torch::kFloat64)};
+}
+
+void compare(torch::ScalarType dtype, int64_t s, int64_t b, int64_t v, int64_t padding, double loss_tol,
+             double grad_tol) {
+  torch::manual_seed(11);
+  auto opts = torch::TensorOptions().device(torch::kCUDA);
+  torch::Tensor logits = (torch::randn({s, b, v}, opts) * 3).to(dtype);  // [s, b, v]
+  if (padding > 0) logits.narrow(-1, v - padding, padding).fill_(-std::numeric_limits<float>::infinity());
+  torch::Tensor target = torch::randint(0, v - padding, {s, b}, opts.dtype(torch::kInt64));  // [s, b]
+  target[0][0] = 0;
+  target[s - 1][b - 1] = v - padding - 1;
+  torch::Tensor grad_loss = torch::rand({s, b}, opts);
+  const Result ref = run(logits, target, grad_loss, false), got = run(logits, target, grad_loss, true);
+  EXPECT_LT((ref.loss - got.loss).abs().max().item<double>(), loss_tol) << c10::toString(dtype) << " v=" << v;
+  EXPECT_LT((ref.grad - got.grad).abs().max().item<double>(), grad_tol) << c10::toString(dtype) << " v=" << v;
+  if (padding > 0) EXPECT_EQ(got.grad.narrow(-1, v - padding, padding).abs().max().item<double>(), 0.0);
+}
+
+}  // namespace
+
+TEST(KernelsCrossEntropy, FusedMatchesAtenFp32) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  compare(torch::kFloat32, 16, 4, 1024, 0, 2e-5, 1e-6);   // vector path
+  compare(torch::kFloat32, 7, 3, 1001, 0, 2e-5, 1e-6);    // scalar path (row not 16-byte aligned)
+  compare(torch::kFloat32, 8, 2, 50304, 47, 5e-5, 1e-6);  // GPT-2's padded vocabulary with -inf padding
+}
+
+TEST(KernelsCrossEntropy, FusedMatchesAtenBf16) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  // Both paths read the same bf16 values and compute in fp32; the gradients are rounded to bf16 (rel. 2^-8).
+  compare(torch::kBFloat16, 16, 4, 1024, 0, 2e-5, 4e-3);
+  compare(torch::kBFloat16, 5, 3, 999, 0, 2e-5, 4e-3);
+  compare(torch::kBFloat16, 8, 2, 50304, 47, 5e-5, 4e-3);
+}
