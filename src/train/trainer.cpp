@@ -81,8 +81,9 @@ void Trainer::build() {
                 ": only 0 and 1 are supported");
   MEGATON_CHECK(!cfg_.data.reset_position_ids && !cfg_.data.reset_attention_mask, UsageError,
                 "--reset-position-ids / --reset-attention-mask are not supported by megaton train");
-  MEGATON_CHECK(!cfg_.data.data_path.empty(), UsageError,
-                "megaton train needs --data-path (a preprocessed PREFIX, or W1 P1 W2 P2 ...)");
+  MEGATON_CHECK(!cfg_.data.data_path.empty() || data::uses_weighted_split_paths(cfg_.data), UsageError,
+                "megaton train needs --data-path (a preprocessed PREFIX, or W1 P1 W2 P2 ...) or "
+                "--train-weighted-split-paths[-path]");
   skip_ranges_ = parse_skip_ranges(t.skip_train_iteration_range);
 
   const torch::Device device(dist::select_device(p.device, env_.local_rank));

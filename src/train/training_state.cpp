@@ -47,6 +47,8 @@ nlohmann::json args_json(const TrainConfig& c) {
           {"bf16", c.precision.bf16},
           {"data_path", c.data.data_path},
           {"split", c.data.split},
+          {"train_weighted_split_paths", c.data.train_weighted_split_paths},
+          {"valid_weighted_split_paths", c.data.valid_weighted_split_paths},
           {"tokenizer_type", c.data.tokenizer_type},
           {"vocab_file", c.data.vocab_file},
           {"merge_file", c.data.merge_file},

@@ -12,7 +12,7 @@ work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 make_synthetic_data "$work"
 A="$work/synth_text_document"
-model=($(tiny_model_args | sed 's/--split 95,5,0//') $(tiny_lr_args) --micro-batch-size 2 --global-batch-size 4 --train-iters 8)
+model=($(tiny_model_args | sed 's/--split 95,5,0//; s/--eval-interval 1000//') $(tiny_lr_args) --micro-batch-size 2 --global-batch-size 4 --train-iters 8)
 
 run_train 2 "${model[@]}" --data-path "$A" --split 95,5,0 --eval-interval 1000 --metrics-file "$work/mode1.jsonl" \
   > "$work/mode1.log" 2>&1 || { tail -20 "$work/mode1.log"; exit 1; }

@@ -30,7 +30,8 @@ TEST(DataWeightedSplit, MalformedGroupsNameTheFlagAndTheProblem) {
     }
     return std::string();
   };
-  EXPECT_NE(err("1 0:1 /d/a").find("no 'NAME:'"), std::string::npos);
+  EXPECT_NE(err("1 0-1 /d/a").find("no 'NAME:'"), std::string::npos);
+  EXPECT_NE(err("1 0:1 /d/a").find("one non-empty word"), std::string::npos);  // the range's colon is no NAME
   EXPECT_NE(err("v: 1 0-1 /d/a").find("START:END"), std::string::npos);
   EXPECT_NE(err("v: 1 0:1").find("three words"), std::string::npos);
   EXPECT_NE(err("v: x 0:1 /d/a").find("weight 'x' is not a number"), std::string::npos);
@@ -47,7 +48,7 @@ TEST(DataWeightedSplit, RangesUsePythonRounding) {
 }
 
 TEST(DataWeightedSplit, FileHoldsQuotedGroupsOrOneGroupPerLine) {
-  const auto dir = testing::scratch_dir("wsp");
+  const auto dir = data::testing::scratch_dir("wsp");
   const auto quoted = (dir / "valid.txt").string();
   std::ofstream(quoted) << "\"v1: 1 0:1 /d/a\" \"v2: 1 0:0.5 /d/b, 1 0:1 /d/c\"\n";
   EXPECT_EQ(read_weighted_split_paths_file(quoted, "--valid-weighted-split-paths-path"),
