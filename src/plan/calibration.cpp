@@ -106,8 +106,8 @@ std::vector<MeasuredPoint> read_measured_points(const std::string& path, const s
     const std::string rc = r.text("recompute", "0");
     p.layout.recompute = rc == "1" || rc == "on" || rc == "true";
     const std::string problem = layout_problem(p.spec, p.layout);
-    MEGATON_CHECK(problem.empty(), DataError, path, ":", lineno, ": ", p.layout.name(), " mb",
-                  p.layout.micro_batch, ": ", problem);
+    MEGATON_CHECK(problem.empty(), DataError, path, ":", lineno, ": ", p.layout.name(), " mb", p.layout.micro_batch,
+                  ": ", problem);
     p.cluster.peak_tflops = r.num("peak_tflops");
     p.cluster.gpus_per_node = int(r.num("gpus_per_node", p.layout.world()));
     p.cluster.nodes = int(r.num("nodes", 1));
@@ -118,8 +118,8 @@ std::vector<MeasuredPoint> read_measured_points(const std::string& path, const s
     MEGATON_CHECK(p.ms_per_iter > 0, DataError, path, ":", lineno, ": ms_per_iter must be > 0");
     p.tflops_per_gpu = r.num("model_tflops_per_gpu", 0);
     p.peak_mem_gib = r.num("peak_mem_mib", 0) / 1024.0;
-    p.label = str(r.text("machine", "?"), " ", r.text("config", "?"), " ", p.layout.name(), " mb",
-                  p.layout.micro_batch, p.layout.recompute ? " rc" : "");
+    p.label = str(r.text("machine", "?"), " ", r.text("config", "?"), " ", p.layout.name(), " mb", p.layout.micro_batch,
+                  p.layout.recompute ? " rc" : "");
     out.push_back(std::move(p));
   }
   MEGATON_CHECK(!out.empty(), UsageError, flag, ": '", path, "' has no measured row (status ok with ms_per_iter)");

@@ -11,10 +11,10 @@
 namespace megaton::plan {
 
 struct MeasuredPoint {
-  std::string label;   // "<machine> <config> TP1xPP1xDP1 mb8"
+  std::string label;  // "<machine> <config> TP1xPP1xDP1 mb8"
   ModelSpec spec;
   Layout layout;
-  Cluster cluster;     // the machine it ran on: peak, GPUs per node, links
+  Cluster cluster;  // the machine it ran on: peak, GPUs per node, links
   double ms_per_iter = 0;
   double tflops_per_gpu = 0;  // as measured (0 when absent)
   double peak_mem_gib = 0;    // as measured (0 when absent)

@@ -7,11 +7,11 @@ namespace megaton::plan {
 struct Cluster {
   int nodes = 1;
   int gpus_per_node = 8;
-  double gpu_memory_gib = 80.0;    // usable memory of one GPU
-  double memory_reserve_gib = 2.0; // kept free for the CUDA context, cuBLAS workspaces, fragmentation
-  double peak_tflops = 989.0;      // dense peak of one GPU in the training dtype (H100/H200 SXM bf16: 989)
-  double intra_node_gbps = 360.0;  // achieved all-reduce bus bandwidth inside a node (NVLink)
-  double inter_node_gbps = 50.0;   // achieved bus bandwidth between nodes, per GPU (one 400 Gbit/s NIC per GPU)
+  double gpu_memory_gib = 80.0;     // usable memory of one GPU
+  double memory_reserve_gib = 2.0;  // kept free for the CUDA context, cuBLAS workspaces, fragmentation
+  double peak_tflops = 989.0;       // dense peak of one GPU in the training dtype (H100/H200 SXM bf16: 989)
+  double intra_node_gbps = 360.0;   // achieved all-reduce bus bandwidth inside a node (NVLink)
+  double inter_node_gbps = 50.0;    // achieved bus bandwidth between nodes, per GPU (one 400 Gbit/s NIC per GPU)
 
   int world() const { return nodes * gpus_per_node; }
 };

@@ -15,7 +15,9 @@ std::string Layout::name() const {
   return "TP" + std::to_string(tp) + "xPP" + std::to_string(pp) + "xDP" + std::to_string(dp);
 }
 
-double Calibration::efficiency(double g) const { return eff_max * g / (g + gemm_half_gflop); }
+double Calibration::efficiency(double g) const {
+  return eff_max * g / (g + gemm_half_gflop);
+}
 
 std::string layout_problem(const ModelSpec& s, const Layout& l) {
   const cli::ModelArgs& m = s.model;
@@ -92,8 +94,8 @@ StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c,
   // backward (2/3 of a micro-batch's compute) is exposed. ZeRO-1 reduce-scatters, then all-gathers 16-bit params.
   const double params = double(p.memory.params_on_rank);
   const double grad_bytes = params * 4.0, param_bytes = params * ((spec.bf16 || spec.fp16) ? 2.0 : 4.0);
-  double dp_total = spec.zero_stage >= 1 ? ring_gather_ms(grad_bytes, l.dp, dp_bw)
-                                         : ring_allreduce_ms(grad_bytes, l.dp, dp_bw);
+  double dp_total =
+      spec.zero_stage >= 1 ? ring_gather_ms(grad_bytes, l.dp, dp_bw) : ring_allreduce_ms(grad_bytes, l.dp, dp_bw);
   const double last_backward = per_stage_busy / M * 2.0 / 3.0;
   p.dp_comm_ms = dp_total - std::min(cal.dp_overlap * dp_total, last_backward);
   if (spec.zero_stage >= 1) p.zero_gather_ms = ring_gather_ms(param_bytes, l.dp, dp_bw);

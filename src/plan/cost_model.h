@@ -12,9 +12,9 @@ namespace megaton::plan {
 
 /// What is trained: the model flags (Megatron's), the vocabulary, the global batch and the precision.
 struct ModelSpec {
-  cli::ModelArgs model;     // validated (cli::validate_model): ffn and kv channels filled
-  int64_t vocab = 50257;    // tokenizer vocabulary, padded per TP (--vocab-size) ...
-  int64_t padded_vocab = 0; // ... or exactly this (--padded-vocab), when > 0
+  cli::ModelArgs model;      // validated (cli::validate_model): ffn and kv channels filled
+  int64_t vocab = 50257;     // tokenizer vocabulary, padded per TP (--vocab-size) ...
+  int64_t padded_vocab = 0;  // ... or exactly this (--padded-vocab), when > 0
   int global_batch = 0;
   bool bf16 = true;
   bool fp16 = false;
@@ -32,15 +32,16 @@ struct Layout {
   std::string name() const;  // "TP2xPP4xDP8"
 };
 
-/// The fitted constants (plan/calibration.h fits them to measured iterations).
+/// The fitted constants (plan/calibration.h fits them to measured iterations). The defaults are the fit to the two
+/// measured H200 points (perf/results/2026-12-02-h200/sweep.csv, docs/plan.md).
 struct Calibration {
-  double eff_max = 0.80;         // GEMM efficiency (fraction of peak) reached by large per-GPU GEMMs
-  double gemm_half_gflop = 20.0; // per-GPU GEMM size (GFLOP of one MLP GEMM of a micro-batch) reaching eff_max / 2
-  double layer_overhead_ms = 0.05;  // fixed cost per layer and micro-batch on a rank (launches, dispatch), fwd+bwd
-  double optimizer_ns_per_param = 0.1;  // per-parameter work of the step: Adam, grad zeroing, norm, casts
-  double fixed_ms = 1.0;         // per-iteration constant (loss, logging, scheduler)
-  double dp_overlap = 0.5;       // fraction of the DP gradient reduction that can hide behind the last backward
-  std::string source = "built-in defaults";
+  double eff_max = 0.882;                  // GEMM efficiency (fraction of peak) approached by large per-GPU GEMMs
+  double gemm_half_gflop = 393.0;          // per-GPU GEMM size (GFLOP of one MLP GEMM of a micro-batch) at eff_max / 2
+  double layer_overhead_ms = 0.0506;       // fixed cost per layer and micro-batch on a rank (launches), fwd+bwd
+  double optimizer_ns_per_param = 0.0324;  // per-parameter work of the step: Adam, grad zeroing, norm, casts
+  double fixed_ms = 1.06;                  // per-iteration constant (loss, logging, scheduler)
+  double dp_overlap = 0.5;  // fraction of the DP gradient reduction that can hide behind the last backward
+  std::string source = "built-in: fitted to perf/results/2026-12-02-h200/sweep.csv";
 
   /// Achieved fraction of peak for a per-GPU GEMM of `gflop` GFLOP: eff_max * g / (g + gemm_half_gflop).
   double efficiency(double gemm_gflop) const;
@@ -53,21 +54,21 @@ struct StepPrediction {
   double usable_gib = 0;
   bool fits = false;
   int num_micro_batches = 0;
-  double model_flops = 0;      // Megatron's formula for the global batch, no recomputation
-  double hardware_flops = 0;   // x 4/3 with recomputation
-  double gemm_gflop = 0;       // the per-GPU GEMM size the efficiency is read at
+  double model_flops = 0;     // Megatron's formula for the global batch, no recomputation
+  double hardware_flops = 0;  // x 4/3 with recomputation
+  double gemm_gflop = 0;      // the per-GPU GEMM size the efficiency is read at
   double efficiency = 0;
-  double compute_ms = 0;       // hardware FLOPs per GPU / (efficiency x peak)
-  double overhead_ms = 0;      // layer_overhead_ms x layers per stage x micro-batches
-  double bubble_ms = 0;        // (PP - 1) / M x (compute + overhead)
-  double tp_comm_ms = 0;       // TP all-reduces of [s, b, h] per layer over the intra-node link
-  double pp_p2p_ms = 0;        // activations and their gradients between stages
-  double dp_comm_ms = 0;       // exposed part of the DP gradient all-reduce / reduce-scatter
-  double zero_gather_ms = 0;   // ZeRO-1: all-gather of the updated parameters
-  double embedding_ms = 0;     // PP > 1: the tied embedding's gradient all-reduce between first and last stage
-  double optimizer_ms = 0;     // optimizer_ns_per_param x parameters stepped by this rank + fixed_ms
+  double compute_ms = 0;      // hardware FLOPs per GPU / (efficiency x peak)
+  double overhead_ms = 0;     // layer_overhead_ms x layers per stage x micro-batches
+  double bubble_ms = 0;       // (PP - 1) / M x (compute + overhead)
+  double tp_comm_ms = 0;      // TP all-reduces of [s, b, h] per layer over the intra-node link
+  double pp_p2p_ms = 0;       // activations and their gradients between stages
+  double dp_comm_ms = 0;      // exposed part of the DP gradient all-reduce / reduce-scatter
+  double zero_gather_ms = 0;  // ZeRO-1: all-gather of the updated parameters
+  double embedding_ms = 0;    // PP > 1: the tied embedding's gradient all-reduce between first and last stage
+  double optimizer_ms = 0;    // optimizer_ns_per_param x parameters stepped by this rank + fixed_ms
   double total_ms = 0;
-  double tflops_per_gpu = 0;   // model FLOPs / (total time x world), as the training log reports
+  double tflops_per_gpu = 0;  // model FLOPs / (total time x world), as the training log reports
   double tokens_per_s = 0;
 };
 

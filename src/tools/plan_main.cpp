@@ -76,8 +76,8 @@ int run_check(const std::string& file, const plan::Calibration& given, bool have
       loo_sum += std::fabs(e2), loo_worst = std::max(loo_worst, std::fabs(e2));
       loo_pred = fmt("%.1f", ms), loo_err = fmt("%+.1f%%", 100 * e2);
     }
-    std::snprintf(buf, sizeof(buf), "%-44s %10.1f %10.1f %+7.1f%% %10s %8s %9.2f %9s\n", p.label.c_str(),
-                  p.ms_per_iter, pr.total_ms, 100 * err, loo_pred.c_str(), loo_err.c_str(), pr.memory.total_gib(),
+    std::snprintf(buf, sizeof(buf), "%-44s %10.1f %10.1f %+7.1f%% %10s %8s %9.2f %9s\n", p.label.c_str(), p.ms_per_iter,
+                  pr.total_ms, 100 * err, loo_pred.c_str(), loo_err.c_str(), pr.memory.total_gib(),
                   p.peak_mem_gib > 0 ? fmt("%.2f", p.peak_mem_gib).c_str() : "-");
     os << buf;
   }
@@ -108,6 +108,7 @@ int run_plan(int argc, const char* const* argv) {
   bool bf16 = false, fp16 = false;
   po::options_description d;
   cli::add_model_options(d, model);
+  // clang-format off
   d.add_options()
       ("vocab-size", po::value(&spec.vocab)->default_value(spec.vocab), "tokenizer vocabulary, padded per TP as "
        "Megatron does (--make-vocab-size-divisible-by x TP)")
@@ -141,6 +142,7 @@ int run_plan(int argc, const char* const* argv) {
        "largest micro-batch size tried")
       ("recompute", po::value(&recompute)->default_value(recompute), "both | on | off: activation recomputation")
       ("top", po::value(&top)->default_value(top), "rows of the table (0 = all)");
+  // clang-format on
   if (!cli::parse_args("plan",
                        "megaton plan: predict memory per GPU and time per iteration of parallel layouts\n"
                        "  megaton plan --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
@@ -195,11 +197,13 @@ int run_plan(int argc, const char* const* argv) {
                 "model: %d layers, hidden %d, %d heads, ffn %d, seq %d, vocab %lld, global batch %d, %s, ZeRO-%d\n"
                 "cluster: %d node(s) x %d GPU(s), %.0f GiB each (%.1f reserved), peak %.0f TFLOP/s, links %.0f / %.0f "
                 "GB/s inside / between nodes\n",
-                model.num_layers, model.hidden_size, model.num_attention_heads, model.ffn_hidden_size,
-                model.seq_length, static_cast<long long>(spec.padded_vocab > 0 ? spec.padded_vocab : spec.vocab),
-                spec.global_batch, bf16 ? "bf16" : fp16 ? "fp16" : "fp32", spec.zero_stage, cluster.nodes,
-                cluster.gpus_per_node, cluster.gpu_memory_gib, cluster.memory_reserve_gib, cluster.peak_tflops,
-                cluster.intra_node_gbps, cluster.inter_node_gbps);
+                model.num_layers, model.hidden_size, model.num_attention_heads, model.ffn_hidden_size, model.seq_length,
+                static_cast<long long>(spec.padded_vocab > 0 ? spec.padded_vocab : spec.vocab), spec.global_batch,
+                bf16   ? "bf16"
+                : fp16 ? "fp16"
+                       : "fp32",
+                spec.zero_stage, cluster.nodes, cluster.gpus_per_node, cluster.gpu_memory_gib,
+                cluster.memory_reserve_gib, cluster.peak_tflops, cluster.intra_node_gbps, cluster.inter_node_gbps);
   os << buf;
   print_calibration(cal, os);
   std::snprintf(buf, sizeof(buf), "%4s  %-16s %4s %5s %3s %10s %5s %11s %11s %6s\n", "rank", "layout", "mb", "M", "rc",
