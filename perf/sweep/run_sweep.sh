@@ -5,7 +5,7 @@
 #   BUILD    build directory holding megaton (default: build, or build-gpu when it exists and has a CUDA megaton)
 #   MACHINE  name in the results (default: the GPU's name, e.g. h200, else cpu-<cores>core)
 #   MPIRUN   launcher for multi-rank configurations (default mpirun; --oversubscribe is added)
-#   DATA     a Megatron dataset prefix (default: random tokens written under OUTDIR/.data)
+#   DATA     a Megatron dataset prefix (default: random tokens in a temporary directory)
 #   PEER     the peer script (default perf/gpu/torch_gpt_bench.py); PEER_PYTHON the Python with torch (python3)
 #   PYTHON   the Python running sweep.py (default python3, or /usr/bin/python3 when only it has matplotlib)
 set -euo pipefail

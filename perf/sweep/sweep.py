@@ -7,7 +7,7 @@
   sweep.py _rss OUT -- CMD...     (internal) run CMD, write the peak RSS of its largest process (KiB) to OUT
 
 Environment: MEGATON (the binary, default build/megaton), MPIRUN (default mpirun), DATA (a Megatron dataset prefix;
-default: random tokens below the smallest vocab of CONFIGS, written to OUTDIR/.data), PEER (the PyTorch peer script, default perf/gpu/torch_gpt_bench.py), PEER_PYTHON (the Python with torch), MACHINE (a name for the
+default: random tokens below the smallest vocab of CONFIGS, in a temporary directory), PEER (the PyTorch peer script, default perf/gpu/torch_gpt_bench.py), PEER_PYTHON (the Python with torch), MACHINE (a name for the
 results directory). Python standard library only, plus matplotlib (Debian python3-matplotlib) for the PNG.
 """
 import csv
@@ -215,11 +215,14 @@ def run(configs_path, outdir):
     configs = parse_configs(configs_path)
     os.makedirs(outdir, exist_ok=True)
     if not os.environ.get("DATA"):
+        import atexit
+        import shutil
+        import tempfile
         vocab = min(min(int(c["vocab"]) for c in configs), 65535)
-        os.environ["DATA"] = os.path.join(outdir, ".data", "synth_text_document")
-        os.makedirs(os.path.dirname(os.environ["DATA"]), exist_ok=True)
-        if not os.path.exists(os.environ["DATA"] + ".idx"):
-            make_data(os.environ["DATA"], vocab)
+        tmp = tempfile.mkdtemp(prefix="megaton-sweep-data-")
+        atexit.register(shutil.rmtree, tmp, True)
+        os.environ["DATA"] = os.path.join(tmp, "synth_text_document")
+        make_data(os.environ["DATA"], vocab)
     machine = os.environ.get("MACHINE", "unknown")
     today = datetime.date.today().isoformat()
     cores = cpu_count()
