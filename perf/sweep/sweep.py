@@ -322,7 +322,7 @@ def finish(outdir):
         return
     labels = [f"{r['config']}\nTP{r['tp']} PP{r['pp']} DP{r['dp']} mb{r['micro_batch_size']}"
               + (" rc" if r["recompute"] == "1" else "") for r in ok]
-    fig, axes = plt.subplots(1, 3, figsize=(max(10, 1.6 * len(ok) * 1.5), 4.5))
+    fig, axes = plt.subplots(3, 1, figsize=(max(7, 0.75 * len(ok) + 2), 12))
     x = range(len(ok))
     for ax, key, peer_key, title, scale in (
             (axes[0], "ms_per_iter", "peer_ms_per_iter", "ms / iteration", 1),
