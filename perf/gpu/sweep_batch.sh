@@ -8,7 +8,8 @@
 # With this workplace's device tool:
 #   git archive --format=tar HEAD > .deps/src.tar
 #   run(command="bash perf/gpu/sweep_batch.sh $OUT 540", carry=[".deps/debs", ".deps/fallback", ".deps/src.tar"])
-# then copy $OUT/sweep/ to perf/results/<date>-h200/ (sweep.csv, .json, .png, logs) and commit.
+# then copy $OUT/sweep/ to perf/results/<date>-h200/ (sweep.csv, .json, .png, logs) and commit. When the GPU node's
+# Python has no matplotlib, sweep.png is missing: `/usr/bin/python3 perf/sweep/sweep.py plot perf/results/<dir>` here.
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: sweep_batch.sh OUTDIR [BUDGET_S] [CONFIGS]}")
 BUDGET_S=${2:-540}
