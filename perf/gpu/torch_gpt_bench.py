@@ -1,7 +1,8 @@
 # Copy of the peer anchor /work/shared/peers/torch_gpt_bench.py (a plain PyTorch GPT training step, bf16, SDPA flash
 # attention, fused AdamW), kept here because ../shared does not travel to the GPU machine. Only change: the configs to
 # run can be picked on the command line, e.g. `python3 perf/gpu/torch_gpt_bench.py 124M 1.3B`; names: 124M, 350M,
-# 1.3B, 1.3B-compile, 124M-compile; no argument runs all five, in the peer's order.
+# 1.3B, 1.3B-compile, 124M-compile, or custom:L,h,heads,S,B for any dims; no argument runs the five named ones, in
+# the peer's order.
 # Anchor: a plain PyTorch GPT (Megatron-style dims) training step, bf16, SDPA flash attention, fused AdamW.
 import math, time, sys, torch, torch.nn as nn, torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = True
@@ -57,6 +58,10 @@ CONFIGS = {  # name -> the peer's run(...) arguments, in the peer's order
     "124M-compile": (("gpt2-124M", 12, 768, 12, 1024, 32), {"compile": True}),
 }
 wanted = sys.argv[1:] or list(CONFIGS)
+for w in wanted:  # custom:L,h,heads,S,B — any dims (used by perf/sweep/sweep.py)
+    if w.startswith("custom:"):
+        L, h, nh, S, B = (int(x) for x in w[len("custom:"):].split(","))
+        CONFIGS[w] = ((f"custom-L{L}-h{h}", L, h, nh, S, B), {})
 for w in wanted:
     if w not in CONFIGS:
         sys.exit(f"torch_gpt_bench.py: unknown config '{w}'; expected one of {', '.join(CONFIGS)}")

@@ -51,11 +51,14 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
   const double opt_bytes = (prec.fp16 || prec.bf16) ? 12.0 : 8.0;  // master copy only in mixed precision
   e.optimizer_gib = e.params_on_rank * opt_bytes / (p.zero_stage >= 1 ? dp : 1) / gib;
   // Activations per layer and micro-batch (Korthikanti et al. 2022, no sequence parallelism, fused attention so the
-  // s^2 score term is not stored): s b h (10 + 24/t) bytes in 16-bit; recomputation keeps only the layer input.
+  // s^2 score term is not stored): s b h (10 + 24/t) bytes in 16-bit. Recomputation keeps only each layer's input
+  // (2 s b h) and, while one layer is recomputed in backward, that layer's full set once.
   const double s = m.seq_length, b = t.micro_batch_size, h = m.hidden_size;
-  const double per_layer = m.checkpoint_activations ? 2.0 * s * b * h : s * b * h * (10.0 + 24.0 / tp);
+  const double full_layer = s * b * h * (10.0 + 24.0 / tp);
+  const double per_layer = m.checkpoint_activations ? 2.0 * s * b * h : full_layer;
   const int in_flight = std::min(pp, std::max(1, t.num_micro_batches));  // 1F1B: first stage holds pp micro-batches
-  e.activations_gib = per_layer * first_stage_layers * in_flight * (wbytes / 2.0) / gib +
+  e.activations_gib = (per_layer * first_stage_layers * in_flight + (m.checkpoint_activations ? full_layer : 0.0)) *
+                          (wbytes / 2.0) / gib +
                       s * b * double(V) / tp * 4.0 / gib;  // fp32 logits of the last stage (upper bound)
   return e;
 }

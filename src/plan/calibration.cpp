@@ -1,0 +1,174 @@
+#include "plan/calibration.h"
+
+#include <cmath>
+#include <fstream>
+#include <map>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace megaton::plan {
+
+namespace {
+
+std::vector<std::string> split_csv_line(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cell;
+  std::istringstream is(line);
+  while (std::getline(is, cell, ',')) out.push_back(cell);
+  if (!line.empty() && line.back() == ',') out.emplace_back();
+  return out;
+}
+
+class Row {
+ public:
+  Row(const std::map<std::string, size_t>& cols, std::vector<std::string> cells, std::string where)
+      : cols_(cols), cells_(std::move(cells)), where_(std::move(where)) {}
+  std::string text(const std::string& name, const std::string& dflt = "") const {
+    auto it = cols_.find(name);
+    if (it == cols_.end() || it->second >= cells_.size()) return dflt;
+    return cells_[it->second];
+  }
+  double num(const std::string& name, double dflt = NAN) const {
+    const std::string t = text(name);
+    if (t.empty()) {
+      MEGATON_CHECK(!std::isnan(dflt), DataError, where_, ": column '", name, "' is empty or missing");
+      return dflt;
+    }
+    try {
+      size_t used = 0;
+      const double v = std::stod(t, &used);
+      if (used == t.size()) return v;
+    } catch (const std::exception&) {
+    }
+    throw DataError(str(where_, ": column '", name, "': '", t, "' is not a number"));
+  }
+
+ private:
+  const std::map<std::string, size_t>& cols_;
+  std::vector<std::string> cells_;
+  std::string where_;
+};
+
+// The fitted constants in log space.
+constexpr int kParams = 5;
+void to_vec(const Calibration& c, double* x) {
+  x[0] = std::log(c.eff_max), x[1] = std::log(c.gemm_half_gflop), x[2] = std::log(c.layer_overhead_ms);
+  x[3] = std::log(c.optimizer_ns_per_param), x[4] = std::log(c.fixed_ms);
+}
+Calibration from_vec(const double* x, const Calibration& base) {
+  Calibration c = base;
+  c.eff_max = std::min(1.0, std::exp(x[0]));
+  c.gemm_half_gflop = std::exp(x[1]), c.layer_overhead_ms = std::exp(x[2]);
+  c.optimizer_ns_per_param = std::exp(x[3]), c.fixed_ms = std::exp(x[4]);
+  return c;
+}
+
+}  // namespace
+
+std::vector<MeasuredPoint> read_measured_points(const std::string& path, const std::string& flag) {
+  std::ifstream in(path);
+  MEGATON_CHECK(in.good(), UsageError, flag, ": cannot open '", path, "'");
+  std::string line;
+  MEGATON_CHECK(static_cast<bool>(std::getline(in, line)), UsageError, flag, ": '", path, "' is empty");
+  std::map<std::string, size_t> cols;
+  const auto header = split_csv_line(line);
+  for (size_t i = 0; i < header.size(); ++i) cols[header[i]] = i;
+  for (const char* need : {"num_layers", "hidden_size", "num_attention_heads", "seq_length", "global_batch_size",
+                           "micro_batch_size", "tp", "pp", "dp", "ms_per_iter", "peak_tflops"})
+    MEGATON_CHECK(cols.count(need), UsageError, flag, ": '", path, "' has no column '", need,
+                  "' (expected the CSV of perf/sweep/run_sweep.sh)");
+  std::vector<MeasuredPoint> out;
+  int lineno = 1;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (line.empty() || line[0] == '#') continue;
+    Row r(cols, split_csv_line(line), str(path, ":", lineno));
+    if (r.text("status", "ok") != "ok" || r.text("ms_per_iter").empty()) continue;
+    MeasuredPoint p;
+    cli::ModelArgs& m = p.spec.model;
+    m.num_layers = int(r.num("num_layers")), m.hidden_size = int(r.num("hidden_size"));
+    m.num_attention_heads = int(r.num("num_attention_heads")), m.seq_length = int(r.num("seq_length"));
+    m.ffn_hidden_size = int(r.num("ffn_hidden_size", 0));
+    try {
+      cli::validate_model(m);
+    } catch (const UsageError& e) {
+      throw DataError(str(path, ":", lineno, ": ", e.what()));
+    }
+    p.spec.vocab = int64_t(r.num("vocab_size", 50257));
+    p.spec.padded_vocab = int64_t(r.num("padded_vocab", 0));
+    p.spec.global_batch = int(r.num("global_batch_size"));
+    const std::string precision = r.text("precision", "bf16");
+    p.spec.bf16 = precision == "bf16", p.spec.fp16 = precision == "fp16";
+    p.spec.zero_stage = int(r.num("zero_stage", 0));
+    p.layout.tp = int(r.num("tp")), p.layout.pp = int(r.num("pp")), p.layout.dp = int(r.num("dp"));
+    p.layout.micro_batch = int(r.num("micro_batch_size"));
+    const std::string rc = r.text("recompute", "0");
+    p.layout.recompute = rc == "1" || rc == "on" || rc == "true";
+    const std::string problem = layout_problem(p.spec, p.layout);
+    MEGATON_CHECK(problem.empty(), DataError, path, ":", lineno, ": ", p.layout.name(), " mb", p.layout.micro_batch,
+                  ": ", problem);
+    p.cluster.peak_tflops = r.num("peak_tflops");
+    p.cluster.gpus_per_node = int(r.num("gpus_per_node", p.layout.world()));
+    p.cluster.nodes = int(r.num("nodes", 1));
+    p.cluster.intra_node_gbps = r.num("intra_node_gbps", 360.0);
+    p.cluster.inter_node_gbps = r.num("inter_node_gbps", 50.0);
+    p.cluster.gpu_memory_gib = r.num("gpu_memory_gib", 1e6);
+    p.ms_per_iter = r.num("ms_per_iter");
+    MEGATON_CHECK(p.ms_per_iter > 0, DataError, path, ":", lineno, ": ms_per_iter must be > 0");
+    p.tflops_per_gpu = r.num("model_tflops_per_gpu", 0);
+    p.peak_mem_gib = r.num("peak_mem_mib", 0) / 1024.0;
+    p.label = str(r.text("machine", "?"), " ", r.text("config", "?"), " ", p.layout.name(), " mb", p.layout.micro_batch,
+                  p.layout.recompute ? " rc" : "");
+    out.push_back(std::move(p));
+  }
+  MEGATON_CHECK(!out.empty(), UsageError, flag, ": '", path, "' has no measured row (status ok with ms_per_iter)");
+  return out;
+}
+
+double relative_error(const MeasuredPoint& p, const Calibration& cal) {
+  const StepPrediction pr = predict(p.spec, p.layout, p.cluster, cal);
+  return (pr.total_ms - p.ms_per_iter) / p.ms_per_iter;
+}
+
+Calibration fit_calibration(const std::vector<MeasuredPoint>& points, const Calibration& start) {
+  MEGATON_ASSERT(!points.empty(), "fit_calibration needs points");
+  double x0[kParams], x[kParams];
+  to_vec(start, x0);
+  to_vec(start, x);
+  const double prior = 1e-3;  // weak: only decides among fits that are equally good
+  auto loss = [&](const double* v) {
+    const Calibration c = from_vec(v, start);
+    double sum = 0;
+    for (const auto& p : points) {
+      const double r = std::log(predict(p.spec, p.layout, p.cluster, c).total_ms / p.ms_per_iter);
+      sum += r * r;
+    }
+    for (int i = 0; i < kParams; ++i) sum += prior * (v[i] - x0[i]) * (v[i] - x0[i]);
+    return sum;
+  };
+  // Pattern search in log space: try +-step on each constant, keep improvements, halve the step when none helps.
+  double best = loss(x);
+  for (double step = 2.0; step > 1e-4;) {
+    bool improved = false;
+    for (int i = 0; i < kParams; ++i) {
+      for (double dir : {1.0, -1.0}) {
+        double y[kParams];
+        std::copy(x, x + kParams, y);
+        y[i] += dir * step;
+        if (i == 0 && y[0] > 0) y[0] = 0;  // eff_max <= 1
+        const double l = loss(y);
+        if (l < best - 1e-15) {
+          best = l, std::copy(y, y + kParams, x), improved = true;
+          break;
+        }
+      }
+    }
+    if (!improved) step /= 2;
+  }
+  Calibration c = from_vec(x, start);
+  c.source = str("fitted to ", points.size(), " measured point", points.size() == 1 ? "" : "s");
+  return c;
+}
+
+}  // namespace megaton::plan

@@ -1,0 +1,87 @@
+// The explicit cost model of `megaton plan` (docs/plan.md): memory per GPU (train::estimate_memory) and the time of
+// one iteration as a sum of named terms, for one model, one parallel layout and one cluster.
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "cli/arguments.h"
+#include "plan/cluster.h"
+#include "train/layout_estimate.h"
+
+namespace megaton::plan {
+
+/// What is trained: the model flags (Megatron's), the vocabulary, the global batch and the precision.
+struct ModelSpec {
+  cli::ModelArgs model;      // validated (cli::validate_model): ffn and kv channels filled
+  int64_t vocab = 50257;     // tokenizer vocabulary, padded per TP (--vocab-size) ...
+  int64_t padded_vocab = 0;  // ... or exactly this (--padded-vocab), when > 0
+  int global_batch = 0;
+  bool bf16 = true;
+  bool fp16 = false;
+  int zero_stage = 0;
+  int64_t padded_vocab_for(int tp) const;
+};
+
+/// One candidate: how the world is cut and what each rank runs.
+struct Layout {
+  int tp = 1, pp = 1, dp = 1;
+  int micro_batch = 1;
+  bool recompute = false;
+  int world() const { return tp * pp * dp; }
+  int num_micro_batches(int global_batch) const { return global_batch / (micro_batch * dp); }
+  std::string name() const;  // "TP2xPP4xDP8"
+};
+
+/// The fitted constants (plan/calibration.h fits them to measured iterations). The defaults are the fit to the two
+/// measured H200 points (perf/results/2026-12-02-h200/sweep.csv, docs/plan.md).
+struct Calibration {
+  double eff_max = 0.882;                  // GEMM efficiency (fraction of peak) approached by large per-GPU GEMMs
+  double gemm_half_gflop = 393.0;          // per-GPU GEMM size (GFLOP of one MLP GEMM of a micro-batch) at eff_max / 2
+  double layer_overhead_ms = 0.0506;       // fixed cost per layer and micro-batch on a rank (launches), fwd+bwd
+  double optimizer_ns_per_param = 0.0324;  // per-parameter work of the step: Adam, grad zeroing, norm, casts
+  double fixed_ms = 1.06;                  // per-iteration constant (loss, logging, scheduler)
+  double dp_overlap = 0.5;  // fraction of the DP gradient reduction that can hide behind the last backward
+  std::string source = "built-in: fitted to perf/results/2026-12-02-h200/sweep.csv";
+
+  /// Achieved fraction of peak for a per-GPU GEMM of `gflop` GFLOP: eff_max * g / (g + gemm_half_gflop).
+  double efficiency(double gemm_gflop) const;
+};
+
+/// Every term of one prediction, in milliseconds per iteration, and the memory estimate.
+struct StepPrediction {
+  Layout layout;
+  train::MemoryEstimate memory;
+  double usable_gib = 0;
+  bool fits = false;
+  int num_micro_batches = 0;
+  double model_flops = 0;     // Megatron's formula for the global batch, no recomputation
+  double hardware_flops = 0;  // x 4/3 with recomputation
+  double gemm_gflop = 0;      // the per-GPU GEMM size the efficiency is read at
+  double efficiency = 0;
+  double compute_ms = 0;      // hardware FLOPs per GPU / (efficiency x peak)
+  double overhead_ms = 0;     // layer_overhead_ms x layers per stage x micro-batches
+  double bubble_ms = 0;       // (PP - 1) / M x (compute + overhead)
+  double tp_comm_ms = 0;      // TP all-reduces of [s, b, h] per layer over the intra-node link
+  double pp_p2p_ms = 0;       // activations and their gradients between stages
+  double dp_comm_ms = 0;      // exposed part of the DP gradient all-reduce / reduce-scatter
+  double zero_gather_ms = 0;  // ZeRO-1: all-gather of the updated parameters
+  double embedding_ms = 0;    // PP > 1: the tied embedding's gradient all-reduce between first and last stage
+  double optimizer_ms = 0;    // optimizer_ns_per_param x parameters stepped by this rank + fixed_ms
+  double total_ms = 0;
+  double tflops_per_gpu = 0;  // model FLOPs / (total time x world), as the training log reports
+  double tokens_per_s = 0;
+};
+
+/// Megatron's divisibility rules for a layout (heads % TP, ffn % TP, layers % PP, global batch % (mb x DP)); returns
+/// "" when valid, else the reason.
+std::string layout_problem(const ModelSpec& spec, const Layout& l);
+
+/// Predicts one layout (which must be valid) on `cluster` with `cal`.
+StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& cluster, const Calibration& cal);
+
+/// Time of a ring all-reduce of `bytes` over `group` ranks at bus bandwidth `gbps` (GB/s): 2(g-1)/g x bytes / bw.
+double ring_allreduce_ms(double bytes, int group, double gbps);
+/// Reduce-scatter or all-gather: (g-1)/g x bytes / bw.
+double ring_gather_ms(double bytes, int group, double gbps);
+
+}  // namespace megaton::plan
