@@ -1,6 +1,7 @@
 #!/bin/bash
 # megaton train at TP x PP x DP = 2x2x2, PP=4, DP=4 (with and without ZeRO-1) reproduces the loss curve of the
-# single-rank run for 20 iterations within 1e-5 (fp32, same seed and data; global batch 16 in every layout).
+# single-rank run for 20 iterations within 1e-5 (fp32, same seed and data; global batch 16 in every layout); so does
+# TP=2 with --sync-tp-duplicated-parameters.
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/scripts/train_lib.sh"
@@ -39,6 +40,7 @@ check() {  # name np flags...
 check tp2pp2dp2 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
 check pp4 4 --pipeline-model-parallel-size 4
 check dp4 4
+check tp2-sync-tp-duplicated 2 --tensor-model-parallel-size 2 --sync-tp-duplicated-parameters
 check dp4zero1 4 --zero-stage 1
 grep -q "ZeRO-1 shard 1/4" "$work/dp4zero1.log" || { echo "no ZeRO-1 memory report"; exit 1; }
 echo "PASS"
