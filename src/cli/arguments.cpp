@@ -20,147 +20,135 @@ po::typed_value<std::string>* sval(std::string& field) {
 }  // namespace
 
 void add_model_options(po::options_description& d, ModelArgs& a) {
-  d.add_options()
-      ("num-layers", val(a.num_layers), "number of transformer layers (required)")
-      ("hidden-size", val(a.hidden_size), "transformer hidden size (required)")
-      ("ffn-hidden-size", val(a.ffn_hidden_size), "MLP hidden size; 0 = 4 x hidden")
-      ("num-attention-heads", val(a.num_attention_heads), "attention heads (required)")
-      ("kv-channels", val(a.kv_channels), "per-head dimension; 0 = hidden / heads")
-      ("max-position-embeddings", val(a.max_position_embeddings),
-       "learned position table size (absolute/alibi); 0 = --seq-length")
-      ("seq-length", val(a.seq_length), "sequence length (required for train)")
-      ("make-vocab-size-divisible-by", val(a.make_vocab_size_divisible_by),
-       "pad the vocabulary to a multiple of this x TP")
-      ("pad-vocab-size-to", val(a.pad_vocab_size_to), "pad the vocabulary to exactly this size")
-      ("layernorm-epsilon", val(a.layernorm_epsilon), "LayerNorm epsilon")
-      ("position-embedding-type", sval(a.position_embedding_type), "absolute | rotary | alibi")
-      ("embed-layernorm", po::bool_switch(&a.embed_layernorm), "LayerNorm after the word embedding (BLOOM)")
-      ("glu-activation", sval(a.glu_activation), "geglu | swiglu | reglu | liglu (MLP becomes gated)")
-      ("openai-gelu", po::bool_switch(&a.openai_gelu), "tanh-approximated GELU")
-      ("apply-residual-connection-post-layernorm", po::bool_switch(&a.apply_residual_connection_post_layernorm),
-       "residual taken after the LayerNorm (original BERT order)")
-      ("hidden-dropout", val(a.hidden_dropout), "dropout after attention/MLP output")
-      ("attention-dropout", val(a.attention_dropout), "dropout on attention probabilities")
-      ("init-method-std", val(a.init_method_std), "std of the normal init; output layers use std/sqrt(2L)")
-      ("init-method-xavier-uniform", po::bool_switch(&a.init_method_xavier_uniform), "xavier-uniform init")
-      ("checkpoint-activations", po::bool_switch(&a.checkpoint_activations), "recompute layer activations in backward")
-      ("checkpoint-num-layers", val(a.checkpoint_num_layers), "layers per recomputed chunk")
-      ("no-bias-gelu-fusion", po::bool_switch(&a.no_bias_gelu_fusion), "accepted for compatibility (GLU needs it)")
-      ("no-query-key-layer-scaling", po::bool_switch()->notifier([&a](bool v) {
-         if (v) a.apply_query_key_layer_scaling = false;
-       }),
-       "do not scale Q.K by 1/layer_number")
-      ("attention-softmax-in-fp32", po::bool_switch(&a.attention_softmax_in_fp32), "softmax in fp32")
-      ("untie-embeddings-and-output-weights", po::bool_switch(&a.untie_embeddings_and_output_weights),
-       "separate output projection instead of the tied word embedding");
+  d.add_options()("num-layers", val(a.num_layers), "number of transformer layers (required)")(
+      "hidden-size", val(a.hidden_size), "transformer hidden size (required)")(
+      "ffn-hidden-size", val(a.ffn_hidden_size), "MLP hidden size; 0 = 4 x hidden")(
+      "num-attention-heads", val(a.num_attention_heads), "attention heads (required)")(
+      "kv-channels", val(a.kv_channels), "per-head dimension; 0 = hidden / heads")(
+      "max-position-embeddings", val(a.max_position_embeddings),
+      "learned position table size (absolute/alibi); 0 = --seq-length")("seq-length", val(a.seq_length),
+                                                                        "sequence length (required for train)")(
+      "make-vocab-size-divisible-by", val(a.make_vocab_size_divisible_by),
+      "pad the vocabulary to a multiple of this x TP")("pad-vocab-size-to", val(a.pad_vocab_size_to),
+                                                       "pad the vocabulary to exactly this size")(
+      "layernorm-epsilon", val(a.layernorm_epsilon), "LayerNorm epsilon")(
+      "position-embedding-type", sval(a.position_embedding_type), "absolute | rotary | alibi")(
+      "embed-layernorm", po::bool_switch(&a.embed_layernorm), "LayerNorm after the word embedding (BLOOM)")(
+      "glu-activation", sval(a.glu_activation), "geglu | swiglu | reglu | liglu (MLP becomes gated)")(
+      "openai-gelu", po::bool_switch(&a.openai_gelu), "tanh-approximated GELU")(
+      "apply-residual-connection-post-layernorm", po::bool_switch(&a.apply_residual_connection_post_layernorm),
+      "residual taken after the LayerNorm (original BERT order)")("hidden-dropout", val(a.hidden_dropout),
+                                                                  "dropout after attention/MLP output")(
+      "attention-dropout", val(a.attention_dropout), "dropout on attention probabilities")(
+      "init-method-std", val(a.init_method_std), "std of the normal init; output layers use std/sqrt(2L)")(
+      "init-method-xavier-uniform", po::bool_switch(&a.init_method_xavier_uniform), "xavier-uniform init")(
+      "checkpoint-activations", po::bool_switch(&a.checkpoint_activations), "recompute layer activations in backward")(
+      "checkpoint-num-layers", val(a.checkpoint_num_layers), "layers per recomputed chunk")(
+      "no-bias-gelu-fusion", po::bool_switch(&a.no_bias_gelu_fusion), "accepted for compatibility (GLU needs it)")(
+      "no-query-key-layer-scaling", po::bool_switch()->notifier([&a](bool v) {
+        if (v) a.apply_query_key_layer_scaling = false;
+      }),
+      "do not scale Q.K by 1/layer_number")("attention-softmax-in-fp32", po::bool_switch(&a.attention_softmax_in_fp32),
+                                            "softmax in fp32")(
+      "untie-embeddings-and-output-weights", po::bool_switch(&a.untie_embeddings_and_output_weights),
+      "separate output projection instead of the tied word embedding");
 }
 
 void add_parallel_options(po::options_description& d, ParallelArgs& a) {
-  d.add_options()
-      ("tensor-model-parallel-size", val(a.tensor_model_parallel_size), "TP: ranks sharing each layer")
-      ("pipeline-model-parallel-size", val(a.pipeline_model_parallel_size), "PP: pipeline stages")
-      ("num-layers-per-virtual-pipeline-stage", val(a.num_layers_per_virtual_pipeline_stage),
-       "interleaved 1F1B: layers per virtual stage (0 = not interleaved)")
-      ("pp-partition-method", sval(a.pp_partition_method), "uniform | parameters | type:transformer")
-      ("zero-stage", val(a.zero_stage), "0 = none, 1 = shard optimizer state over DP")
-      ("distributed-backend", sval(a.distributed_backend), "nccl | mpi | auto")
-      ("distributed-timeout-minutes", val(a.distributed_timeout_minutes),
-       "abort the job when a collective waits longer than this")
-      ("device", sval(a.device), "auto | cuda | cpu")
-      ("dp-bucket-size-mb", val(a.dp_bucket_size_mb), "gradient all-reduce bucket size");
+  d.add_options()("tensor-model-parallel-size", val(a.tensor_model_parallel_size), "TP: ranks sharing each layer")(
+      "pipeline-model-parallel-size", val(a.pipeline_model_parallel_size), "PP: pipeline stages")(
+      "num-layers-per-virtual-pipeline-stage", val(a.num_layers_per_virtual_pipeline_stage),
+      "interleaved 1F1B: layers per virtual stage (0 = not interleaved)")(
+      "pp-partition-method", sval(a.pp_partition_method), "uniform | parameters | type:transformer")(
+      "zero-stage", val(a.zero_stage), "0 = none, 1 = shard optimizer state over DP")(
+      "distributed-backend", sval(a.distributed_backend), "nccl | mpi | auto")(
+      "distributed-timeout-minutes", val(a.distributed_timeout_minutes),
+      "abort the job when a collective waits longer than this")("device", sval(a.device), "auto | cuda | cpu")(
+      "dp-bucket-size-mb", val(a.dp_bucket_size_mb), "gradient all-reduce bucket size");
 }
 
 void add_training_options(po::options_description& d, TrainingArgs& a) {
-  d.add_options()
-      ("micro-batch-size", val(a.micro_batch_size), "samples per rank per micro-step (required)")
-      ("global-batch-size", val(a.global_batch_size), "samples per iteration; 0 = micro x DP")
-      ("rampup-batch-size", po::value<std::vector<int64_t>>(&a.rampup_batch_size)->multitoken(),
-       "START INCR SAMPLES: batch-size ramp-up (sample-based training only)")
-      ("train-iters", val(a.train_iters), "iterations to train (exclusive with --train-samples)")
-      ("train-samples", val(a.train_samples), "samples to train (exclusive with --train-iters)")
-      ("log-interval", val(a.log_interval), "iterations between log lines")
-      ("exit-interval", val(a.exit_interval), "save and exit when iteration %% N == 0")
-      ("exit-duration-in-mins", val(a.exit_duration_in_mins), "save and exit after this many minutes")
-      ("kill-switch-path", sval(a.kill_switch_path), "save and exit when this file exists")
-      ("skip-train-iteration-range", po::value<std::vector<std::string>>(&a.skip_train_iteration_range)->multitoken(),
-       "A-B ...: skip the data of these iterations")
-      ("eval-interval", val(a.eval_interval), "iterations between validation runs")
-      ("eval-iters", val(a.eval_iters), "batches per validation run")
-      ("eval-only", po::bool_switch(&a.eval_only), "only evaluate")
-      ("seed", val(a.seed), "random seed")
-      ("optimizer", sval(a.optimizer), "adam | sgd")
-      ("lr", val(a.lr), "peak learning rate")
-      ("min-lr", val(a.min_lr), "learning-rate floor")
-      ("lr-decay-style", sval(a.lr_decay_style), "constant | linear | cosine")
-      ("lr-decay-iters", val(a.lr_decay_iters), "decay span in iterations; 0 = --train-iters")
-      ("lr-decay-samples", val(a.lr_decay_samples), "decay span in samples; 0 = --train-samples")
-      ("lr-decay-tokens", val(a.lr_decay_tokens), "decay span in tokens")
-      ("lr-warmup-fraction", val(a.lr_warmup_fraction), "warm-up as a fraction of the decay span")
-      ("lr-warmup-iters", val(a.lr_warmup_iters), "warm-up iterations")
-      ("lr-warmup-samples", val(a.lr_warmup_samples), "warm-up samples")
-      ("override-lr-scheduler", po::bool_switch(&a.override_lr_scheduler), "ignore the checkpoint's LR schedule")
-      ("use-checkpoint-lr-scheduler", po::bool_switch(&a.use_checkpoint_lr_scheduler),
-       "take the LR schedule from the checkpoint")
-      ("weight-decay", val(a.weight_decay), "decoupled weight decay (AdamW)")
-      ("clip-grad", val(a.clip_grad), "clip the global gradient L2 norm to this; 0 = off")
-      ("adam-beta1", val(a.adam_beta1), "Adam beta1")
-      ("adam-beta2", val(a.adam_beta2), "Adam beta2")
-      ("adam-eps", val(a.adam_eps), "Adam epsilon")
-      ("sgd-momentum", val(a.sgd_momentum), "SGD momentum")
-      ("dry-run", po::bool_switch(&a.dry_run),
-       "print the resolved parallel layout, memory per GPU and model FLOPs per iteration, then exit");
+  d.add_options()("micro-batch-size", val(a.micro_batch_size), "samples per rank per micro-step (required)")(
+      "global-batch-size", val(a.global_batch_size), "samples per iteration; 0 = micro x DP")(
+      "rampup-batch-size", po::value<std::vector<int64_t>>(&a.rampup_batch_size)->multitoken(),
+      "START INCR SAMPLES: batch-size ramp-up (sample-based training only)")(
+      "train-iters", val(a.train_iters), "iterations to train (exclusive with --train-samples)")(
+      "train-samples", val(a.train_samples), "samples to train (exclusive with --train-iters)")(
+      "log-interval", val(a.log_interval), "iterations between log lines")("exit-interval", val(a.exit_interval),
+                                                                           "save and exit when iteration %% N == 0")(
+      "exit-duration-in-mins", val(a.exit_duration_in_mins), "save and exit after this many minutes")(
+      "kill-switch-path", sval(a.kill_switch_path), "save and exit when this file exists")(
+      "skip-train-iteration-range", po::value<std::vector<std::string>>(&a.skip_train_iteration_range)->multitoken(),
+      "A-B ...: skip the data of these iterations")(
+      "eval-interval", val(a.eval_interval), "iterations between validation runs")("eval-iters", val(a.eval_iters),
+                                                                                   "batches per validation run")(
+      "eval-only", po::bool_switch(&a.eval_only), "only evaluate")("seed", val(a.seed), "random seed")(
+      "optimizer", sval(a.optimizer), "adam | sgd")("lr", val(a.lr), "peak learning rate")(
+      "min-lr", val(a.min_lr), "learning-rate floor")("lr-decay-style", sval(a.lr_decay_style),
+                                                      "constant | linear | cosine")(
+      "lr-decay-iters", val(a.lr_decay_iters), "decay span in iterations; 0 = --train-iters")(
+      "lr-decay-samples", val(a.lr_decay_samples), "decay span in samples; 0 = --train-samples")(
+      "lr-decay-tokens", val(a.lr_decay_tokens), "decay span in tokens")(
+      "lr-warmup-fraction", val(a.lr_warmup_fraction), "warm-up as a fraction of the decay span")(
+      "lr-warmup-iters", val(a.lr_warmup_iters), "warm-up iterations")("lr-warmup-samples", val(a.lr_warmup_samples),
+                                                                       "warm-up samples")(
+      "override-lr-scheduler", po::bool_switch(&a.override_lr_scheduler), "ignore the checkpoint's LR schedule")(
+      "use-checkpoint-lr-scheduler", po::bool_switch(&a.use_checkpoint_lr_scheduler),
+      "take the LR schedule from the checkpoint")("weight-decay", val(a.weight_decay),
+                                                  "decoupled weight decay (AdamW)")(
+      "clip-grad", val(a.clip_grad), "clip the global gradient L2 norm to this; 0 = off")(
+      "adam-beta1", val(a.adam_beta1), "Adam beta1")("adam-beta2", val(a.adam_beta2), "Adam beta2")(
+      "adam-eps", val(a.adam_eps), "Adam epsilon")("sgd-momentum", val(a.sgd_momentum), "SGD momentum")(
+      "dry-run", po::bool_switch(&a.dry_run),
+      "print the resolved parallel layout, memory per GPU and model FLOPs per iteration, then exit");
 }
 
 void add_precision_options(po::options_description& d, PrecisionArgs& a) {
-  d.add_options()
-      ("fp16", po::bool_switch(&a.fp16), "fp16 weights and activations, fp32 master weights, loss scaling")
-      ("bf16", po::bool_switch(&a.bf16), "bf16 weights and activations, fp32 master weights")
-      ("loss-scale", val(a.loss_scale), "static loss scale; 0 = dynamic")
-      ("initial-loss-scale", val(a.initial_loss_scale), "initial dynamic loss scale")
-      ("min-loss-scale", val(a.min_loss_scale), "dynamic loss-scale floor")
-      ("loss-scale-window", val(a.loss_scale_window), "clean steps before the scale doubles")
-      ("hysteresis", val(a.hysteresis), "overflows tolerated before the scale halves");
+  d.add_options()("fp16", po::bool_switch(&a.fp16), "fp16 weights and activations, fp32 master weights, loss scaling")(
+      "bf16", po::bool_switch(&a.bf16), "bf16 weights and activations, fp32 master weights")(
+      "loss-scale", val(a.loss_scale), "static loss scale; 0 = dynamic")(
+      "initial-loss-scale", val(a.initial_loss_scale), "initial dynamic loss scale")(
+      "min-loss-scale", val(a.min_loss_scale), "dynamic loss-scale floor")(
+      "loss-scale-window", val(a.loss_scale_window), "clean steps before the scale doubles")(
+      "hysteresis", val(a.hysteresis), "overflows tolerated before the scale halves");
 }
 
 void add_checkpoint_options(po::options_description& d, CheckpointArgs& a) {
-  d.add_options()
-      ("save", sval(a.save), "checkpoint directory to save to")
-      ("load", sval(a.load), "checkpoint directory to resume from")
-      ("save-interval", val(a.save_interval), "iterations between checkpoints")
-      ("no-save-optim", po::bool_switch(&a.no_save_optim), "do not save optimizer state")
-      ("no-save-rng", po::bool_switch(&a.no_save_rng), "do not save RNG state")
-      ("no-load-optim", po::bool_switch(&a.no_load_optim), "do not load optimizer state")
-      ("no-load-rng", po::bool_switch(&a.no_load_rng), "do not load RNG state")
-      ("finetune", po::bool_switch(&a.finetune), "load weights only and start at iteration 0")
-      ("keep-last", val(a.keep_last), "keep only the newest K checkpoints; 0 = all");
+  d.add_options()("save", sval(a.save), "checkpoint directory to save to")(
+      "load", sval(a.load), "checkpoint directory to resume from")("save-interval", val(a.save_interval),
+                                                                   "iterations between checkpoints")(
+      "no-save-optim", po::bool_switch(&a.no_save_optim), "do not save optimizer state")(
+      "no-save-rng", po::bool_switch(&a.no_save_rng), "do not save RNG state")(
+      "no-load-optim", po::bool_switch(&a.no_load_optim), "do not load optimizer state")(
+      "no-load-rng", po::bool_switch(&a.no_load_rng), "do not load RNG state")(
+      "finetune", po::bool_switch(&a.finetune), "load weights only and start at iteration 0")(
+      "keep-last", val(a.keep_last), "keep only the newest K checkpoints; 0 = all");
 }
 
 void add_data_options(po::options_description& d, DataArgs& a) {
-  d.add_options()
-      ("data-path", po::value<std::vector<std::string>>(&a.data_path)->multitoken(),
-       "PREFIX, or W1 PREFIX1 W2 PREFIX2 ... to blend")
-      ("split", sval(a.split), "train,valid,test proportions (default 969, 30, 1)")
-      ("data-impl", sval(a.data_impl), "mmap (the only implementation; infer/lazy/cached are read as mmap)")
-      ("tokenizer-type", sval(a.tokenizer_type), "GPT2BPETokenizer | PretrainedFromHF")
-      ("tokenizer-name-or-path", sval(a.tokenizer_name_or_path), "directory holding tokenizer.json")
-      ("vocab-file", sval(a.vocab_file), "GPT-2 vocab.json / encoder.json")
-      ("merge-file", sval(a.merge_file), "GPT-2 merges.txt / vocab.bpe")
-      ("data-cache-path", sval(a.data_cache_path), "where sample indices are cached (default: next to the data)")
-      ("reset-position-ids", po::bool_switch(&a.reset_position_ids), "restart positions after each EOD")
-      ("reset-attention-mask", po::bool_switch(&a.reset_attention_mask), "no attention across EOD")
-      ("eod-mask-loss", po::bool_switch(&a.eod_mask_loss), "no loss on EOD tokens")
-      ("num-workers", val(a.num_workers), "data loader threads");
+  d.add_options()("data-path", po::value<std::vector<std::string>>(&a.data_path)->multitoken(),
+                  "PREFIX, or W1 PREFIX1 W2 PREFIX2 ... to blend")("split", sval(a.split),
+                                                                   "train,valid,test proportions (default 969, 30, 1)")(
+      "data-impl", sval(a.data_impl), "mmap (the only implementation; infer/lazy/cached are read as mmap)")(
+      "tokenizer-type", sval(a.tokenizer_type), "GPT2BPETokenizer | PretrainedFromHF")(
+      "tokenizer-name-or-path", sval(a.tokenizer_name_or_path), "directory holding tokenizer.json")(
+      "vocab-file", sval(a.vocab_file), "GPT-2 vocab.json / encoder.json")("merge-file", sval(a.merge_file),
+                                                                           "GPT-2 merges.txt / vocab.bpe")(
+      "data-cache-path", sval(a.data_cache_path), "where sample indices are cached (default: next to the data)")(
+      "reset-position-ids", po::bool_switch(&a.reset_position_ids), "restart positions after each EOD")(
+      "reset-attention-mask", po::bool_switch(&a.reset_attention_mask), "no attention across EOD")(
+      "eod-mask-loss", po::bool_switch(&a.eod_mask_loss), "no loss on EOD tokens")("num-workers", val(a.num_workers),
+                                                                                   "data loader threads");
 }
 
 void add_logging_options(po::options_description& d, LoggingArgs& a) {
-  d.add_options()
-      ("tensorboard-dir", sval(a.tensorboard_dir), "write TensorBoard event files here")
-      ("tensorboard-log-interval", val(a.tensorboard_log_interval), "iterations between TensorBoard points")
-      ("metrics-file", sval(a.metrics_file), "append one JSON line per logged iteration")
-      ("log-level", sval(a.log_level), "debug | info | warning | error | critical | passive")
-      ("log-timers-to-tensorboard", po::bool_switch(&a.log_timers_to_tensorboard), "timers to TensorBoard")
-      ("log-validation-ppl-to-tensorboard", po::bool_switch(&a.log_validation_ppl_to_tensorboard),
-       "validation perplexity to TensorBoard");
+  d.add_options()("tensorboard-dir", sval(a.tensorboard_dir), "write TensorBoard event files here")(
+      "tensorboard-log-interval", val(a.tensorboard_log_interval), "iterations between TensorBoard points")(
+      "metrics-file", sval(a.metrics_file), "append one JSON line per logged iteration")(
+      "log-level", sval(a.log_level), "debug | info | warning | error | critical | passive")(
+      "log-timers-to-tensorboard", po::bool_switch(&a.log_timers_to_tensorboard), "timers to TensorBoard")(
+      "log-validation-ppl-to-tensorboard", po::bool_switch(&a.log_validation_ppl_to_tensorboard),
+      "validation perplexity to TensorBoard");
 }
 
 void validate_model(ModelArgs& m) {
@@ -211,12 +199,21 @@ void validate_parallel(ParallelArgs& p, const ModelArgs& m, int world_size) {
   MEGATON_CHECK(m.num_layers >= pp, UsageError, "--num-layers (", m.num_layers,
                 ") must be >= --pipeline-model-parallel-size (", pp, ")");
   if (p.num_layers_per_virtual_pipeline_stage > 0) {
-    MEGATON_CHECK(pp > 2, UsageError, "--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size > 2 (got ",
-                  pp, ")");
+    // Megatron asks for PP > 2 because its batched 4-way p2p op mismatches messages between two ranks; ours keeps
+    // the forward and backward rings apart, so PP = 2 works (src/parallel/pipeline/schedules.h).
+    MEGATON_CHECK(pp >= 2, UsageError,
+                  "--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size >= 2 (got ", pp, ")");
     MEGATON_CHECK(m.num_layers % (pp * p.num_layers_per_virtual_pipeline_stage) == 0, UsageError, "--num-layers (",
-                  m.num_layers, ") must be divisible by --pipeline-model-parallel-size x "
-                  "--num-layers-per-virtual-pipeline-stage (", pp, " x ", p.num_layers_per_virtual_pipeline_stage, ")");
+                  m.num_layers,
+                  ") must be divisible by --pipeline-model-parallel-size x "
+                  "--num-layers-per-virtual-pipeline-stage (",
+                  pp, " x ", p.num_layers_per_virtual_pipeline_stage, ")");
+    MEGATON_CHECK(p.pp_partition_method != "parameters", UsageError,
+                  "--pp-partition-method parameters cannot be combined with --num-layers-per-virtual-pipeline-stage "
+                  "(every model chunk holds that many layers)");
   }
+  MEGATON_CHECK(p.num_layers_per_virtual_pipeline_stage >= 0, UsageError,
+                "--num-layers-per-virtual-pipeline-stage must be >= 0 (0 = not interleaved)");
   MEGATON_CHECK(p.pp_partition_method == "uniform" || p.pp_partition_method == "parameters" ||
                     p.pp_partition_method.rfind("type:", 0) == 0,
                 UsageError, "--pp-partition-method: expected uniform|parameters|type:transformer, got '",
@@ -243,7 +240,8 @@ void validate_training(TrainingArgs& t, const ParallelArgs& p) {
                   "one of --train-iters or --train-samples is required");
   }
   if (t.train_iters > 0) {
-    MEGATON_CHECK(t.lr_decay_samples == 0, UsageError, "--lr-decay-samples goes with --train-samples, not --train-iters");
+    MEGATON_CHECK(t.lr_decay_samples == 0, UsageError,
+                  "--lr-decay-samples goes with --train-samples, not --train-iters");
     MEGATON_CHECK(t.lr_warmup_samples == 0, UsageError,
                   "--lr-warmup-samples goes with --train-samples, not --train-iters");
     MEGATON_CHECK(t.rampup_batch_size.empty(), UsageError,
@@ -270,6 +268,20 @@ void validate_training(TrainingArgs& t, const ParallelArgs& p) {
     MEGATON_CHECK(start % (t.micro_batch_size * dp) == 0 && incr % (t.micro_batch_size * dp) == 0, UsageError,
                   "--rampup-batch-size START (", start, ") and INCR (", incr,
                   ") must be divisible by --micro-batch-size x data-parallel size (", t.micro_batch_size * dp, ")");
+  }
+  if (p.num_layers_per_virtual_pipeline_stage > 0) {
+    // Megatron's interleaved schedule runs the micro-batches in groups of PP per model chunk.
+    const int pp = p.pipeline_model_parallel_size;
+    const int64_t per = int64_t(t.micro_batch_size) * dp;
+    std::vector<int64_t> batches{t.global_batch_size};
+    if (t.rampup_batch_size.size() == 3)
+      batches.insert(batches.end(), {t.rampup_batch_size[0], t.rampup_batch_size[1]});
+    for (int64_t b : batches)
+      MEGATON_CHECK((b / per) % pp == 0, UsageError,
+                    "--num-layers-per-virtual-pipeline-stage (interleaved schedule) needs the number of micro-batches "
+                    "per iteration to be a multiple of --pipeline-model-parallel-size (",
+                    pp, "): ", b == t.global_batch_size ? "--global-batch-size" : "--rampup-batch-size", " ", b,
+                    " / (--micro-batch-size x data-parallel size = ", per, ") = ", b / per, " micro-batches");
   }
   if (t.lr >= 0) {
     MEGATON_CHECK(t.min_lr >= 0 && t.min_lr <= t.lr, UsageError, "--min-lr (", t.min_lr, ") must be in [0, --lr (",

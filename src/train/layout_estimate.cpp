@@ -9,20 +9,21 @@
 namespace megaton::train {
 
 ParamCounts count_parameters(const cli::ModelArgs& m, int64_t V) {
-  const int64_t h = m.hidden_size, f = m.ffn_hidden_size, kv = static_cast<int64_t>(m.kv_channels) * m.num_attention_heads;
+  const int64_t h = m.hidden_size, f = m.ffn_hidden_size,
+                kv = static_cast<int64_t>(m.kv_channels) * m.num_attention_heads;
   const int64_t glu = m.glu_activation.empty() ? 1 : 2;
   ParamCounts c;
   c.embedding = V * h + (m.position_embedding_type == "absolute" ? int64_t(m.max_position_embeddings) * h : 0) +
                 (m.embed_layernorm ? 2 * h : 0);
-  c.per_layer = 2 * h                      // input LayerNorm
-                + h * 3 * kv + 3 * kv      // fused QKV
-                + kv * h + h               // attention output projection
-                + 2 * h                    // post-attention LayerNorm
-                + h * glu * f + glu * f    // MLP h -> ffn (x2 for GLU)
-                + f * h + h;               // MLP ffn -> h
+  c.per_layer = 2 * h                    // input LayerNorm
+                + h * 3 * kv + 3 * kv    // fused QKV
+                + kv * h + h             // attention output projection
+                + 2 * h                  // post-attention LayerNorm
+                + h * glu * f + glu * f  // MLP h -> ffn (x2 for GLU)
+                + f * h + h;             // MLP ffn -> h
   c.final_norm = 2 * h;
-  c.total = c.embedding + c.per_layer * m.num_layers + c.final_norm +
-            (m.untie_embeddings_and_output_weights ? V * h : 0);
+  c.total =
+      c.embedding + c.per_layer * m.num_layers + c.final_norm + (m.untie_embeddings_and_output_weights ? V * h : 0);
   return c;
 }
 
@@ -54,8 +55,19 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
   // s^2 score term is not stored): s b h (10 + 24/t) bytes in 16-bit; recomputation keeps only the layer input.
   const double s = m.seq_length, b = t.micro_batch_size, h = m.hidden_size;
   const double per_layer = m.checkpoint_activations ? 2.0 * s * b * h : s * b * h * (10.0 + 24.0 / tp);
-  const int in_flight = std::min(pp, std::max(1, t.num_micro_batches));  // 1F1B: first stage holds pp micro-batches
-  e.activations_gib = per_layer * first_stage_layers * in_flight * (wbytes / 2.0) / gib +
+  const int mbs = std::max(1, t.num_micro_batches);
+  double layer_microbatches;  // (layer, micro-batch) activations alive at once on the first stage
+  if (p.num_layers_per_virtual_pipeline_stage > 0) {
+    // Interleaved: the first stage runs (PP - 1) * 2 + (V - 1) * PP warmup forwards of N-layer chunks before its
+    // first backward (all M * V when M == PP): L (1 + (PP - 1) / (PP V)) layer activations for M > PP.
+    const int n = p.num_layers_per_virtual_pipeline_stage, v = m.num_layers / (pp * n);
+    const int warmup = mbs == pp ? mbs * v : std::min((pp - 1) * 2 + (v - 1) * pp, mbs * v);
+    layer_microbatches = double(std::min(warmup + 1, mbs * v)) * n;
+  } else {
+    const int in_flight = std::min(pp, mbs);  // 1F1B: first stage holds pp micro-batches
+    layer_microbatches = double(first_stage_layers) * in_flight;
+  }
+  e.activations_gib = per_layer * layer_microbatches * (wbytes / 2.0) / gib +
                       s * b * double(V) / tp * 4.0 / gib;  // fp32 logits of the last stage (upper bound)
   return e;
 }
@@ -73,6 +85,11 @@ std::string describe_layout(const cli::ModelArgs& m, const cli::ParallelArgs& p,
   const auto stages = layers_per_stage(m.num_layers, p.pipeline_model_parallel_size);
   os << "layers per stage:";
   for (int n : stages) os << " " << n;
+  if (p.num_layers_per_virtual_pipeline_stage > 0) {
+    const int n = p.num_layers_per_virtual_pipeline_stage, pp = p.pipeline_model_parallel_size;
+    os << " (interleaved: " << m.num_layers / (pp * n) << " model chunks of " << n
+       << " layers per stage; chunk k of stage p holds layers [(k*" << pp << "+p)*" << n << ", +" << n << "))";
+  }
   os << "\n";
   std::snprintf(buf, sizeof(buf),
                 "model: %d layers, hidden %d, %d heads, ffn %d, seq %d, vocab %lld (padded %lld), %s positions%s%s\n",
