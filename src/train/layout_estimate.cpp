@@ -55,19 +55,18 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
   // s^2 score term is not stored): s b h (10 + 24/t) bytes in 16-bit; recomputation keeps only the layer input.
   const double s = m.seq_length, b = t.micro_batch_size, h = m.hidden_size;
   const double per_layer = m.checkpoint_activations ? 2.0 * s * b * h : s * b * h * (10.0 + 24.0 / tp);
-  const int mbs = std::max(1, t.num_micro_batches);
-  double layer_microbatches;  // (layer, micro-batch) activations alive at once on the first stage
+  const int micro = std::max(1, t.num_micro_batches);
+  int layers_per_mb = first_stage_layers;  // layers of one micro-batch's stashed activations
+  int in_flight = std::min(pp, micro);     // 1F1B: the first stage holds pp micro-batches
   if (p.num_layers_per_virtual_pipeline_stage > 0) {
     // Interleaved: the first stage runs (PP - 1) * 2 + (V - 1) * PP warmup forwards of N-layer chunks before its
     // first backward (all M * V when M == PP): L (1 + (PP - 1) / (PP V)) layer activations for M > PP.
     const int n = p.num_layers_per_virtual_pipeline_stage, v = m.num_layers / (pp * n);
-    const int warmup = mbs == pp ? mbs * v : std::min((pp - 1) * 2 + (v - 1) * pp, mbs * v);
-    layer_microbatches = double(std::min(warmup + 1, mbs * v)) * n;
-  } else {
-    const int in_flight = std::min(pp, mbs);  // 1F1B: first stage holds pp micro-batches
-    layer_microbatches = double(first_stage_layers) * in_flight;
+    const int warmup = micro == pp ? micro * v : std::min((pp - 1) * 2 + (v - 1) * pp, micro * v);
+    layers_per_mb = n;
+    in_flight = std::min(warmup + 1, micro * v);
   }
-  e.activations_gib = per_layer * layer_microbatches * (wbytes / 2.0) / gib +
+  e.activations_gib = per_layer * layers_per_mb * in_flight * (wbytes / 2.0) / gib +
                       s * b * double(V) / tp * 4.0 / gib;  // fp32 logits of the last stage (upper bound)
   return e;
 }
