@@ -244,12 +244,21 @@ void validate_parallel(ParallelArgs& p, const ModelArgs& m, int world_size) {
   MEGATON_CHECK(m.num_layers >= pp, UsageError, "--num-layers (", m.num_layers,
                 ") must be >= --pipeline-model-parallel-size (", pp, ")");
   if (p.num_layers_per_virtual_pipeline_stage > 0) {
-    MEGATON_CHECK(pp > 2, UsageError, "--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size > 2 (got ",
-                  pp, ")");
+    // Megatron asks for PP > 2 because its batched 4-way p2p op mismatches messages between two ranks; ours keeps
+    // the forward and backward rings apart, so PP = 2 works (src/parallel/pipeline/schedules.h).
+    MEGATON_CHECK(pp >= 2, UsageError,
+                  "--num-layers-per-virtual-pipeline-stage needs --pipeline-model-parallel-size >= 2 (got ", pp, ")");
     MEGATON_CHECK(m.num_layers % (pp * p.num_layers_per_virtual_pipeline_stage) == 0, UsageError, "--num-layers (",
-                  m.num_layers, ") must be divisible by --pipeline-model-parallel-size x "
-                  "--num-layers-per-virtual-pipeline-stage (", pp, " x ", p.num_layers_per_virtual_pipeline_stage, ")");
+                  m.num_layers,
+                  ") must be divisible by --pipeline-model-parallel-size x "
+                  "--num-layers-per-virtual-pipeline-stage (",
+                  pp, " x ", p.num_layers_per_virtual_pipeline_stage, ")");
+    MEGATON_CHECK(p.pp_partition_method != "parameters", UsageError,
+                  "--pp-partition-method parameters cannot be combined with --num-layers-per-virtual-pipeline-stage "
+                  "(every model chunk holds that many layers)");
   }
+  MEGATON_CHECK(p.num_layers_per_virtual_pipeline_stage >= 0, UsageError,
+                "--num-layers-per-virtual-pipeline-stage must be >= 0 (0 = not interleaved)");
   MEGATON_CHECK(p.pp_partition_method == "uniform" || p.pp_partition_method == "parameters" ||
                     p.pp_partition_method.rfind("type:", 0) == 0,
                 UsageError, "--pp-partition-method: expected uniform|parameters|type:transformer, got '",
@@ -303,6 +312,20 @@ void validate_training(TrainingArgs& t, const ParallelArgs& p) {
     MEGATON_CHECK(start % (t.micro_batch_size * dp) == 0 && incr % (t.micro_batch_size * dp) == 0, UsageError,
                   "--rampup-batch-size START (", start, ") and INCR (", incr,
                   ") must be divisible by --micro-batch-size x data-parallel size (", t.micro_batch_size * dp, ")");
+  }
+  if (p.num_layers_per_virtual_pipeline_stage > 0) {
+    // Megatron's interleaved schedule runs the micro-batches in groups of PP per model chunk.
+    const int pp = p.pipeline_model_parallel_size;
+    const int64_t per = int64_t(t.micro_batch_size) * dp;
+    std::vector<int64_t> batches{t.global_batch_size};
+    if (t.rampup_batch_size.size() == 3)
+      batches.insert(batches.end(), {t.rampup_batch_size[0], t.rampup_batch_size[1]});
+    for (int64_t b : batches)
+      MEGATON_CHECK((b / per) % pp == 0, UsageError,
+                    "--num-layers-per-virtual-pipeline-stage (interleaved schedule) needs the number of micro-batches "
+                    "per iteration to be a multiple of --pipeline-model-parallel-size (",
+                    pp, "): ", b == t.global_batch_size ? "--global-batch-size" : "--rampup-batch-size", " ", b,
+                    " / (--micro-batch-size x data-parallel size = ", per, ") = ", b / per, " micro-batches");
   }
   if (t.lr >= 0) {
     MEGATON_CHECK(t.min_lr >= 0 && t.min_lr <= t.lr, UsageError, "--min-lr (", t.min_lr, ") must be in [0, --lr (",

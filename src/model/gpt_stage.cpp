@@ -17,28 +17,61 @@ namespace {
 const char* kWordEmbedding = "embedding.word_embeddings.weight";
 }
 
+StagePart pipeline_stage_part(const GptConfig& c, int pp, int stage) {
+  const std::vector<int> per_stage = partition_layers(c, pp);
+  MEGATON_ASSERT(stage >= 0 && stage < pp, "pipeline stage ", stage, " of ", pp);
+  StagePart part;
+  for (int s = 0; s < stage; ++s) part.first_layer += per_stage[s];
+  part.num_layers = per_stage[stage];
+  part.first = stage == 0;
+  part.last = stage == pp - 1;
+  return part;
+}
+
+StagePart virtual_stage_part(const GptConfig& c, int pp, int stage, int chunk, int layers_per_chunk) {
+  MEGATON_CHECK(layers_per_chunk > 0 && c.model.num_layers % (pp * layers_per_chunk) == 0, UsageError, "--num-layers (",
+                c.model.num_layers, ") must be divisible by --pipeline-model-parallel-size x ",
+                "--num-layers-per-virtual-pipeline-stage (", pp, " x ", layers_per_chunk, ")");
+  const int chunks = c.model.num_layers / (pp * layers_per_chunk);
+  MEGATON_ASSERT(stage >= 0 && stage < pp && chunk >= 0 && chunk < chunks, "model chunk ", chunk, " of stage ", stage);
+  StagePart part;
+  part.first_layer = (chunk * pp + stage) * layers_per_chunk;
+  part.num_layers = layers_per_chunk;
+  part.first = stage == 0 && chunk == 0;
+  part.last = stage == pp - 1 && chunk == chunks - 1;
+  return part;
+}
+
 GptStage::GptStage(GptConfig config, const dist::ProcessGroups& groups)
+    : GptStage(config, groups, pipeline_stage_part(config, groups.grid.pp_size(), groups.coords.pp)) {}
+
+GptStage::GptStage(GptConfig config, const dist::ProcessGroups& groups, StagePart part,
+                   std::shared_ptr<parallel::RngTracker> rng)
     : c_(std::move(config)),
       tp_(groups.tp),
       tp_rank_(groups.tp->rank()),
       tp_size_(groups.tp->size()),
-      rng_(c_.seed, groups.tp->rank(), groups.coords.pp, c_.device) {
-  const int pp = groups.grid.pp_size(), stage = groups.coords.pp;
+      rng_(rng ? std::move(rng)
+               : std::make_shared<parallel::RngTracker>(c_.seed, groups.tp->rank(), groups.coords.pp, c_.device)) {
+  const int pp = groups.grid.pp_size();
   validate_gpt_config(c_, tp_size_, pp);
-  first_ = stage == 0;
-  last_ = stage == pp - 1;
-  const std::vector<int> per_stage = partition_layers(c_, pp);
-  for (int s = 0; s < stage; ++s) first_layer_ += per_stage[s];
+  first_ = part.first;
+  last_ = part.last;
+  first_layer_ = part.first_layer;
+  MEGATON_ASSERT(part.num_layers >= 0 && part.first_layer + part.num_layers <= c_.model.num_layers, "stage layers [",
+                 part.first_layer, ", ", part.first_layer + part.num_layers, ") outside the model's ",
+                 c_.model.num_layers);
 
   const auto& m = c_.model;
   const int64_t h = m.hidden_size, V = c_.padded_vocab_size;
   factory_ = std::make_unique<parallel::ParamFactory>(c_.seed, tp_rank_, tp_size_, c_.dtype, c_.device);
   auto& f = *factory_;
   const bool tied = !m.untie_embeddings_and_output_weights;
-  const InitSpec emb_init = m.init_method_xavier_uniform ? InitSpec::xavier_uniform(V, h) : InitSpec::normal(m.init_method_std);
+  const InitSpec emb_init =
+      m.init_method_xavier_uniform ? InitSpec::xavier_uniform(V, h) : InitSpec::normal(m.init_method_std);
 
   if (first_) {
-    word_.emplace(f, kWordEmbedding, c_.vocab_size, V, h, emb_init, tp_, tied && pp > 1);
+    word_.emplace(f, kWordEmbedding, c_.vocab_size, V, h, emb_init, tp_, tied && !last_);
     if (m.embed_layernorm) {
       emb_ln_w_ = f.make({"embedding.norm.weight", {h}, -1, {}, InitSpec::ones(), 0, true});
       emb_ln_b_ = f.make({"embedding.norm.bias", {h}, -1, {}, InitSpec::zeros(), 0, true});
@@ -46,7 +79,7 @@ GptStage::GptStage(GptConfig config, const dist::ProcessGroups& groups)
     if (c_.position_type() == PositionType::kAbsolute)
       position_ = f.make({"embedding.position_embeddings.weight", {m.max_position_embeddings, h}, -1, {}, emb_init});
   }
-  for (int i = 0; i < per_stage[stage]; ++i)
+  for (int i = 0; i < part.num_layers; ++i)
     layers_.push_back(std::make_unique<TransformerLayer>(f, c_, first_layer_ + i, tp_));
   if (last_) {
     final_ln_w_ = f.make({"final_layernorm.weight", {h}, -1, {}, InitSpec::ones(), 0, true});
@@ -73,7 +106,7 @@ void GptStage::zero_grad() {
 LayerContext GptStage::layer_context(int64_t s) {
   LayerContext ctx;
   ctx.training = training_;
-  ctx.rng = &rng_;
+  ctx.rng = rng_.get();
   const PositionType pos = c_.position_type();
   if (pos == PositionType::kAlibi) {
     if (!alibi_.defined() || alibi_.size(-1) < s) {
@@ -130,7 +163,7 @@ torch::Tensor GptStage::run_layers(torch::Tensor h, const LayerContext& ctx) {
       for (size_t i = begin; i < end; ++i) y = layers_[i]->forward(y, ctx);
       return y;
     };
-    h = checkpointed(fn, h, rng_);
+    h = checkpointed(fn, h, *rng_);
   }
   return h;
 }
@@ -140,11 +173,10 @@ torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor&
   if (first_) {
     h = embed(input, position_ids);  // [s, b, h]
     if (training_ && c_.model.hidden_dropout > 0.0)
-      h = parallel::dropout(h, c_.model.hidden_dropout, true, rng_.default_generator());
+      h = parallel::dropout(h, c_.model.hidden_dropout, true, rng_->default_generator());
   } else {
-    MEGATON_CHECK(input.dim() == 3 && input.size(2) == c_.model.hidden_size, InternalError,
-                  "pipeline stage ", first_layer_, "+ expects hidden states [s, b, ", c_.model.hidden_size,
-                  "], got ", input.sizes());
+    MEGATON_CHECK(input.dim() == 3 && input.size(2) == c_.model.hidden_size, InternalError, "pipeline stage ",
+                  first_layer_, "+ expects hidden states [s, b, ", c_.model.hidden_size, "], got ", input.sizes());
     h = input;
   }
   h = run_layers(h, layer_context(h.size(0)));
@@ -167,14 +199,14 @@ torch::Tensor GptStage::forward_cached(const torch::Tensor& input, KvCache& cach
   if (first_) {
     MEGATON_CHECK(!position_.defined() || past + s <= c_.model.max_position_embeddings, DataError, "position ",
                   past + s - 1, " is beyond --max-position-embeddings (", c_.model.max_position_embeddings, ")");
-    torch::Tensor pos = torch::arange(past, past + s, torch::TensorOptions().dtype(torch::kInt64).device(input.device()))
-                            .unsqueeze(0)
-                            .expand({input.size(0), s});  // [b, s]
-    h = embed(input, pos);                                 // [s, b, h]
+    torch::Tensor pos =
+        torch::arange(past, past + s, torch::TensorOptions().dtype(torch::kInt64).device(input.device()))
+            .unsqueeze(0)
+            .expand({input.size(0), s});  // [b, s]
+    h = embed(input, pos);                // [s, b, h]
   } else {
-    MEGATON_CHECK(input.dim() == 3 && input.size(2) == c_.model.hidden_size, InternalError,
-                  "pipeline stage ", first_layer_, "+ expects hidden states [s, b, ", c_.model.hidden_size,
-                  "], got ", input.sizes());
+    MEGATON_CHECK(input.dim() == 3 && input.size(2) == c_.model.hidden_size, InternalError, "pipeline stage ",
+                  first_layer_, "+ expects hidden states [s, b, ", c_.model.hidden_size, "], got ", input.sizes());
     h = input;
   }
   LayerContext ctx = layer_context(past + s);

@@ -31,10 +31,32 @@ struct KvCache {
   void clear() { layers.clear(); }
 };
 
+/// The part of the model one GptStage holds: global layers [first_layer, first_layer + num_layers), the embedding
+/// when `first`, the final LayerNorm and output layer (+ loss) when `last`.
+struct StagePart {
+  int first_layer = 0;
+  int num_layers = 0;
+  bool first = true;
+  bool last = true;
+};
+
+/// Stage `stage` of a `pp`-stage pipeline without interleaving (layers split by --pp-partition-method).
+StagePart pipeline_stage_part(const GptConfig& c, int pp, int stage);
+/// Model chunk `chunk` of stage `stage` in the interleaved schedule (--num-layers-per-virtual-pipeline-stage
+/// `layers_per_chunk`): virtual stage chunk * pp + stage, global layers [(chunk * pp + stage) * n, + n); the embedding
+/// on chunk 0 of stage 0, the output layer on the last chunk of stage pp - 1.
+StagePart virtual_stage_part(const GptConfig& c, int pp, int stage, int chunk, int layers_per_chunk);
+
 class GptStage {
  public:
   /// Builds this rank's shard of stage groups.coords.pp. Collective over nothing (init is local and deterministic).
   GptStage(GptConfig config, const dist::ProcessGroups& groups);
+  /// Builds this rank's TP shard of `part` (a pipeline stage, or one model chunk of the interleaved schedule).
+  /// Parameters keep their canonical global names, so every layout initialises and checkpoints identically. The
+  /// model chunks of one rank share one dropout RNG tracker (`rng`; a new one, seeded for this pipeline rank, when
+  /// null), as Megatron's chunks share the rank's CUDA RNG tracker.
+  GptStage(GptConfig config, const dist::ProcessGroups& groups, StagePart part,
+           std::shared_ptr<parallel::RngTracker> rng = nullptr);
   GptStage(const GptStage&) = delete;
   GptStage& operator=(const GptStage&) = delete;
 
@@ -67,7 +89,8 @@ class GptStage {
   int first_layer() const { return first_layer_; }
   int num_layers() const { return static_cast<int>(layers_.size()); }
   const GptConfig& config() const { return c_; }
-  parallel::RngTracker& rng() { return rng_; }
+  parallel::RngTracker& rng() { return *rng_; }
+  const std::shared_ptr<parallel::RngTracker>& shared_rng() const { return rng_; }
 
  private:
   torch::Tensor embed(const torch::Tensor& ids, const torch::Tensor& position_ids) const;  // -> [s, b, h]
@@ -80,15 +103,15 @@ class GptStage {
   bool first_ = true, last_ = true, training_ = true;
   int first_layer_ = 0;
   std::unique_ptr<parallel::ParamFactory> factory_;
-  parallel::RngTracker rng_;
+  std::shared_ptr<parallel::RngTracker> rng_;
 
   std::optional<parallel::VocabParallelEmbedding> word_;  // first stage
-  torch::Tensor position_;                                 // [max_pos, h], absolute positions, first stage
-  torch::Tensor emb_ln_w_, emb_ln_b_;                      // [h], --embed-layernorm, first stage
+  torch::Tensor position_;                                // [max_pos, h], absolute positions, first stage
+  torch::Tensor emb_ln_w_, emb_ln_b_;                     // [h], --embed-layernorm, first stage
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
-  torch::Tensor final_ln_w_, final_ln_b_;                  // [h], last stage
-  torch::Tensor output_weight_;                            // [V/tp, h], last stage (tied or untied)
-  torch::Tensor padding_columns_;                          // [V/tp] bool: columns >= vocab_size, or undefined
+  torch::Tensor final_ln_w_, final_ln_b_;  // [h], last stage
+  torch::Tensor output_weight_;            // [V/tp, h], last stage (tied or untied)
+  torch::Tensor padding_columns_;          // [V/tp] bool: columns >= vocab_size, or undefined
 
   // Cached position tables (rebuilt when a longer sequence arrives).
   torch::Tensor alibi_, rotary_cos_, rotary_sin_;

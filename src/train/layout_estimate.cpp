@@ -9,20 +9,21 @@
 namespace megaton::train {
 
 ParamCounts count_parameters(const cli::ModelArgs& m, int64_t V) {
-  const int64_t h = m.hidden_size, f = m.ffn_hidden_size, kv = static_cast<int64_t>(m.kv_channels) * m.num_attention_heads;
+  const int64_t h = m.hidden_size, f = m.ffn_hidden_size,
+                kv = static_cast<int64_t>(m.kv_channels) * m.num_attention_heads;
   const int64_t glu = m.glu_activation.empty() ? 1 : 2;
   ParamCounts c;
   c.embedding = V * h + (m.position_embedding_type == "absolute" ? int64_t(m.max_position_embeddings) * h : 0) +
                 (m.embed_layernorm ? 2 * h : 0);
-  c.per_layer = 2 * h                      // input LayerNorm
-                + h * 3 * kv + 3 * kv      // fused QKV
-                + kv * h + h               // attention output projection
-                + 2 * h                    // post-attention LayerNorm
-                + h * glu * f + glu * f    // MLP h -> ffn (x2 for GLU)
-                + f * h + h;               // MLP ffn -> h
+  c.per_layer = 2 * h                    // input LayerNorm
+                + h * 3 * kv + 3 * kv    // fused QKV
+                + kv * h + h             // attention output projection
+                + 2 * h                  // post-attention LayerNorm
+                + h * glu * f + glu * f  // MLP h -> ffn (x2 for GLU)
+                + f * h + h;             // MLP ffn -> h
   c.final_norm = 2 * h;
-  c.total = c.embedding + c.per_layer * m.num_layers + c.final_norm +
-            (m.untie_embeddings_and_output_weights ? V * h : 0);
+  c.total =
+      c.embedding + c.per_layer * m.num_layers + c.final_norm + (m.untie_embeddings_and_output_weights ? V * h : 0);
   return c;
 }
 
@@ -56,8 +57,18 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
   const double s = m.seq_length, b = t.micro_batch_size, h = m.hidden_size;
   const double full_layer = s * b * h * (10.0 + 24.0 / tp);
   const double per_layer = m.checkpoint_activations ? 2.0 * s * b * h : full_layer;
-  const int in_flight = std::min(pp, std::max(1, t.num_micro_batches));  // 1F1B: first stage holds pp micro-batches
-  e.activations_gib = (per_layer * first_stage_layers * in_flight + (m.checkpoint_activations ? full_layer : 0.0)) *
+  const int micro = std::max(1, t.num_micro_batches);
+  int layers_per_mb = first_stage_layers;  // layers of one micro-batch's stashed activations
+  int in_flight = std::min(pp, micro);     // 1F1B: the first stage holds pp micro-batches
+  if (p.num_layers_per_virtual_pipeline_stage > 0) {
+    // Interleaved: the first stage runs (PP - 1) * 2 + (V - 1) * PP warmup forwards of N-layer chunks before its
+    // first backward (all M * V when M == PP): L (1 + (PP - 1) / (PP V)) layer activations for M > PP.
+    const int n = p.num_layers_per_virtual_pipeline_stage, v = m.num_layers / (pp * n);
+    const int warmup = micro == pp ? micro * v : std::min((pp - 1) * 2 + (v - 1) * pp, micro * v);
+    layers_per_mb = n;
+    in_flight = std::min(warmup + 1, micro * v);
+  }
+  e.activations_gib = (per_layer * layers_per_mb * in_flight + (m.checkpoint_activations ? full_layer : 0.0)) *
                           (wbytes / 2.0) / gib +
                       s * b * double(V) / tp * 4.0 / gib;  // fp32 logits of the last stage (upper bound)
   return e;
@@ -76,6 +87,11 @@ std::string describe_layout(const cli::ModelArgs& m, const cli::ParallelArgs& p,
   const auto stages = layers_per_stage(m.num_layers, p.pipeline_model_parallel_size);
   os << "layers per stage:";
   for (int n : stages) os << " " << n;
+  if (p.num_layers_per_virtual_pipeline_stage > 0) {
+    const int n = p.num_layers_per_virtual_pipeline_stage, pp = p.pipeline_model_parallel_size;
+    os << " (interleaved: " << m.num_layers / (pp * n) << " model chunks of " << n
+       << " layers per stage; chunk k of stage p holds layers [(k*" << pp << "+p)*" << n << ", +" << n << "))";
+  }
   os << "\n";
   std::snprintf(buf, sizeof(buf),
                 "model: %d layers, hidden %d, %d heads, ffn %d, seq %d, vocab %lld (padded %lld), %s positions%s%s\n",

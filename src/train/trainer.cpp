@@ -33,11 +33,16 @@ namespace {
 enum StopReason { kNone = 0, kExitInterval = 1, kDuration = 2, kKillSwitch = 3, kSignal = 4 };
 const char* stop_reason_name(int r) {
   switch (r) {
-    case kExitInterval: return "--exit-interval reached";
-    case kDuration: return "--exit-duration-in-mins reached";
-    case kKillSwitch: return "kill switch file found";
-    case kSignal: return "SIGTERM/SIGUSR1 received";
-    default: return "done";
+    case kExitInterval:
+      return "--exit-interval reached";
+    case kDuration:
+      return "--exit-duration-in-mins reached";
+    case kKillSwitch:
+      return "kill switch file found";
+    case kSignal:
+      return "SIGTERM/SIGUSR1 received";
+    default:
+      return "done";
   }
 }
 
@@ -59,7 +64,10 @@ std::string fmt_f(double v, int prec) {
 }  // namespace
 
 Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
-    : cfg_(std::move(cfg)), env_(env), out_(out), log_(env.rank, env.size, parse_log_level(cfg_.logging.log_level)),
+    : cfg_(std::move(cfg)),
+      env_(env),
+      out_(out),
+      log_(env.rank, env.size, parse_log_level(cfg_.logging.log_level)),
       groups_{dist::RankGrid(env.size, cfg_.parallel.tensor_model_parallel_size,
                              cfg_.parallel.pipeline_model_parallel_size)} {
   build();
@@ -71,12 +79,52 @@ bool Trainer::logging_rank() const {
   return groups_.is_last_stage() && groups_.coords.tp == 0 && groups_.coords.dp == 0;
 }
 
+bool Trainer::interleaved() const {
+  return cfg_.parallel.num_layers_per_virtual_pipeline_stage > 0;
+}
+bool Trainer::holds_embedding() const {
+  return chunks_.front()->is_first_stage();
+}
+bool Trainer::holds_loss() const {
+  return chunks_.back()->is_last_stage();
+}
+
+void Trainer::run_schedule(int m, const std::function<torch::Tensor(int, int, const torch::Tensor&)>& forward,
+                           bool forward_only) {
+  namespace pl = parallel::pipeline;
+  const auto& t = cfg_.training;
+  auto p2p = [&] {
+    return pl::P2p(*groups_.pp, {cfg_.model.seq_length, t.micro_batch_size, gpt_->hidden()},
+                   torch::TensorOptions().dtype(gpt_->dtype).device(gpt_->device));
+  };
+  if (interleaved()) {
+    pl::ChunkedStep step;
+    step.forward = forward;
+    // The DP hooks start a bucket's reduction once every parameter in it has its last gradient: each chunk's last
+    // backward is micro-batch M - 1 (chunks finish at different times; a bucket holding parameters of several
+    // chunks waits for all of them, and finish_grad_sync, after the schedule, reduces whatever is left).
+    step.before_backward = [&](int, int mb) { dp_->set_last_microbatch(mb == m - 1); };
+    pl::P2p link = p2p();
+    pl::forward_backward_interleaved(m, static_cast<int>(chunks_.size()), link, step, forward_only);
+    return;
+  }
+  pl::StageStep step;
+  step.forward = [&](int mb, const torch::Tensor& input) { return forward(0, mb, input); };
+  step.before_backward = [&](int mb) { dp_->set_last_microbatch(mb == m - 1); };
+  if (forward_only) {
+    pl::P2p link = p2p();
+    pl::forward_only(m, link, step);
+  } else if (groups_.grid.pp_size() == 1) {
+    pl::forward_backward_no_pipelining(m, step);
+  } else {
+    pl::P2p link = p2p();
+    pl::forward_backward_1f1b(m, link, step);
+  }
+}
+
 void Trainer::build() {
   const auto& p = cfg_.parallel;
   const auto& t = cfg_.training;
-  MEGATON_CHECK(p.num_layers_per_virtual_pipeline_stage == 0, UsageError,
-                "--num-layers-per-virtual-pipeline-stage: the interleaved schedule is not implemented; use the "
-                "default 1F1B schedule");
   MEGATON_CHECK(p.zero_stage == 0 || p.zero_stage == 1, UsageError, "--zero-stage ", p.zero_stage,
                 ": only 0 and 1 are supported");
   MEGATON_CHECK(!cfg_.data.reset_position_ids && !cfg_.data.reset_attention_mask, UsageError,
@@ -120,13 +168,26 @@ void Trainer::build() {
   gpt_->device = device;
   gpt_->pp_partition_method = p.pp_partition_method;
   model::validate_gpt_config(*gpt_, p.tensor_model_parallel_size, p.pipeline_model_parallel_size);
-  stage_ = std::make_unique<model::GptStage>(*gpt_, groups_);
+  if (interleaved()) {
+    const int pp = p.pipeline_model_parallel_size, n = p.num_layers_per_virtual_pipeline_stage;
+    const int chunks = cfg_.model.num_layers / (pp * n);
+    std::shared_ptr<parallel::RngTracker> rng;  // one dropout RNG for the rank, shared by its chunks (as Megatron)
+    for (int k = 0; k < chunks; ++k) {
+      chunks_.push_back(std::make_unique<model::GptStage>(
+          *gpt_, groups_, model::virtual_stage_part(*gpt_, pp, groups_.coords.pp, k, n), rng));
+      rng = chunks_.back()->shared_rng();
+    }
+    log_.info0("interleaved pipeline: ", chunks, " model chunks of ", n, " layers per rank");
+  } else {
+    chunks_.push_back(std::make_unique<model::GptStage>(*gpt_, groups_));
+  }
+  for (const auto& c : chunks_) params_.insert(params_.end(), c->params().begin(), c->params().end());
 
   parallel::DataParallelOptions dpo;
   dpo.bucket_size_mb = static_cast<double>(p.dp_bucket_size_mb);
   dpo.overlap_grad_reduce = true;
   dpo.zero1 = p.zero_stage == 1;
-  dp_ = std::make_unique<parallel::DataParallel>(stage_->params(), groups_, dpo);
+  dp_ = std::make_unique<parallel::DataParallel>(params_, groups_, dpo);
   optimizer_ = std::make_unique<optim::MixedPrecisionOptimizer>(*dp_, groups_, optim::optimizer_options(t),
                                                                 optim::make_grad_scaler(cfg_.precision));
 
@@ -142,9 +203,9 @@ void Trainer::build() {
   const int64_t eval_runs = t.eval_interval > 0 ? train_iters_ / t.eval_interval + 1 : 1;
   const std::array<int64_t, 3> counts{t.train_samples > 0 ? t.train_samples : train_iters_ * gbs,
                                       eval_runs * t.eval_iters * gbs, t.eval_iters * gbs};
-  auto sets = data::build_train_valid_test_datasets(cfg_.data, cfg_.model.seq_length, static_cast<uint32_t>(t.seed),
-                                                    counts, log_, groups_.rank == 0,
-                                                    [this] { groups_.world->barrier(); });
+  auto sets =
+      data::build_train_valid_test_datasets(cfg_.data, cfg_.model.seq_length, static_cast<uint32_t>(t.seed), counts,
+                                            log_, groups_.rank == 0, [this] { groups_.world->barrier(); });
   train_ds_ = sets.train;
   valid_sets_ = sets.valid_groups;
   MEGATON_CHECK(train_ds_ != nullptr, UsageError, "--split gives the train split no documents; nothing to train on");
@@ -162,7 +223,7 @@ void Trainer::build() {
 
 void Trainer::report_memory() {
   int64_t n = 0;
-  for (const auto& pi : stage_->params()) n += pi.param.numel();
+  for (const auto& pi : params_) n += pi.param.numel();
   const double mib = 1024.0 * 1024.0;
   const double weights = double(dp_->param_buffer().numel() * dp_->param_buffer().element_size()) / mib;
   const double grads = double(dp_->grad_buffer().numel() * 4) / mib;
@@ -186,8 +247,8 @@ void Trainer::load() {
   lo.finetune = c.finetune;
   lo.expected_model_config = model_config_json(*gpt_);
   checkpoint::OptimState optim_state = to_checkpoint_optim(optimizer_->state_dict());
-  checkpoint::RngState rng_state = rng_to_checkpoint(stage_->rng());
-  parallel::ParamList params = stage_->params();
+  checkpoint::RngState rng_state = rng_to_checkpoint(chunks_.front()->rng());
+  parallel::ParamList params = params_;
   auto r = checkpoint::load_checkpoint(c.load, params, lo.load_optim ? &optim_state : nullptr,
                                        lo.load_rng ? &rng_state : nullptr, groups_, lo, log_);
   if (!r) return;
@@ -207,8 +268,8 @@ void Trainer::load() {
     optimizer_->reload_model_params();
   if (r->rng_loaded) {
     if (r->saved_layout == checkpoint::SavedLayout{groups_.grid.tp_size(), groups_.grid.pp_size(),
-                                                    groups_.grid.dp_size(), groups_.grid.world()})
-      rng_from_checkpoint(rng_state, stage_->rng());
+                                                   groups_.grid.dp_size(), groups_.grid.world()})
+      rng_from_checkpoint(rng_state, chunks_.front()->rng());
     else
       log_.warn0("checkpoint saved at another layout: dropout RNG states start fresh");
   }
@@ -236,9 +297,8 @@ void Trainer::save() {
   so.keep_last = c.keep_last;
   so.job_id = env_.job_id;
   const checkpoint::OptimState optim_state = to_checkpoint_optim(optimizer_->state_dict());  // collective under ZeRO
-  const checkpoint::RngState rng_state = rng_to_checkpoint(stage_->rng());
-  const std::string dir = checkpoint::save_checkpoint(c.save, st, stage_->params(),
-                                                      so.save_optim ? &optim_state : nullptr,
+  const checkpoint::RngState rng_state = rng_to_checkpoint(chunks_.front()->rng());
+  const std::string dir = checkpoint::save_checkpoint(c.save, st, params_, so.save_optim ? &optim_state : nullptr,
                                                       so.save_rng ? &rng_state : nullptr, groups_, so, log_);
   timers_("save-checkpoint").stop();
   last_saved_ = iteration_;
@@ -257,7 +317,7 @@ StepOutcome Trainer::train_step() {
   timers_("batch-generator").start();
   data::PretrainingSampler sampler(train_ds_->size(), consumed_train_, t.micro_batch_size, groups_.coords.dp,
                                    groups_.grid.dp_size());
-  const bool needs_data = stage_->is_first_stage() || stage_->is_last_stage();
+  const bool needs_data = holds_embedding() || holds_loss();
   std::vector<model::MicroBatch> batches(static_cast<size_t>(m));
   BatchOptions bo{cfg_.data.eod_mask_loss, eod_, gpt_->device};
   for (int i = 0; i < m; ++i) {
@@ -276,24 +336,17 @@ StepOutcome Trainer::train_step() {
   optimizer_->zero_grad();
   const double scale = optimizer_->loss_scale();
   double loss_sum = 0;
-  parallel::pipeline::StageStep step;
-  step.forward = [&](int mb, const torch::Tensor& input) -> torch::Tensor {
+  auto forward = [&](int chunk, int mb, const torch::Tensor& input) -> torch::Tensor {
+    model::GptStage& stage = *chunks_[static_cast<size_t>(chunk)];
     const auto& b = batches[static_cast<size_t>(mb)];
-    torch::Tensor out = stage_->forward(stage_->is_first_stage() ? b.tokens : input);  // [s, b, h] or logits
-    if (!stage_->is_last_stage()) return out;
-    torch::Tensor loss = model::GptStage::masked_mean(stage_->token_losses(out, b.labels), b.loss_mask);  // []
+    torch::Tensor out = stage.forward(stage.is_first_stage() ? b.tokens : input);  // [s, b, h] or logits
+    if (!stage.is_last_stage()) return out;
+    torch::Tensor loss = model::GptStage::masked_mean(stage.token_losses(out, b.labels), b.loss_mask);  // []
     loss_sum += loss.item<double>();
     return loss * (scale / m);
   };
-  step.before_backward = [&](int mb) { dp_->set_last_microbatch(mb == m - 1); };
   timers_("forward-backward").start();
-  if (groups_.grid.pp_size() == 1) {
-    parallel::pipeline::forward_backward_no_pipelining(m, step);
-  } else {
-    parallel::pipeline::P2p p2p(*groups_.pp, {cfg_.model.seq_length, t.micro_batch_size, gpt_->hidden()},
-                                torch::TensorOptions().dtype(gpt_->dtype).device(gpt_->device));
-    parallel::pipeline::forward_backward_1f1b(m, p2p, step);
-  }
+  run_schedule(m, forward, false);
   timers_("forward-backward").stop();
 
   timers_("optimizer").start();
@@ -306,7 +359,7 @@ StepOutcome Trainer::train_step() {
   s.updated = r.updated;
   s.grad_norm = r.grad_norm;
   s.num_zeros = r.num_zeros;
-  if (stage_->is_last_stage()) {
+  if (holds_loss()) {
     // average_losses_across_data_parallel_group
     torch::Tensor l = torch::tensor({loss_sum / m}, torch::TensorOptions().dtype(torch::kFloat64)).to(gpt_->device);
     if (gpt_->device.is_cuda()) l = l.to(torch::kFloat32);
@@ -334,9 +387,9 @@ std::optional<double> Trainer::evaluate_dataset(const data::NamedDataset& valid)
   const data::SampleDataset& valid_ds = *valid.data;
   const std::string suffix = valid.name.empty() ? "" : "-" + valid.name;  // BigScience's "validation-NAME"
   const auto& t = cfg_.training;
-  stage_->set_training(false);
+  for (auto& c : chunks_) c->set_training(false);
   const int m = static_cast<int>(micro_->num_micro_batches());
-  const bool needs_data = stage_->is_first_stage() || stage_->is_last_stage();
+  const bool needs_data = holds_embedding() || holds_loss();
   BatchOptions bo{cfg_.data.eod_mask_loss, eod_, gpt_->device};
   double total = 0;
   int64_t n = 0;
@@ -355,21 +408,19 @@ std::optional<double> Trainer::evaluate_dataset(const data::NamedDataset& valid)
       if (needs_data) batches[static_cast<size_t>(i)] = make_micro_batch(valid_ds, idx, bo);
     }
     consumed_valid_ += micro_->current_global_batch_size();
-    parallel::pipeline::StageStep step;
-    step.forward = [&](int mb, const torch::Tensor& input) -> torch::Tensor {
+    auto forward = [&](int chunk, int mb, const torch::Tensor& input) -> torch::Tensor {
+      model::GptStage& stage = *chunks_[static_cast<size_t>(chunk)];
       const auto& b = batches[static_cast<size_t>(mb)];
-      torch::Tensor out = stage_->forward(stage_->is_first_stage() ? b.tokens : input);
-      if (!stage_->is_last_stage()) return out;
-      total += model::GptStage::masked_mean(stage_->token_losses(out, b.labels), b.loss_mask).item<double>();
+      torch::Tensor out = stage.forward(stage.is_first_stage() ? b.tokens : input);
+      if (!stage.is_last_stage()) return out;
+      total += model::GptStage::masked_mean(stage.token_losses(out, b.labels), b.loss_mask).item<double>();
       ++n;
       return {};
     };
-    parallel::pipeline::P2p p2p(*groups_.pp, {cfg_.model.seq_length, t.micro_batch_size, gpt_->hidden()},
-                                torch::TensorOptions().dtype(gpt_->dtype).device(gpt_->device));
-    parallel::pipeline::forward_only(m, p2p, step);
+    run_schedule(m, forward, true);
   }
-  stage_->set_training(true);
-  if (!stage_->is_last_stage()) return std::nullopt;
+  for (auto& c : chunks_) c->set_training(true);
+  if (!holds_loss()) return std::nullopt;
   torch::Tensor l = torch::tensor({float(total / std::max<int64_t>(n, 1))}).to(gpt_->device);
   groups_.dp->all_reduce(l, dist::ReduceOp::kAvg);
   const double loss = l.to(torch::kCPU).item<double>();
@@ -411,8 +462,8 @@ void Trainer::log_iteration(const StepOutcome& s, double interval_s, int64_t ite
   line << " iteration " << std::setw(8) << iteration_ << "/" << std::setw(8) << train_iters_
        << " | consumed samples: " << std::setw(12) << consumed_train_ << " | consumed tokens: " << std::setw(14)
        << consumed_tokens_ << " | elapsed time per iteration (ms): " << fmt_f(ms, 1)
-       << " | learning rate: " << fmt_e(optimizer_->lr()) << " | global batch size: " << std::setw(5)
-       << s.global_batch << " |";
+       << " | learning rate: " << fmt_e(optimizer_->lr()) << " | global batch size: " << std::setw(5) << s.global_batch
+       << " |";
   if (avg) line << " lm loss: " << fmt_e(*avg) << " |";
   if (optimizer_->grad_scaler()) line << " loss scale: " << fmt_f(optimizer_->loss_scale(), 1) << " |";
   if (s.grad_norm) line << " grad norm: " << fmt_f(*s.grad_norm, 3) << " |";
@@ -434,7 +485,8 @@ void Trainer::log_iteration(const StepOutcome& s, double interval_s, int64_t ite
     if (optimizer_->grad_scaler())
       tb_->add_scalar_vs_progress("loss-scale", optimizer_->loss_scale(), iteration_, consumed_train_,
                                   consumed_tokens_);
-    if (s.grad_norm) tb_->add_scalar_vs_progress("grad-norm", *s.grad_norm, iteration_, consumed_train_, consumed_tokens_);
+    if (s.grad_norm)
+      tb_->add_scalar_vs_progress("grad-norm", *s.grad_norm, iteration_, consumed_train_, consumed_tokens_);
     tb_->add_scalar("iteration-time", ms * 1e-3, iteration_);
     tb_->add_scalar("samples-per-second", samples_per_s, iteration_);
     tb_->add_scalar("tokens-per-second", tokens_per_s, iteration_);
@@ -492,7 +544,10 @@ int Trainer::run() {
   }
   log_.info0("training: ", train_iters_, " iterations from iteration ", iteration_, ", global batch ",
              micro_->global_batch_size(), ", micro-batch ", t.micro_batch_size, ", ",
-             groups_.grid.pp_size() > 1 ? "1F1B pipeline" : "no pipeline", dp_->zero1() ? ", ZeRO-1" : "");
+             interleaved()                ? "interleaved 1F1B pipeline"
+             : groups_.grid.pp_size() > 1 ? "1F1B pipeline"
+                                          : "no pipeline",
+             dp_->zero1() ? ", ZeRO-1" : "");
   Timer interval;
   interval.start();
   int64_t in_interval = 0;

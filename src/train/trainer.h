@@ -1,15 +1,17 @@
 // The pretraining loop of `megaton train` (Megatron's training.py: pretrain / train / train_step / evaluate /
-// training_log), over 3D parallelism: TP inside GptStage, PP through the 1F1B schedule, DP through DataParallel's
-// gradient buckets (ZeRO-1 sharding the optimizer with --zero-stage 1).
+// training_log), over 3D parallelism: TP inside GptStage, PP through the 1F1B schedule (or the interleaved one over
+// several model chunks per rank, --num-layers-per-virtual-pipeline-stage), DP through DataParallel's gradient buckets
+// (ZeRO-1 sharding the optimizer with --zero-stage 1).
 //
 //   Trainer t(cfg, env, std::cout);   // builds groups, model, optimizer, data; loads --load
 //   int code = t.run();               // trains until --train-iters / an exit trigger; saves; returns the exit code
 //
 // Exit triggers (each leaves a checkpoint when --save is given): the last iteration, --exit-interval,
-// --exit-duration-in-mins, --kill-switch-path appearing (these return 0), SIGTERM/SIGUSR1 (returns 7, kInterrupted). Ranks agree on stopping through an
-// all-reduce MAX every iteration, so they all stop at the same iteration.
+// --exit-duration-in-mins, --kill-switch-path appearing (these return 0), SIGTERM/SIGUSR1 (returns 7, kInterrupted).
+// Ranks agree on stopping through an all-reduce MAX every iteration, so they all stop at the same iteration.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <ostream>
@@ -19,6 +21,7 @@
 #include "core/timer.h"
 #include "dist/launch_env.h"
 #include "dist/process_groups.h"
+#include "parallel/param_info.h"
 #include "train/train_config.h"
 
 namespace megaton::data {
@@ -28,7 +31,7 @@ struct NamedDataset;
 namespace megaton::model {
 class GptStage;
 struct GptConfig;
-}
+}  // namespace megaton::model
 namespace megaton::parallel {
 class DataParallel;
 }
@@ -36,7 +39,7 @@ namespace megaton::optim {
 class MixedPrecisionOptimizer;
 class AnnealingLR;
 class NumMicroBatchesCalculator;
-}
+}  // namespace megaton::optim
 
 namespace megaton::train {
 
@@ -46,9 +49,9 @@ class StopSignals;
 
 /// What one iteration did (train_step's return).
 struct StepOutcome {
-  bool skipped_data = false;        // --skip-train-iteration-range: data consumed, no step
-  bool updated = false;             // optimizer step taken (false: inf/NaN gradients, the step was skipped)
-  std::optional<double> loss;       // DP-averaged mean loss (last pipeline stage only)
+  bool skipped_data = false;   // --skip-train-iteration-range: data consumed, no step
+  bool updated = false;        // optimizer step taken (false: inf/NaN gradients, the step was skipped)
+  std::optional<double> loss;  // DP-averaged mean loss (last pipeline stage only)
   std::optional<double> grad_norm;
   std::optional<int64_t> num_zeros;
   int64_t global_batch = 0;
@@ -78,6 +81,13 @@ class Trainer {
   std::optional<double> evaluate_dataset(const data::NamedDataset& valid);
   void log_iteration(const StepOutcome& s, double interval_s, int64_t iterations_in_interval);
   bool logging_rank() const;
+  bool interleaved() const;
+  bool holds_embedding() const;  // chunk 0 is the first (virtual) stage
+  bool holds_loss() const;       // the last chunk is the last (virtual) stage
+  /// Runs `m` micro-batches through this rank's chunks with the schedule of the layout (training or forward-only).
+  /// forward(chunk, mb, input) -> output (or the scalar to differentiate on the last stage).
+  void run_schedule(int m, const std::function<torch::Tensor(int, int, const torch::Tensor&)>& forward,
+                    bool forward_only);
   int agree_on_stop(double elapsed_min);  // 0 none, else a reason code (see trainer.cpp)
 
   TrainConfig cfg_;
@@ -86,7 +96,9 @@ class Trainer {
   Logger log_;
   dist::ProcessGroups groups_;
   std::unique_ptr<model::GptConfig> gpt_;
-  std::unique_ptr<model::GptStage> stage_;
+  // This rank's model: one GptStage, or with interleaving its V model chunks (chunk k = virtual stage k * PP + pp).
+  std::vector<std::unique_ptr<model::GptStage>> chunks_;
+  parallel::ParamList params_;  // every chunk's parameters, chunk 0 first (DP buffers, optimizer, checkpoints)
   std::unique_ptr<parallel::DataParallel> dp_;
   std::unique_ptr<optim::MixedPrecisionOptimizer> optimizer_;
   std::unique_ptr<optim::AnnealingLR> lr_;

@@ -56,4 +56,25 @@ torch::Tensor P2p::send_backward_recv_forward(const torch::Tensor& input_grad) {
   return input;
 }
 
+torch::Tensor P2p::ring_send_forward_recv_forward(const torch::Tensor& output, bool recv_prev) {
+  torch::Tensor input = recv_prev ? empty() : torch::Tensor();
+  torch::Tensor out = output.defined() ? checked(output, shape_, options_, "send_forward") : torch::Tensor();
+  if (out.defined() || input.defined()) pp_.send_recv(out, next(), input, prev());
+  return input;
+}
+
+torch::Tensor P2p::ring_send_backward_recv_backward(const torch::Tensor& input_grad, bool recv_next) {
+  torch::Tensor grad = recv_next ? empty() : torch::Tensor();
+  torch::Tensor in = input_grad.defined() ? checked(input_grad, shape_, options_, "send_backward") : torch::Tensor();
+  if (in.defined() || grad.defined()) pp_.send_recv(in, prev(), grad, next());
+  return grad;
+}
+
+std::pair<torch::Tensor, torch::Tensor> P2p::ring_send_forward_backward_recv_forward_backward(
+    const torch::Tensor& output, const torch::Tensor& input_grad, bool recv_prev, bool recv_next) {
+  torch::Tensor input = ring_send_forward_recv_forward(output, recv_prev);
+  torch::Tensor grad = ring_send_backward_recv_backward(input_grad, recv_next);
+  return {input, grad};
+}
+
 }  // namespace megaton::parallel::pipeline
