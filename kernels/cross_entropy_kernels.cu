@@ -1,5 +1,5 @@
-// Fused cross-entropy kernels (kernels/cross_entropy_kernels.h): one thread block per row, vectorised 16-byte loads where the
-// row is aligned, fp32 arithmetic whatever the logits' type.
+// Fused cross-entropy kernels (kernels/cross_entropy_kernels.h): one thread block per row, vectorised 16-byte loads
+// where the row is aligned, fp32 arithmetic whatever the logits' type.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -16,17 +16,29 @@ namespace {
 
 constexpr int kThreads = 512;
 
-__device__ __forceinline__ float to_float(float x) { return x; }
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
-__device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+__device__ __forceinline__ float to_float(__half x) {
+  return __half2float(x);
+}
 template <typename T>
 __device__ __forceinline__ T from_float(float x);
 template <>
-__device__ __forceinline__ float from_float<float>(float x) { return x; }
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
 template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}
 template <>
-__device__ __forceinline__ __half from_float<__half>(float x) { return __float2half(x); }
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half(x);
+}
 
 // (max, sum of exp(x - max)) pairs: the online-softmax monoid. An empty pair is (-inf, 0).
 struct MaxSum {
@@ -120,7 +132,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = 0; k < VEC; ++k) o.v[k] = from_float<T>(value(p * VEC + k, to_float(in.v[k])));
     reinterpret_cast<Pack<T, VEC>*>(out)[p] = o;
   }
-  for (int64_t c = packs * VEC + threadIdx.x; c < cols; c += blockDim.x) out[c] = from_float<T>(value(c, to_float(row[c])));
+  for (int64_t c = packs * VEC + threadIdx.x; c < cols; c += blockDim.x)
+    out[c] = from_float<T>(value(c, to_float(row[c])));
 }
 
 bool aligned16(const void* p, int64_t cols, int elem) {
@@ -170,7 +183,8 @@ void cross_entropy_row_stats(const void* logits, FloatType type, int64_t rows, i
       return launch_stats<__nv_bfloat16>(logits, rows, cols, valid_cols, target, start, row_max, row_sum, target_logit,
                                          stream);
     case FloatType::kFloat16:
-      return launch_stats<__half>(logits, rows, cols, valid_cols, target, start, row_max, row_sum, target_logit, stream);
+      return launch_stats<__half>(logits, rows, cols, valid_cols, target, start, row_max, row_sum, target_logit,
+                                  stream);
   }
 }
 

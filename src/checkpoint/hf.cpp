@@ -17,7 +17,9 @@ int64_t geti(const json& c, const char* key, const std::string& where) {
   return c[key].get<int64_t>();
 }
 
-bool tanh_gelu(const json& c) { return c.value("openai_gelu", false) || !c.value("no_bias_gelu_fusion", false); }
+bool tanh_gelu(const json& c) {
+  return c.value("openai_gelu", false) || !c.value("no_bias_gelu_fusion", false);
+}
 
 /// One canonical <-> HF pair: how to go from canonical to HF and back, and the canonical partition dim.
 struct Rule {
@@ -27,8 +29,12 @@ struct Rule {
   int partition_dim = -1;
 };
 
-torch::Tensor same(const torch::Tensor& t) { return t; }
-torch::Tensor transpose(const torch::Tensor& t) { return t.t().contiguous(); }
+torch::Tensor same(const torch::Tensor& t) {
+  return t;
+}
+torch::Tensor transpose(const torch::Tensor& t) {
+  return t.t().contiguous();
+}
 
 std::vector<Rule> rules(const json& c, HfArch arch, const std::string& where) {
   const int64_t L = geti(c, "num_layers", where), h = geti(c, "hidden_size", where),
@@ -46,8 +52,12 @@ std::vector<Rule> rules(const json& c, HfArch arch, const std::string& where) {
   };
   if (gpt2) {
     r.push_back({"embedding.word_embeddings.weight", T + "wte.weight", same, same, {V, h}, 0});
-    r.push_back({"embedding.position_embeddings.weight", T + "wpe.weight", same, same,
-                 {geti(c, "max_position_embeddings", where), h}, -1});
+    r.push_back({"embedding.position_embeddings.weight",
+                 T + "wpe.weight",
+                 same,
+                 same,
+                 {geti(c, "max_position_embeddings", where), h},
+                 -1});
   } else {
     r.push_back({"embedding.word_embeddings.weight", T + "word_embeddings.weight", same, same, {V, h}, 0});
     ln("embedding.norm", T + "word_embeddings_layernorm");
@@ -58,16 +68,26 @@ std::vector<Rule> rules(const json& c, HfArch arch, const std::string& where) {
     ln(p + "post_attention_layernorm", q + (gpt2 ? "ln_2" : "post_attention_layernorm"));
     if (gpt2) {
       // [np, 3, hd, h] -> [3, np, hd, h] -> [3h, h] -> Conv1D [h, 3h].
-      r.push_back({p + "attention.qkv.weight", q + "attn.c_attn.weight",
-                   [=](const torch::Tensor& t) { return t.permute({1, 0, 2, 3}).reshape({qkv_out, h}).t().contiguous(); },
+      r.push_back({p + "attention.qkv.weight",
+                   q + "attn.c_attn.weight",
+                   [=](const torch::Tensor& t) {
+                     return t.permute({1, 0, 2, 3}).reshape({qkv_out, h}).t().contiguous();
+                   },
                    [=](const torch::Tensor& t) {
                      return t.t().reshape({3, np, hd, h}).permute({1, 0, 2, 3}).contiguous();
                    },
-                   {np, 3, hd, h}, 0});
-      r.push_back({p + "attention.qkv.bias", q + "attn.c_attn.bias",
-                   [=](const torch::Tensor& t) { return t.permute({1, 0, 2}).reshape({qkv_out}).contiguous(); },
-                   [=](const torch::Tensor& t) { return t.reshape({3, np, hd}).permute({1, 0, 2}).contiguous(); },
-                   {np, 3, hd}, 0});
+                   {np, 3, hd, h},
+                   0});
+      r.push_back({p + "attention.qkv.bias",
+                   q + "attn.c_attn.bias",
+                   [=](const torch::Tensor& t) {
+                     return t.permute({1, 0, 2}).reshape({qkv_out}).contiguous();
+                   },
+                   [=](const torch::Tensor& t) {
+                     return t.reshape({3, np, hd}).permute({1, 0, 2}).contiguous();
+                   },
+                   {np, 3, hd},
+                   0});
       r.push_back({p + "attention.dense.weight", q + "attn.c_proj.weight", transpose, transpose, {h, np * hd}, 1});
       r.push_back({p + "attention.dense.bias", q + "attn.c_proj.bias", same, same, {h}, -1});
       r.push_back({p + "mlp.fc1.weight", q + "mlp.c_fc.weight", transpose, transpose, {f, h}, 0});
@@ -75,12 +95,24 @@ std::vector<Rule> rules(const json& c, HfArch arch, const std::string& where) {
       r.push_back({p + "mlp.fc2.weight", q + "mlp.c_proj.weight", transpose, transpose, {h, f}, 1});
       r.push_back({p + "mlp.fc2.bias", q + "mlp.c_proj.bias", same, same, {h}, -1});
     } else {
-      r.push_back({p + "attention.qkv.weight", q + "self_attention.query_key_value.weight",
-                   [=](const torch::Tensor& t) { return t.reshape({qkv_out, h}).contiguous(); },
-                   [=](const torch::Tensor& t) { return t.reshape({np, 3, hd, h}).contiguous(); }, {np, 3, hd, h}, 0});
-      r.push_back({p + "attention.qkv.bias", q + "self_attention.query_key_value.bias",
+      r.push_back({p + "attention.qkv.weight",
+                   q + "self_attention.query_key_value.weight",
+                   [=](const torch::Tensor& t) {
+                     return t.reshape({qkv_out, h}).contiguous();
+                   },
+                   [=](const torch::Tensor& t) {
+                     return t.reshape({np, 3, hd, h}).contiguous();
+                   },
+                   {np, 3, hd, h},
+                   0});
+      r.push_back({p + "attention.qkv.bias",
+                   q + "self_attention.query_key_value.bias",
                    [=](const torch::Tensor& t) { return t.reshape({qkv_out}).contiguous(); },
-                   [=](const torch::Tensor& t) { return t.reshape({np, 3, hd}).contiguous(); }, {np, 3, hd}, 0});
+                   [=](const torch::Tensor& t) {
+                     return t.reshape({np, 3, hd}).contiguous();
+                   },
+                   {np, 3, hd},
+                   0});
       r.push_back({p + "attention.dense.weight", q + "self_attention.dense.weight", same, same, {h, np * hd}, 1});
       r.push_back({p + "attention.dense.bias", q + "self_attention.dense.bias", same, same, {h}, -1});
       r.push_back({p + "mlp.fc1.weight", q + "mlp.dense_h_to_4h.weight", same, same, {f, h}, 0});
@@ -98,10 +130,14 @@ std::vector<Rule> rules(const json& c, HfArch arch, const std::string& where) {
 HfArch choose_hf_arch(const json& c, const std::string& requested) {
   const std::string pos = c.value("position_embedding_type", std::string("absolute"));
   HfArch a;
-  if (requested == "gpt2") a = HfArch::kGpt2;
-  else if (requested == "bloom") a = HfArch::kBloom;
-  else if (requested == "auto") a = pos == "alibi" ? HfArch::kBloom : HfArch::kGpt2;
-  else throw UsageError(str("--arch '", requested, "': expected gpt2, bloom or auto"));
+  if (requested == "gpt2")
+    a = HfArch::kGpt2;
+  else if (requested == "bloom")
+    a = HfArch::kBloom;
+  else if (requested == "auto")
+    a = pos == "alibi" ? HfArch::kBloom : HfArch::kGpt2;
+  else
+    throw UsageError(str("--arch '", requested, "': expected gpt2, bloom or auto"));
   const char* name = a == HfArch::kGpt2 ? "GPT-2" : "BLOOM";
   auto need = [&](bool ok, const std::string& what) {
     MEGATON_CHECK(ok, UsageError, "export-hf: the checkpoint's model cannot be written as ", name, ": ", what);
@@ -208,7 +244,8 @@ Imported from_hf(const json& hc, const std::map<std::string, torch::Tensor>& wei
     c = {{"num_layers", gi({"n_layer", "num_hidden_layers"})},
          {"hidden_size", h},
          {"num_attention_heads", gi({"n_head", "num_attention_heads"})},
-         {"ffn_hidden_size", hc.contains("n_inner") && hc["n_inner"].is_number_integer() ? hc["n_inner"].get<int64_t>() : 4 * h},
+         {"ffn_hidden_size",
+          hc.contains("n_inner") && hc["n_inner"].is_number_integer() ? hc["n_inner"].get<int64_t>() : 4 * h},
          {"max_position_embeddings", gi({"n_positions", "max_position_embeddings"})},
          {"position_embedding_type", "absolute"},
          {"embed_layernorm", false},

@@ -19,6 +19,8 @@ po::typed_value<std::string>* sval(std::string& field) {
 
 }  // namespace
 
+// One flag a line, as `megaton train --help` lists them.
+// clang-format off
 void add_model_options(po::options_description& d, ModelArgs& a) {
   d.add_options()
       ("num-layers", val(a.num_layers), "number of transformer layers (required)")
@@ -56,7 +58,10 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("abort-on-unmet-fused-kernel-constraints", po::bool_switch(&a.abort_on_unmet_fused_kernel_constraints),
        "accepted for compatibility: megaton's attention has no slower fallback path to abort on");
 }
+// clang-format on
 
+// One flag a line, as `megaton train --help` lists them.
+// clang-format off
 void add_parallel_options(po::options_description& d, ParallelArgs& a) {
   d.add_options()
       ("tensor-model-parallel-size", val(a.tensor_model_parallel_size), "TP: ranks sharing each layer")
@@ -73,7 +78,10 @@ void add_parallel_options(po::options_description& d, ParallelArgs& a) {
       ("sync-tp-duplicated-parameters", po::bool_switch(&a.sync_tp_duplicated_parameters),
        "average the TP-replicated parameters (LayerNorms, row-parallel biases) over TP every iteration");
 }
+// clang-format on
 
+// One flag a line, as `megaton train --help` lists them.
+// clang-format off
 void add_training_options(po::options_description& d, TrainingArgs& a) {
   d.add_options()
       ("micro-batch-size", val(a.micro_batch_size), "samples per rank per micro-step (required)")
@@ -114,7 +122,10 @@ void add_training_options(po::options_description& d, TrainingArgs& a) {
       ("dry-run", po::bool_switch(&a.dry_run),
        "print the resolved parallel layout, memory per GPU and model FLOPs per iteration, then exit");
 }
+// clang-format on
 
+// One flag a line, as `megaton train --help` lists them.
+// clang-format off
 void add_precision_options(po::options_description& d, PrecisionArgs& a) {
   d.add_options()
       ("fp16", po::bool_switch(&a.fp16), "fp16 weights and activations, fp32 master weights, loss scaling")
@@ -125,7 +136,10 @@ void add_precision_options(po::options_description& d, PrecisionArgs& a) {
       ("loss-scale-window", val(a.loss_scale_window), "clean steps before the scale doubles")
       ("hysteresis", val(a.hysteresis), "overflows tolerated before the scale halves");
 }
+// clang-format on
 
+// One flag a line, as `megaton train --help` lists them.
+// clang-format off
 void add_checkpoint_options(po::options_description& d, CheckpointArgs& a) {
   d.add_options()
       ("save", sval(a.save), "checkpoint directory to save to")
@@ -138,7 +152,10 @@ void add_checkpoint_options(po::options_description& d, CheckpointArgs& a) {
       ("finetune", po::bool_switch(&a.finetune), "load weights only and start at iteration 0")
       ("keep-last", val(a.keep_last), "keep only the newest K checkpoints; 0 = all");
 }
+// clang-format on
 
+// One flag a line, as `megaton train --help` lists them.
+// clang-format off
 void add_data_options(po::options_description& d, DataArgs& a) {
   d.add_options()
       ("data-path", po::value<std::vector<std::string>>(&a.data_path)->multitoken(),
@@ -168,7 +185,10 @@ void add_data_options(po::options_description& d, DataArgs& a) {
       ("test-weighted-split-paths-path", sval(a.test_weighted_split_paths_path),
        "file holding the --test-weighted-split-paths groups, double-quoted");
 }
+// clang-format on
 
+// One flag a line, as `megaton train --help` lists them.
+// clang-format off
 void add_logging_options(po::options_description& d, LoggingArgs& a) {
   d.add_options()
       ("tensorboard-dir", sval(a.tensorboard_dir), "write TensorBoard event files here")
@@ -181,6 +201,7 @@ void add_logging_options(po::options_description& d, LoggingArgs& a) {
       ("log-batch-size-to-tensorboard", po::bool_switch(&a.log_batch_size_to_tensorboard), "batch size to TensorBoard")
       ("tensorboard-queue-size", val(a.tensorboard_queue_size), "records buffered before the events file is flushed");
 }
+// clang-format on
 
 void add_megatron_options(po::options_description& d, ModelArgs& model, ParallelArgs& parallel, TrainingArgs& training,
                           PrecisionArgs& precision, CheckpointArgs& checkpoint, DataArgs& data, LoggingArgs& logging) {
@@ -285,7 +306,8 @@ void validate_training(TrainingArgs& t, const ParallelArgs& p) {
                   "one of --train-iters or --train-samples is required");
   }
   if (t.train_iters > 0) {
-    MEGATON_CHECK(t.lr_decay_samples == 0, UsageError, "--lr-decay-samples goes with --train-samples, not --train-iters");
+    MEGATON_CHECK(t.lr_decay_samples == 0, UsageError,
+                  "--lr-decay-samples goes with --train-samples, not --train-iters");
     MEGATON_CHECK(t.lr_warmup_samples == 0, UsageError,
                   "--lr-warmup-samples goes with --train-samples, not --train-iters");
     MEGATON_CHECK(t.rampup_batch_size.empty(), UsageError,

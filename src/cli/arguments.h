@@ -63,7 +63,7 @@ struct ParallelArgs {
 /// --micro-batch-size ... (_add_training_args, _add_learning_rate_args, _add_regularization_args).
 struct TrainingArgs {
   int micro_batch_size = 0;
-  int global_batch_size = 0;  // 0 -> micro * DP
+  int global_batch_size = 0;               // 0 -> micro * DP
   std::vector<int64_t> rampup_batch_size;  // START INCR SAMPLES
   int64_t train_iters = 0;
   int64_t train_samples = 0;

@@ -26,8 +26,8 @@ std::vector<std::pair<double, std::string>> parse_data_path(const std::vector<st
     } catch (const std::exception&) {
       used = 0;
     }
-    MEGATON_CHECK(used == p[i].size() && w >= 0 && std::isfinite(w), UsageError, "--data-path: '", p[i],
-                  "' (value ", i + 1, ") should be a non-negative blend weight before prefix '", p[i + 1], "'");
+    MEGATON_CHECK(used == p[i].size() && w >= 0 && std::isfinite(w), UsageError, "--data-path: '", p[i], "' (value ",
+                  i + 1, ") should be a non-negative blend weight before prefix '", p[i + 1], "'");
     out.emplace_back(w, p[i + 1]);
     sum += w;
   }
@@ -64,7 +64,7 @@ std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const cli::
 }
 
 std::vector<WeightedSplitGroup> groups_of(const std::vector<std::string>& inline_groups, const std::string& file,
-                                         const std::string& flag) {
+                                          const std::string& flag) {
   MEGATON_CHECK(inline_groups.empty() || file.empty(), UsageError, flag, " and ", flag, "-path are exclusive");
   const auto texts = file.empty() ? inline_groups : read_weighted_split_paths_file(file, flag + "-path");
   std::vector<WeightedSplitGroup> out;
@@ -98,16 +98,16 @@ TrainValidTestDatasets build_weighted_split_paths(const cli::DataArgs& args, int
                                                   bool build) {
   MEGATON_CHECK(args.data_path.empty() && args.split.empty(), UsageError,
                 "--data-path/--split (mode 1) and --*-weighted-split-paths (mode 2) are exclusive");
-  const auto train = groups_of(args.train_weighted_split_paths, args.train_weighted_split_paths_path,
-                               "--train-weighted-split-paths");
+  const auto train =
+      groups_of(args.train_weighted_split_paths, args.train_weighted_split_paths_path, "--train-weighted-split-paths");
   MEGATON_CHECK(train.size() == 1, UsageError, "--train-weighted-split-paths takes exactly one group, got ",
                 train.size());
   TrainValidTestDatasets r;
   r.train = build_group(args, train[0], "train", seq_length, seed, num_samples[0], log, build);
-  const auto valid = groups_of(args.valid_weighted_split_paths, args.valid_weighted_split_paths_path,
-                               "--valid-weighted-split-paths");
-  const auto test = groups_of(args.test_weighted_split_paths, args.test_weighted_split_paths_path,
-                              "--test-weighted-split-paths");
+  const auto valid =
+      groups_of(args.valid_weighted_split_paths, args.valid_weighted_split_paths_path, "--valid-weighted-split-paths");
+  const auto test =
+      groups_of(args.test_weighted_split_paths, args.test_weighted_split_paths_path, "--test-weighted-split-paths");
   if (num_samples[1] > 0)
     for (const auto& g : valid)
       r.valid_groups.push_back({g.name, build_group(args, g, "valid", seq_length, seed, num_samples[1], log, build)});

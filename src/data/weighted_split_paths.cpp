@@ -90,7 +90,8 @@ std::vector<std::string> read_weighted_split_paths_file(const std::string& path,
     while (std::getline(lines, line))
       if (!trim(line).empty()) groups.push_back(trim(line));
   }
-  MEGATON_CHECK(!groups.empty(), UsageError, flag, ": '", path, "' holds no group (expected \"NAME: W S:E PREFIX, ...\")");
+  MEGATON_CHECK(!groups.empty(), UsageError, flag, ": '", path,
+                "' holds no group (expected \"NAME: W S:E PREFIX, ...\")");
   return groups;
 }
 

@@ -29,7 +29,8 @@ std::string regex_sub(const std::string& s, const char* pattern, const char* rep
   int err = 0;
   PCRE2_SIZE off = 0;
   std::unique_ptr<pcre2_code, decltype(&pcre2_code_free)> re(
-      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &off, nullptr),
+      pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern), PCRE2_ZERO_TERMINATED, PCRE2_UTF | PCRE2_UCP, &err, &off,
+                    nullptr),
       &pcre2_code_free);
   MEGATON_ASSERT(re != nullptr, "detokenizer pattern ", pattern, " does not compile (PCRE2 error ", err, ")");
   std::vector<char> out(s.size() + s.size() / 4 + 64);
@@ -37,8 +38,8 @@ std::string regex_sub(const std::string& s, const char* pattern, const char* rep
     PCRE2_SIZE n = out.size();
     const int rc = pcre2_substitute(re.get(), reinterpret_cast<PCRE2_SPTR>(s.data()), s.size(), 0,
                                     PCRE2_SUBSTITUTE_GLOBAL | PCRE2_SUBSTITUTE_OVERFLOW_LENGTH | PCRE2_NO_UTF_CHECK,
-                                    nullptr, nullptr, reinterpret_cast<PCRE2_SPTR>(replacement),
-                                    PCRE2_ZERO_TERMINATED, reinterpret_cast<PCRE2_UCHAR*>(out.data()), &n);
+                                    nullptr, nullptr, reinterpret_cast<PCRE2_SPTR>(replacement), PCRE2_ZERO_TERMINATED,
+                                    reinterpret_cast<PCRE2_UCHAR*>(out.data()), &n);
     if (rc == PCRE2_ERROR_NOMEMORY) {
       out.resize(n + 1);
       continue;
@@ -64,8 +65,8 @@ std::string apply(std::string s, std::initializer_list<Rule> rules) {
 }  // namespace
 
 std::string ptb_detokenize(const std::string& text) {
-  return apply(text, {{" '", "'"}, {" \n", "\n"}, {"\n ", "\n"}, {" n't", "n't"}, {" N ", "1 "}, {"$ 1", "$1"},
-                      {"# 1", "#1"}});
+  return apply(
+      text, {{" '", "'"}, {" \n", "\n"}, {"\n ", "\n"}, {" n't", "n't"}, {" N ", "1 "}, {"$ 1", "$1"}, {"# 1", "#1"}});
 }
 
 std::string wikitext_detokenize(const std::string& text) {
@@ -73,7 +74,7 @@ std::string wikitext_detokenize(const std::string& text) {
                          // contractions
                          {"s '", "s'"},
                          {"/' [0-9]/", "/'[0-9]/", true},  // Megatron's pattern, literal slashes included
-                         // number separators
+                                                           // number separators
                          {" @-@ ", "-"},
                          {" @,@ ", ","},
                          {" @.@ ", "."},

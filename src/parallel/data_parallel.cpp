@@ -81,7 +81,8 @@ DataParallel::DataParallel(const ParamList& params, const dist::ProcessGroups& g
     auto acc = torch::autograd::impl::grad_accumulator(params_[i].param);
     MEGATON_CHECK(acc != nullptr, UsageError, "data parallel: parameter '", params_[i].name,
                   "' is not a leaf tensor (it has no gradient accumulator)");
-    hook_keys_.push_back(acc->add_post_hook(std::make_unique<AfterAccumulateHook>([this, i] { on_grad_accumulated(i); })));
+    hook_keys_.push_back(
+        acc->add_post_hook(std::make_unique<AfterAccumulateHook>([this, i] { on_grad_accumulated(i); })));
     grad_accs_.push_back(std::move(acc));
   }
 }
@@ -171,7 +172,9 @@ void DataParallel::accumulate_param_grads() {
   }
 }
 
-void DataParallel::all_gather_params(const torch::Tensor& shard) { all_gather_into(param_buffer_, shard); }
+void DataParallel::all_gather_params(const torch::Tensor& shard) {
+  all_gather_into(param_buffer_, shard);
+}
 
 void DataParallel::all_gather_into(torch::Tensor& full, const torch::Tensor& shard) const {
   MEGATON_ASSERT(shard.dim() == 1 && shard.numel() == shard_numel(), "shard of ", shard.numel(), " elements, expected ",
@@ -188,7 +191,7 @@ void DataParallel::all_gather_into(torch::Tensor& full, const torch::Tensor& sha
     const int64_t len = buckets[b].numel / dp_size_;
     torch::Tensor in = shard.narrow(0, layout_.shard_bucket_offset(static_cast<int>(b), dp_size_), len)
                            .to(full.scalar_type())
-                           .contiguous();                                   // [bucket / dp]
+                           .contiguous();                                    // [bucket / dp]
     torch::Tensor out = full.narrow(0, buckets[b].start, buckets[b].numel);  // [bucket]
     groups_.dp->all_gather(out, in);
   }

@@ -87,7 +87,8 @@ class DataParallel {
   /// Writes a shard [S] (fp32 or model dtype) into the parameters: under ZeRO-1 all-gathers the shards of every DP
   /// rank (bucket by bucket); otherwise copies the whole buffer.
   void all_gather_params(const torch::Tensor& shard);
-  /// [N] <- every DP rank's [S] shard (collective over DP under ZeRO-1; a plain copy otherwise). `full` keeps its dtype.
+  /// [N] <- every DP rank's [S] shard (collective over DP under ZeRO-1; a plain copy otherwise). `full` keeps its
+  /// dtype.
   void all_gather_into(torch::Tensor& full, const torch::Tensor& shard) const;
   /// [S] copy of this rank's shard of a full [N] buffer (the whole buffer, copied, without ZeRO-1).
   torch::Tensor shard_of(const torch::Tensor& full) const;

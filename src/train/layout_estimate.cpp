@@ -68,9 +68,9 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
     layers_per_mb = n;
     in_flight = std::min(warmup + 1, micro * v);
   }
-  e.activations_gib = (per_layer * layers_per_mb * in_flight + (m.checkpoint_activations ? full_layer : 0.0)) *
-                          (wbytes / 2.0) / gib +
-                      s * b * double(V) / tp * 4.0 / gib;  // fp32 logits of the last stage (upper bound)
+  e.activations_gib =
+      (per_layer * layers_per_mb * in_flight + (m.checkpoint_activations ? full_layer : 0.0)) * (wbytes / 2.0) / gib +
+      s * b * double(V) / tp * 4.0 / gib;  // fp32 logits of the last stage (upper bound)
   return e;
 }
 

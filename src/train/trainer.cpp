@@ -400,8 +400,8 @@ std::optional<double> Trainer::evaluate_dataset(const data::NamedDataset& valid)
     for (int i = 0; i < m; ++i) {
       std::vector<int64_t> idx;
       if (!sampler.next(idx)) {  // wrap around a small valid split
-        sampler = data::PretrainingSampler(valid_ds.size(), 0, t.micro_batch_size, groups_.coords.dp,
-                                           groups_.grid.dp_size());
+        sampler =
+            data::PretrainingSampler(valid_ds.size(), 0, t.micro_batch_size, groups_.coords.dp, groups_.grid.dp_size());
         MEGATON_CHECK(sampler.next(idx), DataError, "the validation split holds fewer than one global batch of ",
                       "micro-batches (", valid_ds.size(), " samples)");
       }
@@ -439,8 +439,11 @@ std::optional<double> Trainer::evaluate_dataset(const data::NamedDataset& valid)
       tb_->flush();
     }
     if (metrics_)
-      metrics_->write(nlohmann::json{{"iteration", iteration_}, {"consumed_samples", consumed_train_},
-                                     {"valid_name", valid.name}, {"valid_lm_loss", loss}, {"valid_lm_loss_ppl", ppl}});
+      metrics_->write(nlohmann::json{{"iteration", iteration_},
+                                     {"consumed_samples", consumed_train_},
+                                     {"valid_name", valid.name},
+                                     {"valid_lm_loss", loss},
+                                     {"valid_lm_loss_ppl", ppl}});
   }
   return loss;
 }

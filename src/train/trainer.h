@@ -27,7 +27,7 @@
 namespace megaton::data {
 class SampleDataset;
 struct NamedDataset;
-}
+}  // namespace megaton::data
 namespace megaton::model {
 class GptStage;
 struct GptConfig;
@@ -104,7 +104,8 @@ class Trainer {
   std::unique_ptr<optim::AnnealingLR> lr_;
   std::unique_ptr<optim::NumMicroBatchesCalculator> micro_;
   std::shared_ptr<const data::SampleDataset> train_ds_;
-  std::vector<data::NamedDataset> valid_sets_;  // mode 1: one unnamed; mode 2: one per --valid-weighted-split-paths group
+  std::vector<data::NamedDataset>
+      valid_sets_;  // mode 1: one unnamed; mode 2: one per --valid-weighted-split-paths group
   std::unique_ptr<TensorBoardWriter> tb_;
   std::unique_ptr<MetricsLog> metrics_;
   std::unique_ptr<StopSignals> signals_;

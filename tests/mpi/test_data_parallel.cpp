@@ -53,9 +53,15 @@ void check_dp_average(bool overlap, bool zero1) {
 
 }  // namespace
 
-TEST(DataParallel, OverlappedBucketsAverageOverDP) { check_dp_average(true, false); }
-TEST(DataParallel, SynchronousFallbackAveragesOverDP) { check_dp_average(false, false); }
-TEST(DataParallel, Zero1ReduceScattersIntoShards) { check_dp_average(true, true); }
+TEST(DataParallel, OverlappedBucketsAverageOverDP) {
+  check_dp_average(true, false);
+}
+TEST(DataParallel, SynchronousFallbackAveragesOverDP) {
+  check_dp_average(false, false);
+}
+TEST(DataParallel, Zero1ReduceScattersIntoShards) {
+  check_dp_average(true, true);
+}
 
 TEST(DataParallel, TiedEmbeddingSummedOverEmbeddingGroupThenAveragedOverDP) {
   REQUIRE_WORLD_DIVISIBLE_BY(2);
@@ -116,7 +122,7 @@ TEST(DataParallel, SyncTpDuplicatedAveragesOnlyReplicatedGradsOverTP) {
     torch::Tensor want_rep = torch::zeros({5}), want_split = torch::zeros({4});
     for (int q = 0; q < dps; ++q) {
       want_rep += (g(0, q, 5) + g(1, q, 5)) / (2.0 * dps);  // DP average, then TP average
-      want_split += g(t, q, 4) / double(dps);              // DP average only
+      want_split += g(t, q, 4) / double(dps);               // DP average only
     }
     auto full = torch::zeros({dp.layout().numel()});
     dp.all_gather_into(full, dp.shard_grad());

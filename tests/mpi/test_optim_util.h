@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
+#include "../common/tiny_param_model.h"
 #include "dist/mpi_communicator.h"
 #include "dist/process_groups.h"
 #include "parallel/param_info.h"
-#include "../common/tiny_param_model.h"
 
 namespace megaton::mpitest {
 

@@ -21,8 +21,8 @@ bool parse(std::vector<std::string> args, TrainConfig& c, int world = 1) {
 }
 
 std::vector<std::string> base() {
-  return {"--num-layers", "4", "--hidden-size", "64", "--num-attention-heads", "4", "--seq-length", "32",
-          "--micro-batch-size", "2", "--train-iters", "10"};
+  return {"--num-layers", "4",  "--hidden-size",      "64", "--num-attention-heads", "4",
+          "--seq-length", "32", "--micro-batch-size", "2",  "--train-iters",         "10"};
 }
 
 std::string error_of(std::vector<std::string> extra, int world = 1) {
@@ -118,8 +118,9 @@ TEST(Arguments, PythonDigitSeparatorsInNumbers) {
 TEST(Arguments, BigScienceTemplateFlagsAccepted) {
   TrainConfig c;
   auto a = base();
-  a.insert(a.end(), {"--tensorboard-queue-size", "5", "--log-batch-size-to-tensorboard", "--sync-tp-duplicated-parameters",
-                     "--abort-on-unmet-fused-kernel-constraints", "--valid-num-workers", "0"});
+  a.insert(a.end(),
+           {"--tensorboard-queue-size", "5", "--log-batch-size-to-tensorboard", "--sync-tp-duplicated-parameters",
+            "--abort-on-unmet-fused-kernel-constraints", "--valid-num-workers", "0"});
   ASSERT_TRUE(parse(a, c, 1));
   EXPECT_EQ(c.logging.tensorboard_queue_size, 5);
   EXPECT_TRUE(c.logging.log_batch_size_to_tensorboard);

@@ -21,10 +21,19 @@ namespace {
 const int64_t kL = 2, kH = 8, kNp = 2, kHd = 4, kF = 32, kV = 11, kPos = 6;
 
 json config(const std::string& pos) {
-  return {{"num_layers", kL}, {"hidden_size", kH}, {"num_attention_heads", kNp}, {"kv_channels", kHd},
-          {"ffn_hidden_size", kF}, {"max_position_embeddings", kPos}, {"position_embedding_type", pos},
-          {"embed_layernorm", pos == "alibi"}, {"glu_activation", ""}, {"openai_gelu", false},
-          {"no_bias_gelu_fusion", false}, {"layernorm_epsilon", 1e-5}, {"vocab_size", kV}};
+  return {{"num_layers", kL},
+          {"hidden_size", kH},
+          {"num_attention_heads", kNp},
+          {"kv_channels", kHd},
+          {"ffn_hidden_size", kF},
+          {"max_position_embeddings", kPos},
+          {"position_embedding_type", pos},
+          {"embed_layernorm", pos == "alibi"},
+          {"glu_activation", ""},
+          {"openai_gelu", false},
+          {"no_bias_gelu_fusion", false},
+          {"layernorm_epsilon", 1e-5},
+          {"vocab_size", kV}};
 }
 
 /// Canonical tensors whose value at [i0, i1, ...] is a unique code of (name, indices).
@@ -108,7 +117,7 @@ TEST(CheckpointHf, Gpt2LayoutIsHuggingFaces) {
   const json cfg = config("absolute");
   ASSERT_EQ(choose_hf_arch(cfg, "auto"), HfArch::kGpt2);
   const auto hf = as_map(to_hf([&](const std::string& n) { return can.at(n); }, cfg, HfArch::kGpt2));
-  const auto& qkv = can.at("layers.1.attention.qkv.weight");     // [np, 3, hd, h]
+  const auto& qkv = can.at("layers.1.attention.qkv.weight");         // [np, 3, hd, h]
   const auto& c_attn = hf.at("transformer.h.1.attn.c_attn.weight");  // [h, 3h], Conv1D [in, out]
   ASSERT_EQ(c_attn.sizes().vec(), (std::vector<int64_t>{kH, 3 * kNp * kHd}));
   for (int n = 0; n < kNp; ++n)
@@ -120,7 +129,8 @@ TEST(CheckpointHf, Gpt2LayoutIsHuggingFaces) {
   const auto& qb = can.at("layers.1.attention.qkv.bias");
   for (int n = 0; n < kNp; ++n)
     for (int w = 0; w < 3; ++w)
-      for (int d = 0; d < kHd; ++d) ASSERT_EQ(bias[w * kNp * kHd + n * kHd + d].item<double>(), qb[n][w][d].item<double>());
+      for (int d = 0; d < kHd; ++d)
+        ASSERT_EQ(bias[w * kNp * kHd + n * kHd + d].item<double>(), qb[n][w][d].item<double>());
   EXPECT_TRUE(torch::equal(hf.at("transformer.h.0.mlp.c_fc.weight"), can.at("layers.0.mlp.fc1.weight").t()));
   EXPECT_TRUE(torch::equal(hf.at("transformer.h.0.attn.c_proj.weight"), can.at("layers.0.attention.dense.weight").t()));
   EXPECT_TRUE(torch::equal(hf.at("transformer.wte.weight"), can.at("embedding.word_embeddings.weight")));
@@ -149,8 +159,7 @@ TEST(CheckpointHf, BloomLayoutIsHuggingFaces) {
   const auto& w = hf.at("transformer.h.0.self_attention.query_key_value.weight");  // [3h, h], rows [np, 3, hd]
   for (int n = 0; n < kNp; ++n)
     for (int k = 0; k < 3; ++k)
-      for (int d = 0; d < kHd; ++d)
-        ASSERT_TRUE(torch::equal(w[n * 3 * kHd + k * kHd + d], qkv[n][k][d]));
+      for (int d = 0; d < kHd; ++d) ASSERT_TRUE(torch::equal(w[n * 3 * kHd + k * kHd + d], qkv[n][k][d]));
   EXPECT_TRUE(torch::equal(hf.at("transformer.word_embeddings_layernorm.weight"), can.at("embedding.norm.weight")));
   EXPECT_TRUE(torch::equal(hf.at("transformer.h.1.mlp.dense_4h_to_h.weight"), can.at("layers.1.mlp.fc2.weight")));
   const Imported im = from_hf(hf_config(cfg, HfArch::kBloom, torch::kFloat32), hf, "dir");

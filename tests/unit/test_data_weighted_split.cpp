@@ -55,7 +55,8 @@ TEST(DataWeightedSplit, FileHoldsQuotedGroupsOrOneGroupPerLine) {
             (std::vector<std::string>{"v1: 1 0:1 /d/a", "v2: 1 0:0.5 /d/b, 1 0:1 /d/c"}));
   const auto lines = (dir / "lines.txt").string();
   std::ofstream(lines) << "v1: 1 0:1 /d/a\n\n  v2: 1 0:1 /d/b  \n";
-  EXPECT_EQ(read_weighted_split_paths_file(lines, "--x"), (std::vector<std::string>{"v1: 1 0:1 /d/a", "v2: 1 0:1 /d/b"}));
+  EXPECT_EQ(read_weighted_split_paths_file(lines, "--x"),
+            (std::vector<std::string>{"v1: 1 0:1 /d/a", "v2: 1 0:1 /d/b"}));
   EXPECT_THROW(read_weighted_split_paths_file((dir / "missing").string(), "--x"), UsageError);
   const auto broken = (dir / "broken.txt").string();
   std::ofstream(broken) << "\"v1: 1 0:1 /d/a\n";

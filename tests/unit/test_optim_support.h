@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "../common/tiny_param_model.h"
 #include "dist/process_groups.h"
 #include "parallel/param_info.h"
-#include "../common/tiny_param_model.h"
 
 namespace megaton::optimtest {
 

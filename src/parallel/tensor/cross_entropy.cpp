@@ -20,21 +20,21 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
     const int64_t start = part * c.rank(), end = start + part;
     // Subtract the global max for stability.
     const auto compute = logits.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
-    torch::Tensor x = logits.to(compute);                                      // [s, b, v]
-    torch::Tensor max = std::get<0>(x.max(-1)).contiguous();                   // [s, b]
+    torch::Tensor x = logits.to(compute);                     // [s, b, v]
+    torch::Tensor max = std::get<0>(x.max(-1)).contiguous();  // [s, b]
     c.all_reduce(max, dist::ReduceOp::kMax);
     x = x - max.unsqueeze(-1);
     // The target's logit, found on the rank that owns it, zero elsewhere, summed.
-    torch::Tensor outside = (target < start).logical_or(target >= end);       // [s, b]
-    torch::Tensor local_target = (target - start).masked_fill(outside, 0);    // [s, b]
+    torch::Tensor outside = (target < start).logical_or(target >= end);     // [s, b]
+    torch::Tensor local_target = (target - start).masked_fill(outside, 0);  // [s, b]
     torch::Tensor predicted = x.gather(-1, local_target.unsqueeze(-1)).squeeze(-1).masked_fill(outside, 0.0);
     predicted = predicted.contiguous();
-    c.all_reduce(predicted, dist::ReduceOp::kSum);                             // [s, b]
-    torch::Tensor exp = x.exp();                                               // [s, b, v]
-    torch::Tensor sum_exp = exp.sum(-1).contiguous();                          // [s, b]
+    c.all_reduce(predicted, dist::ReduceOp::kSum);     // [s, b]
+    torch::Tensor exp = x.exp();                       // [s, b, v]
+    torch::Tensor sum_exp = exp.sum(-1).contiguous();  // [s, b]
     c.all_reduce(sum_exp, dist::ReduceOp::kSum);
-    torch::Tensor loss = sum_exp.log() - predicted;                            // [s, b]
-    torch::Tensor softmax = exp.div_(sum_exp.unsqueeze(-1));                   // [s, b, v]
+    torch::Tensor loss = sum_exp.log() - predicted;           // [s, b]
+    torch::Tensor softmax = exp.div_(sum_exp.unsqueeze(-1));  // [s, b, v]
     ctx->save_for_backward({softmax, outside, local_target});
     ctx->saved_data["in_dtype"] = static_cast<int64_t>(logits.scalar_type());
     return loss;
@@ -42,8 +42,8 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    torch::Tensor grad = saved[0].clone();  // softmax [s, b, v]
-    torch::Tensor inside = saved[1].logical_not().to(grad.scalar_type());     // [s, b]
+    torch::Tensor grad = saved[0].clone();                                 // softmax [s, b, v]
+    torch::Tensor inside = saved[1].logical_not().to(grad.scalar_type());  // [s, b]
     grad.scatter_add_(-1, saved[2].unsqueeze(-1), -inside.unsqueeze(-1));
     grad.mul_(grads[0].unsqueeze(-1));
     const auto in_dtype = static_cast<c10::ScalarType>(ctx->saved_data["in_dtype"].toInt());

@@ -1,5 +1,5 @@
-// The CUDA path of vocab_parallel_cross_entropy: kernels/cross_entropy_kernels.cu's fused row statistics and backward, the
-// per-row results combined over TP with three small all-reduces ([rows] floats instead of Megatron's three
+// The CUDA path of vocab_parallel_cross_entropy: kernels/cross_entropy_kernels.cu's fused row statistics and backward,
+// the per-row results combined over TP with three small all-reduces ([rows] floats instead of Megatron's three
 // all-reduces of the same size, but without the [rows, V/tp] fp32 intermediates).
 #include <c10/cuda/CUDAStream.h>
 #include <torch/csrc/autograd/custom_function.h>
@@ -17,10 +17,14 @@ using torch::autograd::variable_list;
 
 kernels::FloatType float_type(const torch::Tensor& t) {
   switch (t.scalar_type()) {
-    case torch::kFloat32: return kernels::FloatType::kFloat32;
-    case torch::kBFloat16: return kernels::FloatType::kBFloat16;
-    case torch::kFloat16: return kernels::FloatType::kFloat16;
-    default: throw InternalError(str("fused cross-entropy: unsupported logits dtype ", c10::toString(t.scalar_type())));
+    case torch::kFloat32:
+      return kernels::FloatType::kFloat32;
+    case torch::kBFloat16:
+      return kernels::FloatType::kBFloat16;
+    case torch::kFloat16:
+      return kernels::FloatType::kFloat16;
+    default:
+      throw InternalError(str("fused cross-entropy: unsupported logits dtype ", c10::toString(t.scalar_type())));
   }
 }
 
@@ -30,8 +34,8 @@ struct FusedVocabParallelCrossEntropy : torch::autograd::Function<FusedVocabPara
     dist::Communicator& c = *comm;
     const int64_t cols = logits.size(-1), rows = logits.numel() / std::max<int64_t>(cols, 1);
     const int64_t start = cols * c.rank();
-    torch::Tensor x = logits.contiguous();                                      // [rows, cols] in memory
-    torch::Tensor t = target.contiguous().to(torch::kInt64);                    // [rows]
+    torch::Tensor x = logits.contiguous();                    // [rows, cols] in memory
+    torch::Tensor t = target.contiguous().to(torch::kInt64);  // [rows]
     auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(logits.device());
     torch::Tensor row_max = torch::empty({rows}, f32), row_sum = torch::empty({rows}, f32),
                   target_logit = torch::empty({rows}, f32);
@@ -62,7 +66,8 @@ struct FusedVocabParallelCrossEntropy : torch::autograd::Function<FusedVocabPara
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
     kernels::cross_entropy_backward(x.data_ptr(), grad.data_ptr(), float_type(x), rows, cols, cols,
                                     saved[1].data_ptr<int64_t>(), ctx->saved_data["start"].toInt(),
-                                    saved[2].data_ptr<float>(), saved[3].data_ptr<float>(), g.data_ptr<float>(), stream);
+                                    saved[2].data_ptr<float>(), saved[3].data_ptr<float>(), g.data_ptr<float>(),
+                                    stream);
     return {grad, torch::Tensor(), torch::Tensor()};
   }
 };
