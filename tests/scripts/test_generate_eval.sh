@@ -7,9 +7,7 @@
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/scripts/train_lib.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-make_synthetic_data "$work"
+setup_work  # $work: a scratch directory (removed at exit) with the synthetic dataset
 
 # Byte-level BPE tokenizer.json: the 256 GPT-2 byte symbols, no merges, <|endoftext|> = 256 (vocab 257).
 mkdir -p "$work/tok"

@@ -5,9 +5,7 @@
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/scripts/train_lib.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-make_synthetic_data "$work"
+setup_work  # $work: a scratch directory (removed at exit) with the synthetic dataset
 common=($(tiny_model_args) $(tiny_lr_args) --data-path "$work/synth_text_document" --micro-batch-size 2 --global-batch-size 16
         --train-iters 20)
 tp2pp2=(--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2)

@@ -6,9 +6,7 @@
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/scripts/train_lib.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-make_synthetic_data "$work"
+setup_work  # $work: a scratch directory (removed at exit) with the synthetic dataset
 model=($(tiny_model_args) --data-path "$work/synth_text_document" --micro-batch-size 2)
 
 # Sample-based, ramp-up 4 -> 16 by 4 over 64 samples, linear decay; lr flags override the tiny defaults.

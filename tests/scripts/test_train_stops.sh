@@ -7,9 +7,7 @@
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/scripts/train_lib.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-make_synthetic_data "$work"
+setup_work  # $work: a scratch directory (removed at exit) with the synthetic dataset
 common=($(tiny_model_args) $(tiny_lr_args) --lr-decay-iters 100 --data-path "$work/synth_text_document" --micro-batch-size 2
         --global-batch-size 4)
 latest() { cat "$1/latest"; }

@@ -8,9 +8,7 @@
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/scripts/train_lib.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-make_synthetic_data "$work"
+setup_work  # $work: a scratch directory (removed at exit) with the synthetic dataset
 A="$work/synth_text_document"
 model=($(tiny_model_args | sed 's/--split 95,5,0//; s/--eval-interval 1000//') $(tiny_lr_args) --micro-batch-size 2 --global-batch-size 4 --train-iters 8)
 

@@ -4,6 +4,7 @@
 #   make_synthetic_data DIR          -> DIR/synth_text_document.{bin,idx}: 400 documents of learnable token patterns
 #   run_train NP ARGS...             -> megaton train on NP ranks (mpirun --oversubscribe; NP=1 runs it directly)
 #   compare_losses A.jsonl B.jsonl TOL [FIRST_ITER]   -> fails unless lm_loss agrees within TOL at every iteration
+#   setup_work                       -> $work: a scratch directory removed at exit, holding the synthetic dataset
 MEGATON="$BUILD/megaton"
 MPIRUN="${MPIRUN:-mpirun}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # ranks oversubscribe the cores
@@ -30,6 +31,12 @@ with open(prefix + ".idx", "wb") as f:
     f.write(struct.pack("<%dq" % len(docs), *ptrs))
     f.write(struct.pack("<%dq" % (len(docs) + 1), *range(len(docs) + 1)))
 PY
+}
+
+setup_work() {
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  make_synthetic_data "$work"
 }
 
 # A tiny GPT on the synthetic data: 4 layers, hidden 32, seq 16, vocab 128; dropout off so layouts are comparable.
