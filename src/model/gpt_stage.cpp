@@ -1,5 +1,6 @@
 #include "model/gpt_stage.h"
 
+#include <algorithm>
 #include <limits>
 
 #include "core/error.h"
@@ -93,6 +94,7 @@ GptStage::GptStage(GptConfig config, const dist::ProcessGroups& groups, StagePar
       output_weight_ = f.make({kWordEmbedding, {V, h}, 0, {}, emb_init, c_.vocab_size, false, true});
     }
     const int64_t per = V / tp_size_, start = per * tp_rank_;
+    valid_columns_ = std::clamp<int64_t>(c_.vocab_size - start, 0, per);
     if (start + per > c_.vocab_size) {
       padding_columns_ = (torch::arange(start, start + per, torch::kInt64) >= c_.vocab_size).to(c_.device);  // [V/tp]
     }
@@ -183,7 +185,9 @@ torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor&
   if (!last_) return h;
   h = ops::layer_norm(h, final_ln_w_, final_ln_b_, c_.model.layernorm_epsilon);
   torch::Tensor logits = parallel::parallel_lm_logits(h, output_weight_, tp_);  // [s, b, V/tp]
-  if (padding_columns_.defined())
+  // Training logits only feed token_losses, whose cross-entropy treats the padding columns as -inf itself: masking
+  // here too would cost a pass over [s, b, V/tp] each way.
+  if (padding_columns_.defined() && !training_)
     logits = logits.masked_fill(padding_columns_, -std::numeric_limits<double>::infinity());
   return logits;
 }
@@ -228,7 +232,7 @@ torch::Tensor GptStage::token_losses(const torch::Tensor& logits, const torch::T
   MEGATON_CHECK(labels.dim() == 2 && labels.size(0) == logits.size(1) && labels.size(1) == logits.size(0), DataError,
                 "labels must be [micro-batch, seq] = [", logits.size(1), ", ", logits.size(0), "], got ",
                 labels.sizes());
-  return parallel::vocab_parallel_cross_entropy(logits, labels.t(), tp_).t();  // [b, s]
+  return parallel::vocab_parallel_cross_entropy(logits, labels.t(), tp_, valid_columns_).t();  // [b, s]
 }
 
 torch::Tensor GptStage::masked_mean(const torch::Tensor& losses, const torch::Tensor& loss_mask) {

@@ -6,8 +6,9 @@
 //   last stage:  final LayerNorm -> logits against the word embedding (tied; with PP > 1 the last stage holds its
 //                own copy, initialised identically, whose gradient is summed over the embedding group) or an untied
 //                output layer -> vocabulary-parallel cross-entropy.
-// Logits of padding rows (ids >= vocab_size) are -inf: padding never takes probability mass, so the model is the
-// same whatever the padding (which depends on TP), and padding rows stay zero.
+// Logits of padding rows (ids >= vocab_size) are -inf (in training mode the loss treats them as -inf and forward()
+// leaves them unmasked): padding never takes probability mass, so the model is the same whatever the padding (which
+// depends on TP), and padding rows stay zero.
 #pragma once
 #include <torch/torch.h>
 
@@ -112,6 +113,7 @@ class GptStage {
   torch::Tensor final_ln_w_, final_ln_b_;  // [h], last stage
   torch::Tensor output_weight_;            // [V/tp, h], last stage (tied or untied)
   torch::Tensor padding_columns_;          // [V/tp] bool: columns >= vocab_size, or undefined
+  int64_t valid_columns_ = 0;              // columns of this rank's slice below vocab_size (last stage)
 
   // Cached position tables (rebuilt when a longer sequence arrives).
   torch::Tensor alibi_, rotary_cos_, rotary_sin_;

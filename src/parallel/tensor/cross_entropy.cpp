@@ -2,6 +2,8 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <limits>
+
 #include "core/error.h"
 #include "parallel/tensor/comm_capsule.h"
 
@@ -14,13 +16,17 @@ using torch::autograd::variable_list;
 
 struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor logits, torch::Tensor target,
-                               const dist::CommunicatorPtr& comm) {
+                               const dist::CommunicatorPtr& comm, int64_t valid_columns) {
     dist::Communicator& c = *comm;
     const int64_t part = logits.size(-1);
     const int64_t start = part * c.rank(), end = start + part;
     // Subtract the global max for stability.
     const auto compute = logits.scalar_type() == torch::kFloat64 ? torch::kFloat64 : torch::kFloat32;
     torch::Tensor x = logits.to(compute);                     // [s, b, v]
+    if (valid_columns >= 0 && valid_columns < part) {         // padding columns count as -inf
+      torch::Tensor padding = torch::arange(part, torch::TensorOptions().device(x.device())) >= valid_columns;  // [v]
+      x = x.masked_fill(padding, -std::numeric_limits<double>::infinity());
+    }
     torch::Tensor max = std::get<0>(x.max(-1)).contiguous();  // [s, b]
     c.all_reduce(max, dist::ReduceOp::kMax);
     x = x - max.unsqueeze(-1);
@@ -47,21 +53,21 @@ struct VocabParallelCrossEntropy : torch::autograd::Function<VocabParallelCrossE
     grad.scatter_add_(-1, saved[2].unsqueeze(-1), -inside.unsqueeze(-1));
     grad.mul_(grads[0].unsqueeze(-1));
     const auto in_dtype = static_cast<c10::ScalarType>(ctx->saved_data["in_dtype"].toInt());
-    return {grad.to(in_dtype), torch::Tensor(), torch::Tensor()};
+    return {grad.to(in_dtype), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };
 
 }  // namespace
 
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
-                                           const dist::CommunicatorPtr& tp, bool use_fused) {
+                                           const dist::CommunicatorPtr& tp, int64_t valid_columns, bool use_fused) {
   MEGATON_ASSERT(logits.dim() == target.dim() + 1 && logits.sizes().slice(0, target.dim()) == target.sizes(),
                  "cross-entropy: logits ", logits.sizes(), " do not match targets ", target.sizes());
 #ifdef MEGATON_HAVE_CUDA
   if (use_fused && logits.is_cuda() && logits.scalar_type() != torch::kFloat64)
-    return fused_vocab_parallel_cross_entropy(logits, target.to(torch::kInt64), tp);
+    return fused_vocab_parallel_cross_entropy(logits, target.to(torch::kInt64), tp, valid_columns);
 #endif
-  return VocabParallelCrossEntropy::apply(logits, target.to(torch::kInt64), tp);
+  return VocabParallelCrossEntropy::apply(logits, target.to(torch::kInt64), tp, valid_columns);
 }
 
 }  // namespace megaton::parallel

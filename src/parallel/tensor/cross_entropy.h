@@ -10,16 +10,19 @@ namespace megaton::parallel {
 
 /// logits [s, b, V/tp] (any float dtype; upcast to fp32), target [s, b] int64 global vocabulary ids
 /// -> per-token loss [s, b] fp32: log(sum_v exp(l_v)) - l_target. Backward: softmax - one_hot(target).
-/// CUDA logits (fp32/bf16/fp16) in a CUDA build take the fused kernels (kernels/cross_entropy_kernels.h); otherwise the
-/// unfused ATen path below. `use_fused = false` forces the ATen path (tests and benchmarks compare the two).
+/// valid_columns: this rank's columns [0, valid_columns) are real vocabulary, the rest padding that counts as -inf
+/// (-1: every column is real). CUDA logits (fp32/bf16/fp16) in a CUDA build take the fused kernels
+/// (kernels/cross_entropy_kernels.h); otherwise the unfused ATen path. `use_fused = false` forces the ATen path (tests
+/// and benchmarks compare the two).
 torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
-                                           const dist::CommunicatorPtr& tp, bool use_fused = true);
+                                           const dist::CommunicatorPtr& tp, int64_t valid_columns = -1,
+                                           bool use_fused = true);
 
 #ifdef MEGATON_HAVE_CUDA
 /// The fused CUDA path (cross_entropy_cuda.cpp): same result, one read of the logits forward, one read + one write
 /// backward, nothing of size [s, b, V/tp] saved but the logits themselves.
 torch::Tensor fused_vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
-                                                 const dist::CommunicatorPtr& tp);
+                                                 const dist::CommunicatorPtr& tp, int64_t valid_columns);
 #endif
 
 }  // namespace megaton::parallel
