@@ -5,7 +5,8 @@
 #                                                                                            -> OUTDIR/torch_bench.log
 #   3. build with perf/gpu/setup.sh (JOBS = nproc - 2, leaving cores to the bench's Python) -> OUTDIR/build.log
 #   4. unit tests, multi-rank MPI tests at -np 1, 2, 4                                        -> OUTDIR/tests.log
-#   5. after the bench: megaton comm-bench over NCCL as a singleton, under mpirun -np 1, in bf16, with 2 ranks on the
+#   5. after the bench: perf/bench_cross_entropy (fused kernel vs ATen) -> OUTDIR/bench_kernels.log; megaton comm-bench
+#      over NCCL as a singleton, under mpirun -np 1, in bf16, with 2 ranks on the
 #      one GPU, and over MPI on the CPU with 2 ranks                                         -> OUTDIR/commbench.log
 #   6. a summary table, printed last                                                          -> OUTDIR/summary.txt
 # If .deps/src.tar exists (a `git archive` made before the call), that snapshot is built instead of the working tree,
@@ -90,8 +91,13 @@ if [ -x "$BUILD/tests/megaton_unit_tests" ]; then
   done
 fi
 
-# ~~~ 5. comm-bench on the GPU, once the reference bench has released it ~~~
+# ~~~ 5. comm-bench and the kernel benchmarks on the GPU, once the reference bench has released it ~~~
 [ -n "$BENCH_PID" ] && { wait "$BENCH_PID"; stamp "torch bench done"; }
+if [ -x "$BUILD/perf/bench_cross_entropy" ]; then  # fused cross-entropy vs ATen (kernels/README.md), same run
+  timeout "$(cap 60)" "$BUILD/perf/bench_cross_entropy" --benchmark_min_time=0.5 > "$OUT/bench_kernels.log" 2>&1
+  stamp "bench_cross_entropy exit code $?: $(grep -E 'BM_' "$OUT/bench_kernels.log" | tr -s ' ' | tr '\n' ';')"
+  stamp "kernel tests: $(grep -E 'KernelsCrossEntropy.*(OK|FAILED|SKIPPED)' "$OUT/tests.log" | tr -s ' ' | tr '\n' ';')"
+fi
 if [ -x "$BUILD/megaton" ]; then
   stamp "megaton loads: $(ldd "$BUILD/megaton" | grep -E 'nccl|boost|hdf5|libmpi\.' | awk '{print $3}' | tr '\n' ' ')"
   CB="$BUILD/megaton comm-bench"
