@@ -18,7 +18,7 @@ ALWAYS="libboost-program-options1.74.0 libboost-program-options1.74-dev libboost
   libhdf5-openmpi-103-1 libhdf5-openmpi-dev libaec0 libsz2 libaec-dev
   nlohmann-json3-dev libsimdjson-dev libsimdjson14
   libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
-  zlib1g-dev zlib1g liblzma-dev liblzma5 libgtest-dev libgmock-dev"
+  zlib1g-dev zlib1g liblzma-dev liblzma5 libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian"
 # Debian 12's libcurl4 needs OpenLDAP 2.5 (Ubuntu 24.04 has 2.6): carried, used only where missing.
 FALLBACK="libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libbrotli1 libldap-2.5-0 libsasl2-2
   pkgconf pkgconf-bin libpkgconf3"

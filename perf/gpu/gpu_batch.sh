@@ -93,6 +93,9 @@ fi
 
 # ~~~ 5. comm-bench and the kernel benchmarks on the GPU, once the reference bench has released it ~~~
 [ -n "$BENCH_PID" ] && { wait "$BENCH_PID"; stamp "torch bench done"; }
+# (Google Benchmark comes with .deps since fetch_debs.sh lists libbenchmark-dev; without it the target does not exist.)
+timeout "$(cap 120)" cmake --build "$BUILD" --target bench_cross_entropy > "$OUT/build_bench.log" 2>&1 ||
+  stamp "bench_cross_entropy not built (see build_bench.log)"
 if [ -x "$BUILD/perf/bench_cross_entropy" ]; then  # fused cross-entropy vs ATen (kernels/README.md), same run
   timeout "$(cap 60)" "$BUILD/perf/bench_cross_entropy" --benchmark_min_time=0.5 > "$OUT/bench_kernels.log" 2>&1
   stamp "bench_cross_entropy exit code $?: $(grep -E 'BM_' "$OUT/bench_kernels.log" | tr -s ' ' | tr '\n' ';')"

@@ -10,7 +10,7 @@
 #   source build-gpu/env.sh           # library paths + MPI/NCCL settings for running what was built
 #
 # Environment overrides: BUILD (build-gpu), DEPS (.deps), JOBS (nproc), CUDA_ARCH (90),
-# TARGETS ("megaton megaton_unit_tests megaton_mpi_tests bench_cross_entropy"), SRC (this checkout), TORCH_CMAKE_PREFIX (asks python3),
+# TARGETS ("megaton megaton_unit_tests megaton_mpi_tests"), SRC (this checkout), TORCH_CMAKE_PREFIX (asks python3),
 # NCCL_HOME (the NCCL that torch loads), SETUP_CONFIGURE_ONLY=1 (stop after cmake's configure step),
 # BUILD_TOOL_ARGS (passed to ninja/make, e.g. "-k 0" to see every compile error at once), CMAKE_FLAGS (more -D...).
 set -euo pipefail
@@ -21,7 +21,7 @@ BUILD=$(realpath -m "${BUILD:-build-gpu}")
 DEPS=$(realpath -m "${DEPS:-.deps}")
 JOBS=${JOBS:-$(nproc)}
 CUDA_ARCH=${CUDA_ARCH:-90}
-TARGETS=${TARGETS:-megaton megaton_unit_tests megaton_mpi_tests bench_cross_entropy}
+TARGETS=${TARGETS:-megaton megaton_unit_tests megaton_mpi_tests}
 PFX=$DEPS/prefix            # every .deb in $DEPS/debs, unpacked
 FALLBACK=$DEPS/fallback-prefix  # .debs in $DEPS/fallback whose shared libraries this system lacks
 ARCH_LIB=lib/x86_64-linux-gnu
