@@ -72,9 +72,9 @@ PY
 step "5/5 generate from the checkpoint"
 printf 'A fortune:\nThe meaning of life is\n' > "$WORK/prompts.txt"
 # Megatron's generate_samples_gpt flags; the universal checkpoint saved at TP=2 x PP=2 loads on one rank. (A model this
-# small, trained for a minute on fortunes, mostly writes the corpus's tab indentation.)
+# small, trained for a few minutes, writes word salad; top-k sampling with a fixed seed shows it.)
 "$MEGATON" generate "${MODEL[@]}" --tokenizer-type GPT2BPETokenizer --vocab-file "$DL/gpt2/vocab.json" \
-  --merge-file "$DL/gpt2/merges.txt" --load "$WORK/checkpoints" --device cpu --seed 1234 --greedy \
+  --merge-file "$DL/gpt2/merges.txt" --load "$WORK/checkpoints" --device cpu --seed 1234 --top_k 40 --temperature 1.0 \
   --out-seq-length 32 --sample-input-file "$WORK/prompts.txt" --sample-output-file "$WORK/samples.txt"
 cat "$WORK/samples.txt"
 echo
