@@ -10,8 +10,8 @@ WORK=${2:-"$BUILD/demo"}
 MPIRUN=${MPIRUN:-mpirun}
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # 4 ranks share the cores
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
-ITERS1=${DEMO_ITERS1:-60}
-ITERS2=${DEMO_ITERS2:-100}
+ITERS1=${DEMO_ITERS1:-150}
+ITERS2=${DEMO_ITERS2:-300}
 [ -x "$MEGATON" ] || { echo "demo: $MEGATON not found; run 'make build' first" >&2; exit 1; }
 step() { printf '\n=== %s\n' "$*"; }
 
