@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "core/parse.h"
 #include "data/blended_dataset.h"
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
@@ -19,17 +20,11 @@ std::vector<std::pair<double, std::string>> parse_data_path(const std::vector<st
   std::vector<std::pair<double, std::string>> out;
   double sum = 0;
   for (size_t i = 0; i < p.size(); i += 2) {
-    size_t used = 0;
-    double w = -1;
-    try {
-      w = std::stod(p[i], &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    MEGATON_CHECK(used == p[i].size() && w >= 0 && std::isfinite(w), UsageError, "--data-path: '", p[i], "' (value ",
-                  i + 1, ") should be a non-negative blend weight before prefix '", p[i + 1], "'");
-    out.emplace_back(w, p[i + 1]);
-    sum += w;
+    const auto w = parse_double(p[i]);
+    MEGATON_CHECK(w && *w >= 0 && std::isfinite(*w), UsageError, "--data-path: '", p[i], "' (value ", i + 1,
+                  ") should be a non-negative blend weight before prefix '", p[i + 1], "'");
+    out.emplace_back(*w, p[i + 1]);
+    sum += *w;
   }
   MEGATON_CHECK(sum > 0, UsageError, "--data-path: the blend weights sum to 0");
   for (auto& [w, prefix] : out) w /= sum;

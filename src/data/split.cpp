@@ -6,8 +6,17 @@
 #include <vector>
 
 #include "core/error.h"
+#include "core/parse.h"
 
 namespace megaton::data {
+
+int64_t round_half_even(double x) {
+  const int old = std::fegetround();
+  std::fesetround(FE_TONEAREST);
+  const auto r = static_cast<int64_t>(std::nearbyint(x));
+  std::fesetround(old);
+  return r;
+}
 
 std::array<double, 3> parse_split(const std::string& split_in) {
   const std::string split = split_in.empty() ? "969, 30, 1" : split_in;
@@ -16,17 +25,12 @@ std::array<double, 3> parse_split(const std::string& split_in) {
   std::stringstream ss(split);
   std::string part;
   while (sep ? static_cast<bool>(std::getline(ss, part, sep)) : static_cast<bool>(ss >> part)) {
-    size_t used = 0;
-    double v = 0;
-    try {
-      v = std::stod(part, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    while (used < part.size() && std::isspace(static_cast<unsigned char>(part[used]))) ++used;
-    MEGATON_CHECK(used == part.size() && used > 0 && v >= 0 && std::isfinite(v), UsageError, "--split '", split_in,
-                  "': '", part, "' is not a non-negative number; expected e.g. 949,50,1");
-    w.push_back(v);
+    std::string digits = part;  // "949, 50" splits into "949" and " 50"; trailing blanks are allowed too
+    while (!digits.empty() && std::isspace(static_cast<unsigned char>(digits.back()))) digits.pop_back();
+    const auto v = parse_double(digits);
+    MEGATON_CHECK(v && *v >= 0 && std::isfinite(*v), UsageError, "--split '", split_in, "': '", part,
+                  "' is not a non-negative number; expected e.g. 949,50,1");
+    w.push_back(*v);
     if (!sep) break;
   }
   while (w.size() < 3) w.push_back(0.0);
@@ -39,10 +43,7 @@ std::array<double, 3> parse_split(const std::string& split_in) {
 std::array<int64_t, 4> split_boundaries(const std::string& split, int64_t size) {
   const auto w = parse_split(split);
   std::array<int64_t, 4> idx{0, 0, 0, 0};
-  const int old = std::fegetround();
-  std::fesetround(FE_TONEAREST);
-  for (int k = 0; k < 3; ++k) idx[k + 1] = idx[k] + static_cast<int64_t>(std::nearbyint(w[k] * double(size)));
-  std::fesetround(old);
+  for (int k = 0; k < 3; ++k) idx[k + 1] = idx[k] + round_half_even(w[k] * double(size));
   const int64_t diff = idx[3] - size;
   for (int k = 1; k < 4; ++k) idx[k] -= diff;
   return idx;

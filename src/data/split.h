@@ -8,6 +8,9 @@
 
 namespace megaton::data {
 
+/// Python's round() to an integer: a half goes to the even neighbour (round(2.5) == 2, round(7.5) == 8).
+int64_t round_half_even(double x);
+
 /// The three normalized weights; UsageError naming --split on a malformed string or a zero sum.
 std::array<double, 3> parse_split(const std::string& split);
 

@@ -1,11 +1,12 @@
 #include "data/weighted_split_paths.h"
 
-#include <cfenv>
 #include <cmath>
 #include <fstream>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/parse.h"
+#include "data/split.h"
 
 namespace megaton::data {
 
@@ -18,16 +19,9 @@ std::string trim(const std::string& s) {
 }
 
 double number(const std::string& text, const std::string& what, const std::string& flag, const std::string& group) {
-  size_t used = 0;
-  double v = 0;
-  try {
-    v = std::stod(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  MEGATON_CHECK(used == text.size() && used > 0 && std::isfinite(v), UsageError, flag, " '", group, "': ", what, " '",
-                text, "' is not a number");
-  return v;
+  const auto v = parse_double(text);
+  MEGATON_CHECK(v && std::isfinite(*v), UsageError, flag, " '", group, "': ", what, " '", text, "' is not a number");
+  return *v;
 }
 
 }  // namespace
@@ -96,12 +90,7 @@ std::vector<std::string> read_weighted_split_paths_file(const std::string& path,
 }
 
 std::pair<int64_t, int64_t> split_by_range(double start, double end, int64_t n) {
-  const int old = std::fegetround();
-  std::fesetround(FE_TONEAREST);  // Python's round(): half to even
-  const auto b = static_cast<int64_t>(std::nearbyint(start * double(n)));
-  const auto e = static_cast<int64_t>(std::nearbyint(end * double(n)));
-  std::fesetround(old);
-  return {b, e};
+  return {round_half_even(start * double(n)), round_half_even(end * double(n))};
 }
 
 }  // namespace megaton::data

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "core/parse.h"
 
 namespace megaton::plan {
 
@@ -35,12 +36,7 @@ class Row {
       MEGATON_CHECK(!std::isnan(dflt), DataError, where_, ": column '", name, "' is empty or missing");
       return dflt;
     }
-    try {
-      size_t used = 0;
-      const double v = std::stod(t, &used);
-      if (used == t.size()) return v;
-    } catch (const std::exception&) {
-    }
+    if (const auto v = parse_double(t)) return *v;
     throw DataError(str(where_, ": column '", name, "': '", t, "' is not a number"));
   }
 
