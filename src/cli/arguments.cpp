@@ -393,6 +393,10 @@ void validate_data(const DataArgs& d) {
                 d.train_weighted_split_paths.size(), " values");
   MEGATON_CHECK(d.train_weighted_split_paths.empty() || d.train_weighted_split_paths_path.empty(), UsageError,
                 "--train-weighted-split-paths and --train-weighted-split-paths-path are exclusive");
+  MEGATON_CHECK(d.valid_weighted_split_paths.empty() || d.valid_weighted_split_paths_path.empty(), UsageError,
+                "--valid-weighted-split-paths and --valid-weighted-split-paths-path are exclusive");
+  MEGATON_CHECK(d.test_weighted_split_paths.empty() || d.test_weighted_split_paths_path.empty(), UsageError,
+                "--test-weighted-split-paths and --test-weighted-split-paths-path are exclusive");
 }
 
 void validate_logging(const LoggingArgs& l) {

@@ -58,9 +58,9 @@ std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const cli::
   return out;
 }
 
+// The groups of one mode-2 flag, inline or read from its -path file (cli::validate_data let only one of them through).
 std::vector<WeightedSplitGroup> groups_of(const std::vector<std::string>& inline_groups, const std::string& file,
                                           const std::string& flag) {
-  MEGATON_CHECK(inline_groups.empty() || file.empty(), UsageError, flag, " and ", flag, "-path are exclusive");
   const auto texts = file.empty() ? inline_groups : read_weighted_split_paths_file(file, flag + "-path");
   std::vector<WeightedSplitGroup> out;
   for (const auto& t : texts) out.push_back(parse_weighted_split_group(t, flag));
@@ -91,10 +91,9 @@ std::shared_ptr<const SampleDataset> build_group(const cli::DataArgs& args, cons
 TrainValidTestDatasets build_weighted_split_paths(const cli::DataArgs& args, int seq_length, uint32_t seed,
                                                   const std::array<int64_t, 3>& num_samples, const Logger& log,
                                                   bool build) {
-  MEGATON_CHECK(args.data_path.empty() && args.split.empty(), UsageError,
-                "--data-path/--split (mode 1) and --*-weighted-split-paths (mode 2) are exclusive");
   const auto train =
       groups_of(args.train_weighted_split_paths, args.train_weighted_split_paths_path, "--train-weighted-split-paths");
+  // validate_data allows one inline group; a -path file may hold several.
   MEGATON_CHECK(train.size() == 1, UsageError, "--train-weighted-split-paths takes exactly one group, got ",
                 train.size());
   TrainValidTestDatasets r;
@@ -116,10 +115,6 @@ TrainValidTestDatasets build_weighted_split_paths(const cli::DataArgs& args, int
 
 TrainValidTestDatasets build_data_path(const cli::DataArgs& args, int seq_length, uint32_t seed,
                                        const std::array<int64_t, 3>& num_samples, const Logger& log, bool build) {
-  MEGATON_CHECK(args.valid_weighted_split_paths.empty() && args.valid_weighted_split_paths_path.empty() &&
-                    args.test_weighted_split_paths.empty() && args.test_weighted_split_paths_path.empty(),
-                UsageError,
-                "--valid/test-weighted-split-paths need --train-weighted-split-paths (mode 2) instead of --data-path");
   const auto blend = parse_data_path(args.data_path);
   if (blend.size() == 1) {
     auto ds = build_for_prefix(args, blend[0].second, seq_length, seed, num_samples, log, build);

@@ -40,6 +40,7 @@ std::vector<std::pair<double, std::string>> parse_data_path(const std::vector<st
 /// Megatron's per-component sample counts for a blend: ceil(n * w * 1.005).
 std::array<int64_t, 3> blend_component_samples(const std::array<int64_t, 3>& samples, double weight);
 
+/// `args` as cli::validate_data accepted them (one data mode, each mode-2 flag inline or as a file, not both).
 TrainValidTestDatasets build_train_valid_test_datasets(const cli::DataArgs& args, int seq_length, uint32_t seed,
                                                        const std::array<int64_t, 3>& num_samples, const Logger& log,
                                                        bool is_global_rank0, const std::function<void()>& barrier);

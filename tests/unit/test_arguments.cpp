@@ -145,4 +145,8 @@ TEST(Arguments, WeightedSplitPathsModeRules) {
             std::string::npos);
   EXPECT_NE(error_of({"--train-weighted-split-paths", "a: 1 0:1 /d/a", "b: 1 0:1 /d/b"}).find("exactly one group"),
             std::string::npos);
+  EXPECT_NE(error_of({"--train-weighted-split-paths", group, "--valid-weighted-split-paths", "v: 1 0:1 /d/a",
+                      "--valid-weighted-split-paths-path", "/d/valid.txt"})
+                .find("--valid-weighted-split-paths and --valid-weighted-split-paths-path are exclusive"),
+            std::string::npos);
 }
