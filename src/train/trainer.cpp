@@ -89,6 +89,13 @@ bool Trainer::holds_loss() const {
   return chunks_.back()->is_last_stage();
 }
 
+torch::Tensor Trainer::forward_step(int chunk, const model::MicroBatch& b, const torch::Tensor& input) {
+  model::GptStage& stage = *chunks_[static_cast<size_t>(chunk)];
+  torch::Tensor out = stage.forward(stage.is_first_stage() ? b.tokens : input);  // [s, b, h] or logits
+  if (!stage.is_last_stage()) return out;
+  return model::GptStage::masked_mean(stage.token_losses(out, b.labels), b.loss_mask);  // []
+}
+
 void Trainer::run_schedule(int m, const std::function<torch::Tensor(int, int, const torch::Tensor&)>& forward,
                            bool forward_only) {
   namespace pl = parallel::pipeline;
@@ -337,13 +344,10 @@ StepOutcome Trainer::train_step() {
   const double scale = optimizer_->loss_scale();
   double loss_sum = 0;
   auto forward = [&](int chunk, int mb, const torch::Tensor& input) -> torch::Tensor {
-    model::GptStage& stage = *chunks_[static_cast<size_t>(chunk)];
-    const auto& b = batches[static_cast<size_t>(mb)];
-    torch::Tensor out = stage.forward(stage.is_first_stage() ? b.tokens : input);  // [s, b, h] or logits
-    if (!stage.is_last_stage()) return out;
-    torch::Tensor loss = model::GptStage::masked_mean(stage.token_losses(out, b.labels), b.loss_mask);  // []
-    loss_sum += loss.item<double>();
-    return loss * (scale / m);
+    torch::Tensor out = forward_step(chunk, batches[static_cast<size_t>(mb)], input);
+    if (!chunks_[static_cast<size_t>(chunk)]->is_last_stage()) return out;
+    loss_sum += out.item<double>();
+    return out * (scale / m);
   };
   timers_("forward-backward").start();
   run_schedule(m, forward, false);
@@ -409,11 +413,9 @@ std::optional<double> Trainer::evaluate_dataset(const data::NamedDataset& valid)
     }
     consumed_valid_ += micro_->current_global_batch_size();
     auto forward = [&](int chunk, int mb, const torch::Tensor& input) -> torch::Tensor {
-      model::GptStage& stage = *chunks_[static_cast<size_t>(chunk)];
-      const auto& b = batches[static_cast<size_t>(mb)];
-      torch::Tensor out = stage.forward(stage.is_first_stage() ? b.tokens : input);
-      if (!stage.is_last_stage()) return out;
-      total += model::GptStage::masked_mean(stage.token_losses(out, b.labels), b.loss_mask).item<double>();
+      torch::Tensor out = forward_step(chunk, batches[static_cast<size_t>(mb)], input);
+      if (!chunks_[static_cast<size_t>(chunk)]->is_last_stage()) return out;
+      total += out.item<double>();
       ++n;
       return {};
     };

@@ -31,6 +31,7 @@ struct NamedDataset;
 namespace megaton::model {
 class GptStage;
 struct GptConfig;
+struct MicroBatch;
 }  // namespace megaton::model
 namespace megaton::parallel {
 class DataParallel;
@@ -84,6 +85,9 @@ class Trainer {
   bool interleaved() const;
   bool holds_embedding() const;  // chunk 0 is the first (virtual) stage
   bool holds_loss() const;       // the last chunk is the last (virtual) stage
+  /// Megatron's forward_step for model chunk `chunk`: its output [s, b, h], or on the chunk holding the loss the
+  /// masked mean loss [] of micro-batch `b`.
+  torch::Tensor forward_step(int chunk, const model::MicroBatch& b, const torch::Tensor& input);
   /// Runs `m` micro-batches through this rank's chunks with the schedule of the layout (training or forward-only).
   /// forward(chunk, mb, input) -> output (or the scalar to differentiate on the last stage).
   void run_schedule(int m, const std::function<torch::Tensor(int, int, const torch::Tensor&)>& forward,
