@@ -217,10 +217,6 @@ int DataParallel::buckets_started() const {
   return n;
 }
 
-}  // namespace megaton::parallel
-
-namespace megaton::parallel {
-
 void DataParallel::average_tp_replicated_grads(dist::Communicator& tp) {
   if (tp.size() == 1) return;
   std::vector<torch::Tensor> views;  // this rank's shard pieces of TP-replicated parameters, in layout order
