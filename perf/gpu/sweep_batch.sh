@@ -13,25 +13,10 @@
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: sweep_batch.sh OUTDIR [BUDGET_S] [CONFIGS]}")
 BUDGET_S=${2:-540}
-REPO=$PWD
-CONFIGS=$(realpath "${3:-$REPO/perf/sweep/configs/h200-1gpu.txt}")
-mkdir -p "$OUT"
-T0=$(date +%s)
-left() { echo $((T0 + BUDGET_S - $(date +%s))); }
-stamp() { echo "[+$(($(date +%s) - T0))s] $*" | tee -a "$OUT/summary.txt"; }
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-SRC=$REPO
-if [ -f "$REPO/.deps/src.tar" ]; then  # a `git archive` snapshot: edits in progress cannot break the build
-  SRC=/tmp/megaton-src && rm -rf "$SRC" && mkdir -p "$SRC" && tar -xf "$REPO/.deps/src.tar" -C "$SRC"
-fi
-BUILD=$SRC/build-gpu
-( export SRC BUILD JOBS=$(nproc) DEPS="$REPO/.deps" TARGETS=megaton
-  timeout 240 bash "$SRC/perf/gpu/setup.sh" ) > "$OUT/build.log" 2>&1
-stamp "build exit code $?"
-grep -E 'error:|FAILED:' "$OUT/build.log" | head -20
-# shellcheck disable=SC1091
-source "$BUILD/env.sh"
+CONFIGS=$(realpath "${3:-$PWD/perf/sweep/configs/h200-1gpu.txt}")
+# shellcheck source=batch_lib.sh
+source "$(dirname "$0")/batch_lib.sh"  # OUT, left, stamp, REPO, SRC, BUILD, build_megaton
+build_megaton 240
 nvidia-smi --query-gpu=name,memory.total --format=csv > "$OUT/gpus.txt" 2>&1
 BUILD=$BUILD timeout $(( $(left) > 40 ? $(left) - 20 : 20 )) bash "$SRC/perf/sweep/run_sweep.sh" "$CONFIGS" "$OUT/sweep" \
   > "$OUT/sweep.log" 2>&1

@@ -9,24 +9,9 @@
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: train_step_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-240}
-mkdir -p "$OUT"
-T0=$(date +%s)
-left() { echo $((T0 + BUDGET_S - $(date +%s))); }
-stamp() { echo "[+$(($(date +%s) - T0))s] $*" | tee -a "$OUT/summary.txt"; }
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-REPO=$PWD
-SRC=$REPO
-if [ -f "$REPO/.deps/src.tar" ]; then  # a `git archive` snapshot: edits in progress cannot break the build
-  SRC=/tmp/megaton-src && rm -rf "$SRC" && mkdir -p "$SRC" && tar -xf "$REPO/.deps/src.tar" -C "$SRC"
-fi
-BUILD=$SRC/build-gpu
-( export SRC BUILD JOBS=$(nproc) DEPS="$REPO/.deps" TARGETS=megaton
-  timeout 200 bash "$SRC/perf/gpu/setup.sh" ) > "$OUT/build.log" 2>&1
-stamp "build exit code $?"
-grep -E 'error:|FAILED:' "$OUT/build.log" | head -20
-# shellcheck disable=SC1091
-source "$BUILD/env.sh"
+# shellcheck source=batch_lib.sh
+source "$(dirname "$0")/batch_lib.sh"  # OUT, left, stamp, REPO, SRC, BUILD, build_megaton
+build_megaton 200
 python3 - <<'PY'
 import numpy as np, struct
 rng = np.random.default_rng(0)

@@ -1,0 +1,30 @@
+#!/bin/bash
+# Shared start of the one-call GPU batches train_step_batch.sh and sweep_batch.sh (sourced; not run). After
+#   OUT=$(realpath -m "$1"); BUDGET_S=...; source "$(dirname "$0")/batch_lib.sh"
+# OUT exists; `left` prints the seconds of BUDGET_S left and `stamp MSG` prints a timestamped line (also appended to
+# OUT/summary.txt); NVLink multicast is off and mpirun may run as root; REPO is the working directory, SRC is REPO or,
+# when .deps/src.tar (a `git archive` snapshot) exists, a fresh unpack of it, so edits in progress cannot break the
+# build; BUILD is SRC/build-gpu.
+#   build_megaton SECONDS   builds `megaton` with perf/gpu/setup.sh (-> OUT/build.log), stamps the exit code and the
+#                           compiler errors, and sources BUILD/env.sh
+mkdir -p "$OUT"
+T0=$(date +%s)
+left() { echo $((T0 + BUDGET_S - $(date +%s))); }
+stamp() { echo "[+$(($(date +%s) - T0))s] $*" | tee -a "$OUT/summary.txt"; }
+export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+REPO=$PWD
+SRC=$REPO
+if [ -f "$REPO/.deps/src.tar" ]; then
+  SRC=/tmp/megaton-src && rm -rf "$SRC" && mkdir -p "$SRC" && tar -xf "$REPO/.deps/src.tar" -C "$SRC"
+fi
+BUILD=$SRC/build-gpu
+
+build_megaton() {
+  ( export SRC BUILD JOBS=$(nproc) DEPS="$REPO/.deps" TARGETS=megaton
+    timeout "$1" bash "$SRC/perf/gpu/setup.sh" ) > "$OUT/build.log" 2>&1
+  stamp "build exit code $?"
+  grep -E 'error:|FAILED:' "$OUT/build.log" | head -20
+  # shellcheck disable=SC1091
+  source "$BUILD/env.sh"
+}
