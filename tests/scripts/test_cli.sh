@@ -3,14 +3,7 @@
 # refused with exit code 2 and a message naming the flag, and --dry-run prints the resolved layout.
 set -u
 megaton=$1/megaton
-fail=0
-expect() {  # name want_rc pattern command...
-  local name=$1 want=$2 pat=$3
-  shift 3
-  out=$("$@" 2>&1); rc=$?
-  if [ $rc -eq $want ] && grep -qE -- "$pat" <<<"$out"; then echo "PASS $name"; else
-    echo "FAIL $name: exit $rc (wanted $want), output:"; echo "$out" | head -20; fail=1; fi
-}
+source "$(dirname "$0")/expect_lib.sh"  # expect NAME WANT_RC PATTERN COMMAND...; fail
 small="--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --micro-batch-size 2 --train-iters 10"
 expect "usage"               2 "usage: megaton <command>" $megaton
 expect "unknown command"     2 "unknown command 'trian'" $megaton trian

@@ -5,14 +5,7 @@
 set -u
 BUILD=$1 SRC=$2
 megaton=$BUILD/megaton
-fail=0
-expect() {  # name want_rc pattern command...
-  local name=$1 want=$2 pat=$3
-  shift 3
-  out=$("$@" 2>&1); rc=$?
-  if [ $rc -eq $want ] && grep -qE -- "$pat" <<<"$out"; then echo "PASS $name"; else
-    echo "FAIL $name: exit $rc (wanted $want), output:"; echo "$out" | head -30; fail=1; fi
-}
+source "$(dirname "$0")/expect_lib.sh"  # expect NAME WANT_RC PATTERN COMMAND...; fail
 m13="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --bf16"
 h200=$SRC/perf/results/2026-12-02-h200/sweep.csv
 cpu=$SRC/perf/results/2026-12-02-cpu-2core/sweep.csv
