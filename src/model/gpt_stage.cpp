@@ -95,9 +95,7 @@ GptStage::GptStage(GptConfig config, const dist::ProcessGroups& groups, StagePar
     }
     const int64_t per = V / tp_size_, start = per * tp_rank_;
     valid_columns_ = std::clamp<int64_t>(c_.vocab_size - start, 0, per);
-    if (start + per > c_.vocab_size) {
-      padding_columns_ = (torch::arange(start, start + per, torch::kInt64) >= c_.vocab_size).to(c_.device);  // [V/tp]
-    }
+    if (valid_columns_ < per) padding_columns_ = (torch::arange(per, torch::kInt64) >= valid_columns_).to(c_.device);
   }
 }
 
