@@ -2,9 +2,10 @@
 # attention, fused AdamW), kept here because ../shared does not travel to the GPU machine. Only change: the configs to
 # run can be picked on the command line, e.g. `python3 perf/gpu/torch_gpt_bench.py 124M 1.3B`; names: 124M, 350M,
 # 1.3B, 1.3B-compile, 124M-compile, or custom:L,h,heads,S,B for any dims; no argument runs the five named ones, in
-# the peer's order.
+# the peer's order. PEER_PROFILE_DIR=DIR also records 2 more steps of each config with torch.profiler and writes
+# DIR/peer_<name>.summary.txt: CUDA kernels by total time, in the format of `megaton train --profile`'s summary.
 # Anchor: a plain PyTorch GPT (Megatron-style dims) training step, bf16, SDPA flash attention, fused AdamW.
-import math, time, sys, torch, torch.nn as nn, torch.nn.functional as F
+import math, os, time, sys, torch, torch.nn as nn, torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = True
 class Block(nn.Module):
     def __init__(s, h, nh):
@@ -28,6 +29,22 @@ class GPT(nn.Module):
         for b in s.blocks: x = b(x)
         logits = F.linear(s.lnf(x), s.wte.weight)
         return F.cross_entropy(logits.float().view(-1, logits.size(-1)), tgt.view(-1))
+def profile(name, step, out_dir, steps=2):
+    from torch.profiler import profile as tprofile, ProfilerActivity
+    with tprofile(activities=[ProfilerActivity.CUDA]) as p:
+        for _ in range(steps): step()
+        torch.cuda.synchronize()
+    rows = {}
+    for e in p.events():
+        if e.device_type == torch.autograd.DeviceType.CUDA:
+            r = rows.setdefault(e.name, [0, 0.0]); r[0] += 1; r[1] += e.time_range.elapsed_us()
+    total = sum(r[1] for r in rows.values())
+    os.makedirs(out_dir, exist_ok=True)
+    with open(os.path.join(out_dir, f"peer_{name}.summary.txt"), "w") as f:
+        f.write(f"# cuda: {total / 1000 / steps:.3f} ms per step over {steps} profiled step(s) (kernels and copies, summed)\n")
+        f.write(f"{'device':<6} {'calls':>10} {'total_ms':>12} {'ms/step':>12} {'share':>7}  name\n")
+        for n, (c, t) in sorted(rows.items(), key=lambda kv: -kv[1][1]):
+            f.write(f"{'cuda':<6} {c:>10} {t / 1000:>12.3f} {t / 1000 / steps:>12.3f} {100 * t / max(total, 1e-9):>6.1f}%  {n[:200]}\n")
 def run(name, L, h, nh, S, B, V=50304, compile=False, steps=10):
     torch.manual_seed(0)
     m = GPT(L, h, nh, V, S).cuda()
@@ -49,6 +66,8 @@ def run(name, L, h, nh, S, B, V=50304, compile=False, steps=10):
     flops = 72 * B * S * L * h * h * (1 + S / (6 * h) + V / (12 * L * h))
     print(f"{name} compile={compile} params={N/1e6:.0f}M B={B} S={S}: {dt*1000:.0f} ms/it, {tok:,.0f} tok/s, "
           f"{flops/dt/1e12:.0f} TFLOP/s model, mem {torch.cuda.max_memory_allocated()/2**30:.1f} GiB, loss {loss.item():.3f}", flush=True)
+    if os.environ.get("PEER_PROFILE_DIR"):
+        profile(name + ("-compile" if compile else ""), step, os.environ["PEER_PROFILE_DIR"])
     del m, opt, f; torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
 CONFIGS = {  # name -> the peer's run(...) arguments, in the peer's order
     "124M": (("gpt2-124M", 12, 768, 12, 1024, 32), {}),

@@ -12,19 +12,7 @@ BUDGET_S=${2:-240}
 # shellcheck source=batch_lib.sh
 source "$(dirname "$0")/batch_lib.sh"  # OUT, left, stamp, REPO, SRC, BUILD, build_megaton
 build_megaton 200
-python3 - <<'PY'
-import numpy as np, struct
-rng = np.random.default_rng(0)
-n_docs, doc_len = 600, 2000
-docs = rng.integers(0, 50256, size=(n_docs, doc_len), dtype=np.uint16)
-docs[:, -1] = 50256  # EOD
-with open("/tmp/synth_text_document.bin", "wb") as f: f.write(docs.tobytes())
-with open("/tmp/synth_text_document.idx", "wb") as f:
-    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, n_docs, n_docs + 1))
-    f.write(np.full(n_docs, doc_len, dtype=np.int32).tobytes())
-    f.write((np.arange(n_docs, dtype=np.int64) * doc_len * 2).tobytes())
-    f.write(np.arange(n_docs + 1, dtype=np.int64).tobytes())
-PY
+python3 "$SRC/perf/gpu/synth_data.py" /tmp/synth_text_document
 stamp "synthetic data written"
 common="--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
   --hidden-dropout 0 --attention-dropout 0 --log-interval 1 --eval-interval 100000 --eval-iters 1

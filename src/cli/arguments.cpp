@@ -199,7 +199,12 @@ void add_logging_options(po::options_description& d, LoggingArgs& a) {
       ("log-validation-ppl-to-tensorboard", po::bool_switch(&a.log_validation_ppl_to_tensorboard),
        "validation perplexity to TensorBoard")
       ("log-batch-size-to-tensorboard", po::bool_switch(&a.log_batch_size_to_tensorboard), "batch size to TensorBoard")
-      ("tensorboard-queue-size", val(a.tensorboard_queue_size), "records buffered before the events file is flushed");
+      ("tensorboard-queue-size", val(a.tensorboard_queue_size), "records buffered before the events file is flushed")
+      ("profile", po::bool_switch(&a.profile), "record iterations with LibTorch's profiler (trace + summary table)")
+      ("profile-step-start", val(a.profile_step_start), "profile from after this iteration")
+      ("profile-step-end", val(a.profile_step_end), "... up to and including this iteration")
+      ("profile-ranks", po::value<std::vector<int64_t>>(&a.profile_ranks)->multitoken(), "global ranks to profile")
+      ("profile-dir", sval(a.profile_dir), "where rank<R>.trace.json and rank<R>.summary.txt go (default: --tensorboard-dir)");
 }
 // clang-format on
 
@@ -399,7 +404,18 @@ void validate_data(const DataArgs& d) {
                 "--test-weighted-split-paths and --test-weighted-split-paths-path are exclusive");
 }
 
-void validate_logging(const LoggingArgs& l) {
+void validate_logging(LoggingArgs& l) {
+  if (l.profile) {
+    MEGATON_CHECK(l.profile_step_start >= 0 && l.profile_step_end > l.profile_step_start, UsageError,
+                  "--profile-step-start (", l.profile_step_start, ") and --profile-step-end (", l.profile_step_end,
+                  ") must satisfy 0 <= start < end");
+    MEGATON_CHECK(!l.profile_ranks.empty(), UsageError, "--profile-ranks: expected at least one rank");
+    for (const int64_t r : l.profile_ranks)
+      MEGATON_CHECK(r >= 0, UsageError, "--profile-ranks: expected ranks >= 0, got ", r);
+    if (l.profile_dir.empty()) l.profile_dir = l.tensorboard_dir;
+    MEGATON_CHECK(!l.profile_dir.empty(), UsageError,
+                  "--profile needs --profile-dir DIR (or --tensorboard-dir) for its trace and summary");
+  }
   MEGATON_CHECK(l.tensorboard_queue_size > 0, UsageError, "--tensorboard-queue-size must be > 0 (got ",
                 l.tensorboard_queue_size, ")");
   MEGATON_CHECK(l.tensorboard_log_interval > 0, UsageError, "--tensorboard-log-interval must be > 0 (got ",

@@ -154,6 +154,12 @@ struct LoggingArgs {
   bool log_validation_ppl_to_tensorboard = false;
   bool log_batch_size_to_tensorboard = false;
   int tensorboard_queue_size = 1000;  // records buffered before the events file is flushed
+  // --profile: LibTorch's (Kineto) profiler over iterations profile_step_start+1 .. profile_step_end on these ranks
+  bool profile = false;
+  int64_t profile_step_start = 10;
+  int64_t profile_step_end = 12;
+  std::vector<int64_t> profile_ranks{0};
+  std::string profile_dir;  // default: tensorboard_dir
 };
 
 void add_model_options(po::options_description& d, ModelArgs& a);
@@ -178,7 +184,8 @@ void validate_precision(const PrecisionArgs& p);
 void validate_checkpoint(const CheckpointArgs& c);
 /// Mode 1 (--data-path/--split) vs mode 2 (--*-weighted-split-paths) exclusivity; group files are read later.
 void validate_data(const DataArgs& d);
-void validate_logging(const LoggingArgs& l);
+/// Also fills profile_dir from tensorboard_dir.
+void validate_logging(LoggingArgs& l);
 
 /// The padded vocabulary: smallest multiple of make_vocab_size_divisible_by*TP >= vocab (or --pad-vocab-size-to).
 int64_t padded_vocab_size(int64_t vocab, const ModelArgs& m, int tp);

@@ -8,12 +8,14 @@ namespace megaton {
 
 void Timer::start() {
   if (running_) return;
+  if (sync_) sync_();
   running_ = true;
   started_ = Clock::now();
 }
 
 void Timer::stop() {
   if (!running_) return;
+  if (sync_) sync_();
   total_ += std::chrono::duration<double>(Clock::now() - started_).count();
   running_ = false;
 }
@@ -25,6 +27,17 @@ double Timer::elapsed(bool reset) {
   if (reset) total_ = 0.0;
   if (was_running) start();
   return t;
+}
+
+Timer& Timers::operator()(const std::string& name) {
+  auto [it, inserted] = timers_.try_emplace(name);
+  if (inserted) it->second.set_sync(sync_);
+  return it->second;
+}
+
+void Timers::set_sync(std::function<void()> sync) {
+  sync_ = std::move(sync);
+  for (auto& [name, timer] : timers_) timer.set_sync(sync_);
 }
 
 std::string Timers::report(double normalizer) {
@@ -59,8 +72,7 @@ std::string Progress::line(double done) const {
   if (total_ > 0) {
     const double eta = rate > 0 ? (total_ - done) / rate : 0.0;
     std::snprintf(buf, sizeof(buf), "%5.1f%% %.0f/%.0f %s, %.1f %s/s, elapsed %s, ETA %s", 100.0 * done / total_, done,
-                  total_, unit_.c_str(), rate, unit_.c_str(), format_duration(s).c_str(),
-                  format_duration(eta).c_str());
+                  total_, unit_.c_str(), rate, unit_.c_str(), format_duration(s).c_str(), format_duration(eta).c_str());
   } else {
     std::snprintf(buf, sizeof(buf), "%.0f %s, %.1f %s/s, elapsed %s", done, unit_.c_str(), rate, unit_.c_str(),
                   format_duration(s).c_str());

@@ -3,9 +3,9 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "model/positions.h"
 #include "ops/attention.h"
 #include "ops/layer_norm.h"
-#include "model/positions.h"
 
 namespace megaton::model {
 
@@ -20,7 +20,7 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, c
   const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3), S = k.size(0), past = S - s;
   const double coeff = o.layer_scale;
   const double norm_factor = std::sqrt(double(d)) * coeff;
-  torch::Tensor q2 = q.reshape({s, b * np, d}).transpose(0, 1);    // [b*np, s, d]
+  torch::Tensor q2 = q.reshape({s, b * np, d}).transpose(0, 1);     // [b*np, s, d]
   torch::Tensor k2 = k.reshape({S, b * np, d}).permute({1, 2, 0});  // [b*np, d, S]
   torch::Tensor scores;                                             // [b*np, s, S]
   if (o.alibi.defined()) {
@@ -36,9 +36,9 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, c
   torch::Tensor future =
       torch::ones({s, S}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(past + 1);  // [s, S]
   x = x.masked_fill(future, -10000.0);
-  torch::Tensor probs = torch::softmax(x, -1).to(q.scalar_type());  // [b, np, s, S]
-  torch::Tensor v2 = v.reshape({S, b * np, d}).transpose(0, 1);      // [b*np, S, d]
-  torch::Tensor ctx = torch::bmm(probs.view({b * np, s, S}), v2);    // [b*np, s, d]
+  torch::Tensor probs = torch::softmax(x, -1).to(q.scalar_type());               // [b, np, s, S]
+  torch::Tensor v2 = v.reshape({S, b * np, d}).transpose(0, 1);                  // [b*np, S, d]
+  torch::Tensor ctx = torch::bmm(probs.view({b * np, s, S}), v2);                // [b*np, s, d]
   return ctx.view({b, np, s, d}).permute({2, 0, 1, 3}).reshape({s, b, np * d});  // [s, b, np*d]
 }
 
@@ -101,7 +101,10 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
   const auto& m = c_.model;
   const int64_t s = x.size(0), b = x.size(1), d = m.kv_channels;
   torch::Tensor qkv = qkv_->forward(x).view({s, b, local_heads_, 3, d});  // [s, b, np, 3, d]
-  torch::Tensor q = qkv.select(3, 0), k = qkv.select(3, 1), v = qkv.select(3, 2);  // [s, b, np, d]
+  // unbind, not three selects: its backward writes the three gradients into one [s, b, np, 3, d] tensor (stack)
+  // instead of three zero-filled ones summed.
+  const std::vector<torch::Tensor> parts = qkv.unbind(3);
+  torch::Tensor q = parts[0], k = parts[1], v = parts[2];  // [s, b, np, d]
   if (ctx.rotary_cos.defined()) {
     q = apply_rotary(q, ctx.rotary_cos, ctx.rotary_sin);
     k = apply_rotary(k, ctx.rotary_cos, ctx.rotary_sin);
@@ -121,7 +124,7 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
     return dense_->forward(cached_attention(q, kv->k, kv->v, o));  // [s, b, h]
   }
   torch::Tensor context = ops::causal_attention(q, k, v, o);  // [s, b, np*d]
-  return dense_->forward(context);                             // [s, b, h]
+  return dense_->forward(context);                            // [s, b, h]
 }
 
 torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {

@@ -1,5 +1,7 @@
 #include "train/trainer.h"
 
+#include <torch/cuda.h>
+
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -21,6 +23,7 @@
 #include "train/batches.h"
 #include "train/layout_estimate.h"
 #include "train/metrics_log.h"
+#include "train/step_profiler.h"
 #include "train/stop_signals.h"
 #include "train/tensorboard_writer.h"
 #include "train/training_state.h"
@@ -142,6 +145,7 @@ void Trainer::build() {
   skip_ranges_ = parse_skip_ranges(t.skip_train_iteration_range);
 
   const torch::Device device(dist::select_device(p.device, env_.local_rank));
+  if (device.is_cuda()) timers_.set_sync([index = device.index()] { torch::cuda::synchronize(index); });
   if (cfg_.precision.fp16 && !device.is_cuda()) {
     // LibTorch 1.13 has no fp16 matrix multiply on CPU: say so before anything is built, not mid-iteration.
     try {
@@ -342,11 +346,11 @@ StepOutcome Trainer::train_step() {
 
   optimizer_->zero_grad();
   const double scale = optimizer_->loss_scale();
-  double loss_sum = 0;
+  std::vector<torch::Tensor> losses;  // [] each, on the device: read once after the schedule, no sync per micro-batch
   auto forward = [&](int chunk, int mb, const torch::Tensor& input) -> torch::Tensor {
     torch::Tensor out = forward_step(chunk, batches[static_cast<size_t>(mb)], input);
     if (!chunks_[static_cast<size_t>(chunk)]->is_last_stage()) return out;
-    loss_sum += out.item<double>();
+    losses.push_back(out.detach());
     return out * (scale / m);
   };
   timers_("forward-backward").start();
@@ -364,7 +368,10 @@ StepOutcome Trainer::train_step() {
   s.grad_norm = r.grad_norm;
   s.num_zeros = r.num_zeros;
   if (holds_loss()) {
-    // average_losses_across_data_parallel_group
+    // average_losses_across_data_parallel_group (one device-to-host copy for all micro-batches' losses)
+    double loss_sum = 0;
+    const torch::Tensor host = torch::stack(losses).to(torch::kFloat64).to(torch::kCPU);  // [m]
+    for (int64_t i = 0; i < host.numel(); ++i) loss_sum += host[i].item<double>();
     torch::Tensor l = torch::tensor({loss_sum / m}, torch::TensorOptions().dtype(torch::kFloat64)).to(gpt_->device);
     if (gpt_->device.is_cuda()) l = l.to(torch::kFloat32);
     groups_.dp->all_reduce(l, dist::ReduceOp::kAvg);
@@ -557,9 +564,14 @@ int Trainer::run() {
   interval.start();
   int64_t in_interval = 0;
   int stop = kNone;
+  StepProfiler profiler(cfg_.logging, env_.rank, gpt_->device.is_cuda());
   while (iteration_ < train_iters_) {
+    profiler.before_step(iteration_);
     const StepOutcome s = train_step();
     ++iteration_;
+    const std::string profile = profiler.after_step(iteration_);
+    if (!profile.empty())
+      log_.info("profile of iterations ", cfg_.logging.profile_step_start + 1, "..", iteration_, " written: ", profile);
     ++in_interval;
     consumed_train_ += s.global_batch;
     consumed_tokens_ += s.global_batch * cfg_.model.seq_length;

@@ -1,0 +1,84 @@
+#!/bin/bash
+# perf/gpu/session_batch.sh OUTDIR [BUDGET_S=560] — one device call that measures everything issues 6, 7 and 9 wait on:
+#   1. build megaton, the unit tests and the kernel benchmarks (perf/gpu/setup.sh, all cores)     -> build.log
+#   2. the CUDA kernel tests (fused kernels vs ATen) and their Google Benchmarks                  -> kernels.log
+#   3. `megaton train` bf16, 124M and 1.3B (train_step_batch.sh's dims), 8 iterations each, with --profile over
+#      iterations 6-7 and TensorBoard events (then read back with TensorBoard's EventAccumulator)  -> train_*.log/jsonl,
+#                                                                                                    prof/, tb.log
+#   4. the peer (torch_gpt_bench.py, same dims, same GPU, after ours) with its own profile          -> peer.log
+#   5. perf/generate/run.sh: generation tokens/s beside HF transformers, and compare_hf.py         -> generate/
+#   6. the whole unit-test suite (CPU tests on this machine), if time is left                      -> unit_tests.log
+# Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
+# Env: CONFIGS ("124M 1.3B"), SKIP ("" or words of: generate unit).
+set -uo pipefail
+OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
+BUDGET_S=${2:-560}
+CONFIGS=${CONFIGS:-124M 1.3B}
+SKIP=${SKIP:-}
+R=/tmp/session-results
+rm -rf "$R" && mkdir -p "$R"
+# shellcheck source=batch_lib.sh
+source "$(dirname "$0")/batch_lib.sh"  # OUT, left, stamp, REPO, SRC, BUILD
+pack() { cp "$OUT/summary.txt" "$R/" 2>/dev/null; tar -czf "$OUT/results.tgz" -C "$R" . ; }
+trap pack EXIT
+capped() { local want=$1; shift; local l; l=$(( $(left) - 20 )); timeout $(( want < l ? want : (l > 5 ? l : 5) )) "$@"; }
+
+targets="megaton megaton_unit_tests bench_cross_entropy"
+[ -f "$SRC/perf/bench_adam.cpp" ] && targets+=" bench_adam"
+( export SRC BUILD JOBS=$(nproc) DEPS="$REPO/.deps" TARGETS="$targets"
+  BUILD_TOOL_ARGS="-k 0"; timeout 260 bash "$SRC/perf/gpu/setup.sh" ) > "$R/build.log" 2>&1
+stamp "build exit code $? ($(grep -c 'error:' "$R/build.log") error lines)"
+grep -E 'error:|FAILED:' "$R/build.log" | head -20 | tee -a "$OUT/summary.txt"
+# shellcheck disable=SC1091
+source "$BUILD/env.sh"
+
+{
+  capped 120 "$BUILD/tests/megaton_unit_tests" --gtest_filter='Kernels*'; echo "[kernel tests exit code $?]"
+  for b in bench_cross_entropy bench_adam; do
+    [ -x "$BUILD/perf/$b" ] && { capped 90 "$BUILD/perf/$b" --benchmark_min_time=0.3; echo "[$b exit code $?]"; }
+  done
+} > "$R/kernels.log" 2>&1
+grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|exit code|^BM_' "$R/kernels.log" | sed 's/ ms / ms /' | tee -a "$OUT/summary.txt"
+
+python3 "$SRC/perf/gpu/synth_data.py" /tmp/synth_text_document
+common=(--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
+  --hidden-dropout 0 --attention-dropout 0 --log-interval 1 --eval-interval 100000 --eval-iters 1
+  --device cuda --distributed-backend nccl --seed 1234 --train-iters 8
+  --profile --profile-step-start 5 --profile-step-end 7 --profile-dir "$R/prof")
+declare -A dims=(
+  [124M]="--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 32 --global-batch-size 32"
+  [1.3B]="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8 --global-batch-size 8")
+for c in $CONFIGS; do
+  # shellcheck disable=SC2086
+  capped 120 "$BUILD/megaton" train "${common[@]}" ${dims[$c]} --metrics-file "$R/train_$c.jsonl" \
+    --tensorboard-dir "$R/tb_$c" --log-timers-to-tensorboard > "$R/train_$c.log" 2>&1
+  stamp "megaton $c exit code $?: $(grep -o 'elapsed time per iteration (ms): [0-9.]*\|TFLOPs: [0-9.]*' "$R/train_$c.log" |
+    tail -2 | tr '\n' ' ')"
+  for f in "$R"/prof/rank0.summary.txt; do [ -f "$f" ] && mv "$f" "$R/prof/megaton_$c.summary.txt"; done
+  [ -f "$R/prof/rank0.trace.json" ] && gzip -c "$R/prof/rank0.trace.json" > "$R/prof/megaton_$c.trace.json.gz" &&
+    rm "$R/prof/rank0.trace.json"
+  head -25 "$R/prof/megaton_$c.summary.txt" 2>/dev/null
+  grep -h '"timer_ms"' "$R/train_$c.jsonl" | tail -1 | python3 -c 'import json,sys; print("timers (ms):", json.loads(sys.stdin.read())["timer_ms"])' 2>&1 |
+    tee -a "$OUT/summary.txt"
+done
+python3 "$SRC/perf/gpu/check_tfevents.py" "$R/tb_124M" "lm loss" "forward-backward-time" > "$R/tb.log" 2>&1
+stamp "TensorBoard reads megaton's events: exit code $? ($(grep -c . "$R/tb.log") lines)"
+
+PEER_PROFILE_DIR="$R/prof" PYTHONUNBUFFERED=1 capped 150 python3 "$SRC/perf/gpu/torch_gpt_bench.py" $CONFIGS \
+  > "$R/peer.log" 2>&1
+stamp "peer exit code $?"
+grep -E "TFLOP|Error" "$R/peer.log" | tee -a "$OUT/summary.txt"
+for f in "$R"/prof/peer_*.summary.txt; do head -25 "$f"; done
+
+if [[ " $SKIP " != *" generate "* ]]; then
+  BUILD=$BUILD VOCAB_DIR="$REPO/data/downloaded/gpt2" capped 200 bash "$SRC/perf/generate/run.sh" "$R/generate" \
+    > "$R/generate.log" 2>&1
+  stamp "generate bench exit code $?"
+  cat "$R/generate/summary.txt" 2>/dev/null | tee -a "$OUT/summary.txt"
+  rm -rf "$R/generate/ckpt" "$R/generate/hf_init" "$R/generate/hf_export"  # large; rebuilt from the seed
+fi
+if [[ " $SKIP " != *" unit "* ]] && [ "$(left)" -gt 80 ]; then
+  (cd "$BUILD" && capped 200 tests/megaton_unit_tests > "$R/unit_tests.log" 2>&1)
+  stamp "unit tests exit code $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$R/unit_tests.log" | tr -s ' ' | tr '\n' ' ')"
+fi
+stamp "done"
