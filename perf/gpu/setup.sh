@@ -127,7 +127,7 @@ export CMAKE_POLICY_VERSION_MINIMUM=3.5  # CMake 4 refuses configs that ask for 
 export TORCH_CUDA_ARCH_LIST=${TORCH_CUDA_ARCH_LIST:-$(echo "$CUDA_ARCH" | sed -E 's/^([0-9]+)([0-9])$/\1.\2/')}
 # shellcheck disable=SC2046
 cmake -S "$SRC" -B "$BUILD" $(command -v ninja >/dev/null && echo -G Ninja) \
-  -DCMAKE_BUILD_TYPE=Release -DMEGATON_CUDA=ON -DMEGATON_BENCHMARKS=OFF \
+  -DCMAKE_BUILD_TYPE=Release -DMEGATON_CUDA=ON -DMEGATON_BENCHMARKS=ON \
   -DCMAKE_CUDA_ARCHITECTURES="$CUDA_ARCH" -DCMAKE_CUDA_COMPILER="$NVCC" \
   -DCMAKE_PREFIX_PATH="$PFX/usr;$TORCH_CMAKE_PREFIX" \
   -DHDF5_ROOT="$PFX/usr/$ARCH_LIB/hdf5/openmpi" -DHDF5_NO_FIND_PACKAGE_CONFIG_FILE=ON \
