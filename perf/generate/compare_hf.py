@@ -15,7 +15,20 @@ import sys
 
 import torch
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM, GPT2TokenizerFast
+from transformers import AutoModelForCausalLM
+
+
+def byte_level_decoder(vocab_json):
+    """GPT-2's byte-level BPE decode (ids -> text, invalid UTF-8 replaced) from vocab.json alone, so the check does not
+    depend on how a transformers version builds tokenizers from vocab/merges files."""
+    printable = list(range(ord("!"), ord("~") + 1)) + list(range(ord("\xa1"), ord("\xac") + 1)) + \
+        list(range(ord("\xae"), ord("\xff") + 1))
+    extra = [b for b in range(256) if b not in printable]
+    byte_of = {chr(b): b for b in printable}
+    byte_of.update({chr(256 + i): b for i, b in enumerate(extra)})
+    with open(vocab_json, encoding="utf-8") as f:
+        token_of = {i: t for t, i in json.load(f).items()}
+    return lambda ids: bytes(byte_of[c] for i in ids for c in token_of[i]).decode("utf-8", errors="replace")
 
 
 def main():
@@ -51,12 +64,12 @@ def main():
         record = json.loads(f.readline())
     # megaton writes tokens[1 : length - 1] of each row (Megatron's unconditional format), "length" = length - 1.
     theirs, n = record["text"], record["length"] - 1
-    tok = GPT2TokenizerFast(vocab_file=f"{a.vocab_dir}/vocab.json", merges_file=f"{a.vocab_dir}/merges.txt")
+    decode = byte_level_decoder(f"{a.vocab_dir}/vocab.json")
     start = torch.full((1, 1), a.bos, dtype=torch.long, device="cuda")
     with torch.inference_mode():
         out = m_export.generate(start, max_new_tokens=a.new_tokens, min_new_tokens=a.new_tokens, do_sample=False,
                                 use_cache=True, pad_token_id=a.bos, eos_token_id=None)
-    ours = tok.decode(out[0, 1:1 + n].tolist())
+    ours = decode(out[0, 1:1 + n].tolist())
     same = 0
     while same < min(len(ours), len(theirs)) and ours[same] == theirs[same]:
         same += 1

@@ -45,14 +45,14 @@ grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|exit code|^BM_' "$R/kernels.log" | sed 's/
 python3 "$SRC/perf/gpu/synth_data.py" /tmp/synth_text_document
 common=(--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
   --hidden-dropout 0 --attention-dropout 0 --log-interval 1 --eval-interval 100000 --eval-iters 1
-  --device cuda --distributed-backend nccl --seed 1234 --train-iters 8
-  --profile --profile-step-start 5 --profile-step-end 7 --profile-dir "$R/prof")
+  --device cuda --distributed-backend nccl --seed 1234)
+prof=(--train-iters 8 --profile --profile-step-start 5 --profile-step-end 7 --profile-dir "$R/prof")
 declare -A dims=(
   [124M]="--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 32 --global-batch-size 32"
   [1.3B]="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8 --global-batch-size 8")
 for c in $CONFIGS; do
   # shellcheck disable=SC2086
-  capped 120 "$BUILD/megaton" train "${common[@]}" ${dims[$c]} --metrics-file "$R/train_$c.jsonl" \
+  capped 120 "$BUILD/megaton" train "${common[@]}" "${prof[@]}" ${dims[$c]} --metrics-file "$R/train_$c.jsonl" \
     --tensorboard-dir "$R/tb_$c" --log-timers-to-tensorboard > "$R/train_$c.log" 2>&1
   stamp "megaton $c exit code $?: $(grep -o 'elapsed time per iteration (ms): [0-9.]*\|TFLOPs: [0-9.]*' "$R/train_$c.log" |
     tail -2 | tr '\n' ' ')"
@@ -63,6 +63,16 @@ for c in $CONFIGS; do
   grep -h '"timer_ms"' "$R/train_$c.jsonl" | tail -1 | python3 -c 'import json,sys; print("timers (ms):", json.loads(sys.stdin.read())["timer_ms"])' 2>&1 |
     tee -a "$OUT/summary.txt"
 done
+# A checkpoint written on the GPU (124M, bf16, with optimizer state) loads and training continues from it.
+# shellcheck disable=SC2086
+capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --train-iters 4 --save /tmp/ckpt124 \
+  --save-interval 4 > "$R/save_124M.log" 2>&1
+stamp "save exit code $?: $(grep -o 'saved checkpoint.*' "$R/save_124M.log" | tail -1 | head -c 160)"
+# shellcheck disable=SC2086
+capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --train-iters 6 --load /tmp/ckpt124 \
+  > "$R/resume_124M.log" 2>&1
+stamp "resume exit code $?: $(grep -o 'loaded .* at iteration [0-9]*\|iteration *6/.*lm loss: [0-9.E+-]*' "$R/resume_124M.log" | head -c 300)"
+rm -rf /tmp/ckpt124
 python3 "$SRC/perf/gpu/check_tfevents.py" "$R/tb_124M" "lm loss" "forward-backward-time" > "$R/tb.log" 2>&1
 stamp "TensorBoard reads megaton's events: exit code $? ($(grep -c . "$R/tb.log") lines)"
 
@@ -79,8 +89,13 @@ if [[ " $SKIP " != *" generate "* ]]; then
   cat "$R/generate/summary.txt" 2>/dev/null | tee -a "$OUT/summary.txt"
   rm -rf "$R/generate/ckpt" "$R/generate/hf_init" "$R/generate/hf_export"  # large; rebuilt from the seed
 fi
+# CheckpointTracker.WritesAtomicallyAndPrunes segfaulted here on 2026-12-02 (not on Debian): where?
+(cd "$BUILD" && capped 60 cuda-gdb -batch -ex run -ex bt --args tests/megaton_unit_tests \
+  --gtest_filter='CheckpointTracker.*' > "$R/tracker_gdb.log" 2>&1)
+grep -E '^#[0-9]+ ' "$R/tracker_gdb.log" | head -12 | cut -c1-200 | tee -a "$OUT/summary.txt"
 if [[ " $SKIP " != *" unit "* ]] && [ "$(left)" -gt 80 ]; then
-  (cd "$BUILD" && capped 200 tests/megaton_unit_tests > "$R/unit_tests.log" 2>&1)
+  (cd "$BUILD" && capped 200 tests/megaton_unit_tests --gtest_filter='-CheckpointTracker.WritesAtomicallyAndPrunes' \
+    > "$R/unit_tests.log" 2>&1)
   stamp "unit tests exit code $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$R/unit_tests.log" | tr -s ' ' | tr '\n' ' ')"
 fi
 stamp "done"

@@ -28,12 +28,19 @@ ColumnParallelLinear::ColumnParallelLinear(ParamFactory& f, const std::string& n
                 ")");
   weight = f.make({name + ".weight", o_.canonical_shape, o_.partition_dim, {o_.out / n, o_.in}, o_.init});
   if (o_.bias)
-    bias = f.make({name + ".bias", drop_last(o_.canonical_shape), o_.partition_dim, {o_.out / n}, InitSpec::zeros(),
-                   0, /*no_weight_decay=*/true});
+    bias = f.make({name + ".bias",
+                   drop_last(o_.canonical_shape),
+                   o_.partition_dim,
+                   {o_.out / n},
+                   InitSpec::zeros(),
+                   0,
+                   /*no_weight_decay=*/true});
 }
 
 torch::Tensor ColumnParallelLinear::forward(const torch::Tensor& x) const {
-  torch::Tensor y = torch::nn::functional::linear(copy_to_tp_region(x, tp_), weight, bias);  // [.., out/tp]
+  // at::linear, not torch::nn::functional::linear: the latter runs matmul + a broadcast `+= bias` for 3-D inputs, the
+  // former folds [s, b, in] to 2-D and adds the bias in the GEMM's epilogue (one pass less over the output).
+  torch::Tensor y = torch::linear(copy_to_tp_region(x, tp_), weight, bias);  // [.., out/tp]
   return o_.gather_output ? gather_from_tp_region(y, tp_) : y;
 }
 
@@ -49,7 +56,9 @@ RowParallelLinear::RowParallelLinear(ParamFactory& f, const std::string& name, R
 
 torch::Tensor RowParallelLinear::forward(const torch::Tensor& x) const {
   torch::Tensor xp = o_.input_is_parallel ? x : scatter_to_tp_region(x, tp_);
-  torch::Tensor y = reduce_from_tp_region(torch::matmul(xp, weight.t()), tp_);  // [.., out]
+  // One rank: the bias goes into the GEMM's epilogue. Several: it is added once, after the reduction (Megatron).
+  if (tp_->size() == 1) return torch::linear(xp, weight, bias);             // [.., out]
+  torch::Tensor y = reduce_from_tp_region(torch::linear(xp, weight), tp_);  // [.., out]
   return bias.defined() ? y + bias : y;
 }
 
@@ -69,9 +78,9 @@ VocabParallelEmbedding::VocabParallelEmbedding(ParamFactory& f, const std::strin
 
 torch::Tensor VocabParallelEmbedding::forward(const torch::Tensor& ids) const {
   if (tp_->size() == 1) return torch::embedding(weight, ids);
-  torch::Tensor outside = (ids < start_).logical_or(ids >= end_);        // [..]
-  torch::Tensor local = (ids - start_).masked_fill(outside, 0);         // [..]
-  torch::Tensor out = torch::embedding(weight, local);                  // [.., h]
+  torch::Tensor outside = (ids < start_).logical_or(ids >= end_);  // [..]
+  torch::Tensor local = (ids - start_).masked_fill(outside, 0);    // [..]
+  torch::Tensor out = torch::embedding(weight, local);             // [.., h]
   out = out.masked_fill(outside.unsqueeze(-1), 0.0);
   return reduce_from_tp_region(out, tp_);
 }
