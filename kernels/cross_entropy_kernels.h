@@ -17,9 +17,9 @@
 
 #include <cstdint>
 
-namespace megaton::kernels {
+#include "float_type.h"
 
-enum class FloatType { kFloat32, kBFloat16, kFloat16 };
+namespace megaton::kernels {
 
 /// Forward row statistics. logits [rows, cols] row-major (row stride cols), target [rows] int64 (global ids).
 /// Outputs [rows] fp32 each. Asynchronous on `stream`.

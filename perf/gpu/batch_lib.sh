@@ -2,11 +2,11 @@
 # Shared start of the one-call GPU batches train_step_batch.sh and sweep_batch.sh (sourced; not run). After
 #   OUT=$(realpath -m "$1"); BUDGET_S=...; source "$(dirname "$0")/batch_lib.sh"
 # OUT exists; `left` prints the seconds of BUDGET_S left and `stamp MSG` prints a timestamped line (also appended to
-# OUT/summary.txt); NVLink multicast is off and mpirun may run as root; REPO is the working directory, SRC is REPO or,
-# when .deps/src.tar (a `git archive` snapshot) exists, a fresh unpack of it, so edits in progress cannot break the
-# build; BUILD is SRC/build-gpu.
-#   build_megaton SECONDS   builds `megaton` with perf/gpu/setup.sh (-> OUT/build.log), stamps the exit code and the
-#                           compiler errors, and sources BUILD/env.sh
+# OUT/summary.txt); NVLink multicast is off and mpirun may run as root; REPO is the working directory, DEPS the folder
+# of fetch_debs.sh's .deb files (default REPO/.deps), SRC is REPO or, when DEPS/src.tar (a `git archive` snapshot)
+# exists, a fresh unpack of it, so edits in progress cannot break the build; BUILD is SRC/build-gpu.
+#   build_megaton SECONDS   builds $TARGETS (default `megaton`) with perf/gpu/setup.sh (-> OUT/build.log), stamps the
+#                           exit code and the compiler errors, and sources BUILD/env.sh
 mkdir -p "$OUT"
 T0=$(date +%s)
 left() { echo $((T0 + BUDGET_S - $(date +%s))); }
@@ -14,17 +14,37 @@ stamp() { echo "[+$(($(date +%s) - T0))s] $*" | tee -a "$OUT/summary.txt"; }
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 REPO=$PWD
+DEPS=$(realpath -m "${DEPS:-$REPO/.deps}")
 SRC=$REPO
-if [ -f "$REPO/.deps/src.tar" ]; then
-  SRC=/tmp/megaton-src && rm -rf "$SRC" && mkdir -p "$SRC" && tar -xf "$REPO/.deps/src.tar" -C "$SRC"
+if [ -f "$DEPS/src.tar" ]; then
+  SRC=/tmp/megaton-src && rm -rf "$SRC" && mkdir -p "$SRC" && tar -xf "$DEPS/src.tar" -C "$SRC"
 fi
 BUILD=$SRC/build-gpu
 
 build_megaton() {
-  ( export SRC BUILD JOBS=$(nproc) DEPS="$REPO/.deps" TARGETS=megaton
+  ( export SRC BUILD JOBS=$(nproc) DEPS TARGETS=${TARGETS:-megaton}
     timeout "$1" bash "$SRC/perf/gpu/setup.sh" ) > "$OUT/build.log" 2>&1
   stamp "build exit code $?"
   grep -E 'error:|FAILED:' "$OUT/build.log" | head -20
   # shellcheck disable=SC1091
   source "$BUILD/env.sh"
+}
+
+# synth_dataset PREFIX: a random-token Megatron dataset (600 documents of 2000 uint16 tokens < 50256, each ending in
+# EOD 50256, like GPT-2's vocabulary) at PREFIX.bin/.idx, written with numpy.
+synth_dataset() {
+  python3 - "$1" <<'PY'
+import sys, struct, numpy as np
+prefix = sys.argv[1]
+rng = np.random.default_rng(0)
+n_docs, doc_len = 600, 2000
+docs = rng.integers(0, 50256, size=(n_docs, doc_len), dtype=np.uint16)
+docs[:, -1] = 50256  # EOD
+with open(prefix + ".bin", "wb") as f: f.write(docs.tobytes())
+with open(prefix + ".idx", "wb") as f:
+    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, n_docs, n_docs + 1))
+    f.write(np.full(n_docs, doc_len, dtype=np.int32).tobytes())
+    f.write((np.arange(n_docs, dtype=np.int64) * doc_len * 2).tobytes())
+    f.write(np.arange(n_docs + 1, dtype=np.int64).tobytes())
+PY
 }

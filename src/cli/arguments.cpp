@@ -119,6 +119,8 @@ void add_training_options(po::options_description& d, TrainingArgs& a) {
       ("adam-beta2", val(a.adam_beta2), "Adam beta2")
       ("adam-eps", val(a.adam_eps), "Adam epsilon")
       ("sgd-momentum", val(a.sgd_momentum), "SGD momentum")
+      ("no-fused-adam", po::bool_switch(&a.no_fused_adam),
+       "CUDA: update with the unfused ATen ops instead of the one-pass fused Adam kernel")
       ("dry-run", po::bool_switch(&a.dry_run),
        "print the resolved parallel layout, memory per GPU and model FLOPs per iteration, then exit");
 }

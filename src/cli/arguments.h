@@ -94,6 +94,7 @@ struct TrainingArgs {
   double adam_beta2 = 0.999;
   double adam_eps = 1e-8;
   double sgd_momentum = 0.9;
+  bool no_fused_adam = false;  // CUDA: the ATen Adam path instead of kernels/adam_kernels.cu
   bool dry_run = false;
   // Derived:
   int num_micro_batches = 1;  // at full global batch

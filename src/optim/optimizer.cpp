@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "optim/adam_step.h"
 
 namespace megaton::optim {
 
@@ -16,6 +17,7 @@ OptimizerOptions optimizer_options(const cli::TrainingArgs& t) {
   o.adam_eps = t.adam_eps;
   o.sgd_momentum = t.sgd_momentum;
   o.clip_grad = t.clip_grad;
+  o.use_fused_adam = !t.no_fused_adam;
   return o;
 }
 
@@ -49,6 +51,15 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(parallel::DataParallel& dp, con
     const bool not_shared = !p.tied_embedding || first_stage;
     return not_tp_duplicate && not_shared;
   });
+#ifdef MEGATON_HAVE_CUDA
+  fused_adam_ = options_.kind == "adam" && options_.use_fused_adam && master_.is_cuda();
+#endif
+  if (fused_adam_) {
+    adam_chunks_ = adam_chunk_table(decay_runs_, master_.numel()).to(master_.device());
+    const auto t = pbuf.scalar_type();
+    const bool rounds = t == torch::kFloat32 || t == torch::kBFloat16 || t == torch::kFloat16;
+    if (dp_.shard_is_whole() && !master_.is_same(pbuf) && rounds) param_out_ = pbuf;
+  }
 }
 
 void MixedPrecisionOptimizer::all_reduce_over_model_and_shard(torch::Tensor& t, dist::ReduceOp op) {
@@ -65,7 +76,7 @@ bool MixedPrecisionOptimizer::unscale_and_check_for_inf() {
   return flag.item<float>() > 0.0f;
 }
 
-double MixedPrecisionOptimizer::grad_norm_and_clip() {
+double MixedPrecisionOptimizer::grad_norm_and_clip(bool defer, double& grad_scale) {
   const torch::Tensor& g = dp_.shard_grad();  // [S]
   torch::Tensor sq;
   if (norm_runs_.empty()) {
@@ -79,7 +90,13 @@ double MixedPrecisionOptimizer::grad_norm_and_clip() {
   all_reduce_over_model_and_shard(sq, dist::ReduceOp::kSum);
   const double norm = std::sqrt(sq.item<double>());
   const double coeff = options_.clip_grad / (norm + 1.0e-6);
-  if (coeff < 1.0) g.mul_(coeff);
+  grad_scale = 1.0;
+  if (coeff < 1.0) {
+    if (defer)
+      grad_scale = coeff;
+    else
+      g.mul_(coeff);
+  }
   return norm;
 }
 
@@ -92,26 +109,23 @@ int64_t MixedPrecisionOptimizer::count_zeros() {
   return static_cast<int64_t>(t.item<double>());
 }
 
-void MixedPrecisionOptimizer::adam_update() {
-  const torch::Tensor& g = dp_.shard_grad();  // [S], used as scratch for the denominator below
-  const double b1 = options_.adam_beta1, b2 = options_.adam_beta2, lr = options_.lr;
+void MixedPrecisionOptimizer::adam_update(double grad_scale) {
   step_ += 1;
-  const double bc1 = 1.0 - std::pow(b1, static_cast<double>(step_));
-  const double bc2 = 1.0 - std::pow(b2, static_cast<double>(step_));
-  exp_avg_.mul_(b1).add_(g, 1.0 - b1);
-  exp_avg_sq_.mul_(b2).addcmul_(g, g, 1.0 - b2);
-  // Decoupled weight decay on the old weights: p <- p - lr * (m_hat / (sqrt(v_hat) + eps) + wd * p).
-  if (options_.weight_decay > 0 && !decay_runs_.empty()) {
-    const double keep = 1.0 - lr * options_.weight_decay;
-    if (covers_all(decay_runs_, master_.numel()))
-      master_.mul_(keep);
-    else
-      torch::_foreach_mul_(run_views(master_, decay_runs_), keep);
+  AdamScalars s;
+  s.lr = options_.lr;
+  s.beta1 = options_.adam_beta1;
+  s.beta2 = options_.adam_beta2;
+  s.eps = options_.adam_eps;
+  s.weight_decay = options_.weight_decay;
+  s.bias_correction1 = 1.0 - std::pow(s.beta1, static_cast<double>(step_));
+  s.bias_correction2 = 1.0 - std::pow(s.beta2, static_cast<double>(step_));
+  s.grad_scale = grad_scale;
+  if (fused_adam_) {  // one pass; also writes the parameters when param_out_ is defined
+    adam_step_fused(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), adam_chunks_, s, param_out_);
+    return;
   }
-  torch::Tensor denom = g;  // reuse the gradient buffer: denom = sqrt(v) / sqrt(bc2) + eps
-  torch::sqrt_out(denom, exp_avg_sq_);
-  denom.div_(std::sqrt(bc2)).add_(options_.adam_eps);
-  master_.addcdiv_(exp_avg_, denom, -lr / bc1);
+  MEGATON_ASSERT(grad_scale == 1.0, "the ATen Adam path takes gradients already clipped");
+  adam_step_aten(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), decay_runs_, s);
 }
 
 void MixedPrecisionOptimizer::sgd_update() {
@@ -148,13 +162,17 @@ StepResult MixedPrecisionOptimizer::step() {
       return r;
     }
   }
-  if (options_.clip_grad > 0) r.grad_norm = grad_norm_and_clip();
+  // The fused Adam applies the clip coefficient as it reads the grads, saving a pass; the zero count reads the clipped
+  // grads (a tiny grad can underflow to 0), so with it the clip stays a pass of its own.
+  double grad_scale = 1.0;
+  const bool defer_clip = fused_adam_ && !options_.log_num_zeros_in_grad;
+  if (options_.clip_grad > 0) r.grad_norm = grad_norm_and_clip(defer_clip, grad_scale);
   if (options_.log_num_zeros_in_grad) r.num_zeros = count_zeros();
   if (options_.kind == "adam")
-    adam_update();
+    adam_update(grad_scale);
   else
     sgd_update();
-  dp_.all_gather_params(master_);
+  if (!param_out_.defined()) dp_.all_gather_params(master_);  // else the fused Adam wrote the parameters
   r.updated = true;
   return r;
 }

@@ -11,12 +11,16 @@
 //      the model-parallel group (and DP under ZeRO-1) so every rank agrees; scaler.update(found_inf); if found_inf the
 //      step is skipped: returns {updated = false} and the parameters are untouched;
 //   3. --clip-grad > 0: global L2 norm over TP, PP (and DP under ZeRO-1), each TP-replicated parameter counted on TP
-//      rank 0 only and the tied embedding on the first stage only; grads *= clip / (norm + 1e-6) when that is < 1;
+//      rank 0 only and the tied embedding on the first stage only; grads *= clip / (norm + 1e-6) when that is < 1
+//      (the fused Adam applies that factor as it reads the grads instead, unless zeros are counted);
 //   4. optional zero count (same parameters as the norm);
 //   5. Adam (apex FusedAdam, adam_w_mode: decoupled weight decay p -= lr*wd*p, bias-corrected moments) or SGD with
 //      momentum (torch/apex SGD: L2 weight decay added to the gradient, momentum buffer = first gradient on step 1);
 //      parameters with ParamInfo::no_weight_decay get weight decay 0;
 //   6. masters are copied (ZeRO-1: all-gathered over DP) into the model-dtype parameters.
+// CUDA masters (a CUDA build, adam, use_fused_adam): 3 (the clip's scaling) and 5 are one kernel
+// (kernels/adam_kernels.cu, 28 bytes per parameter instead of ~104), which also does 6 when the shard is the whole
+// buffer (it writes the rounded masters into the parameters). CPU masters always take the ATen path.
 // Note: step() uses the main-grad shard as scratch space; gradients are only valid until the step.
 #pragma once
 #include <nlohmann/json.hpp>
@@ -46,6 +50,7 @@ struct OptimizerOptions {
   double sgd_momentum = 0.9;
   double clip_grad = 1.0;  // 0: no clipping and no grad norm (as Megatron)
   bool log_num_zeros_in_grad = false;
+  bool use_fused_adam = true;  // CUDA masters: the fused Adam kernel; false: the ATen path (--no-fused-adam)
 };
 
 OptimizerOptions optimizer_options(const cli::TrainingArgs& t);
@@ -101,9 +106,12 @@ class MixedPrecisionOptimizer {
 
  private:
   bool unscale_and_check_for_inf();
-  double grad_norm_and_clip();
+  /// Returns the global grad norm. Clips the grads in place, or, with `defer`, leaves them and returns the clip
+  /// coefficient in `grad_scale` (1 when there is nothing to clip) for the fused Adam to apply.
+  double grad_norm_and_clip(bool defer, double& grad_scale);
   int64_t count_zeros();
-  void adam_update();
+  /// grad_scale: multiplies the grads first (a deferred clip coefficient; the fused path only).
+  void adam_update(double grad_scale);
   void sgd_update();
   void all_reduce_over_model_and_shard(torch::Tensor& t, dist::ReduceOp op);
 
@@ -118,6 +126,9 @@ class MixedPrecisionOptimizer {
   bool momentum_initialized_ = false;
   std::vector<Run> decay_runs_;  // parameters with weight decay
   std::vector<Run> norm_runs_;   // parameters counted in the grad norm / zero count on this rank
+  bool fused_adam_ = false;      // adam_update runs kernels/adam_kernels.cu (CUDA masters, use_fused_adam)
+  torch::Tensor adam_chunks_;    // [C, 3] int64 on the masters' device: the fused kernel's {start, len, decay} rows
+  torch::Tensor param_out_;      // [N] model dtype: the parameters the fused kernel writes (undefined: step copies)
   int64_t step_ = 0;
   int64_t skipped_ = 0;
 };

@@ -1,0 +1,168 @@
+// Fused Adam (kernels/adam_kernels.h): one thread block per chunk of the table; inside a chunk 16-byte (float4) loads
+// and stores from the first multiple of 4 on when every buffer is aligned, scalar code for the head and tail.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <climits>
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "adam_kernels.h"
+
+namespace megaton::kernels {
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kVec = 4;  // floats per 16-byte load
+
+// The fp32 scalars the kernel uses, rounded from AdamHyper's doubles where ATen rounds them.
+struct Consts {
+  float beta1, beta2;
+  float one_minus_beta1, one_minus_beta2;
+  float decay_keep;    // 1 - lr * weight_decay
+  float inv_sqrt_bc2;  // 1 / sqrt(bias_correction2), as ATen's division by a scalar (a multiply by its inverse)
+  float eps;
+  float neg_step;    // -lr / bias_correction1
+  float grad_scale;  // the clip coefficient
+};
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);  // round to nearest even, as Tensor.to(kBFloat16)
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half(x);
+}
+
+// One element. The explicit _rn intrinsics keep nvcc from contracting across what are separate ATen kernels (each
+// rounds its result to fp32); inside one ATen kernel (add with alpha, addcmul, addcdiv) the fma is ATen's own.
+__device__ __forceinline__ void adam_element(float& p, float& m, float& v, float g, const Consts& c, bool decay) {
+  g = __fmul_rn(g, c.grad_scale);                                                  // g.mul_(coeff)
+  m = __fmaf_rn(c.one_minus_beta1, g, __fmul_rn(m, c.beta1));                      // m.mul_(b1).add_(g, 1 - b1)
+  v = __fmaf_rn(__fmul_rn(c.one_minus_beta2, g), g, __fmul_rn(v, c.beta2));        // v.mul_(b2).addcmul_(g, g, 1 - b2)
+  if (decay) p = __fmul_rn(p, c.decay_keep);                                       // p.mul_(1 - lr * wd)
+  const float denom = __fadd_rn(__fmul_rn(__fsqrt_rn(v), c.inv_sqrt_bc2), c.eps);  // sqrt(v) / sqrt(bc2) + eps
+  p = __fmaf_rn(c.neg_step, __fdiv_rn(m, denom), p);                               // p.addcdiv_(m, denom, -lr / bc1)
+}
+
+// VEC elements of T in one aligned load/store.
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+  T v[VEC];
+};
+
+template <typename P>
+__device__ __forceinline__ void scalar_range(float* __restrict__ master, float* __restrict__ m, float* __restrict__ v,
+                                             const float* __restrict__ g, P* __restrict__ out, int64_t begin,
+                                             int64_t end, const Consts& c, bool decay) {
+  for (int64_t i = begin + threadIdx.x; i < end; i += blockDim.x) {
+    float pi = master[i], mi = m[i], vi = v[i];
+    adam_element(pi, mi, vi, g[i], c, decay);
+    master[i] = pi;
+    m[i] = mi;
+    v[i] = vi;
+    if (out != nullptr) out[i] = from_float<P>(pi);
+  }
+}
+
+// P: param_out's element type (float when there is none: out == nullptr). vec: every buffer is 16-byte aligned
+// (param_out: aligned to 4 elements), so elements from a multiple of 4 on can move in packs of 4.
+template <typename P>
+__global__ void __launch_bounds__(kThreads)
+    adam_kernel(float* __restrict__ master, float* __restrict__ m, float* __restrict__ v, const float* __restrict__ g,
+                P* __restrict__ out, const AdamChunk* __restrict__ chunks, Consts c, bool vec) {
+  const AdamChunk ch = chunks[blockIdx.x];
+  const bool decay = ch.decay != 0;
+  int64_t begin = ch.start;
+  const int64_t end = ch.start + ch.len;
+  if (vec) {
+    const int64_t head = (kVec - begin % kVec) % kVec;
+    const int64_t body = begin + head < end ? begin + head : end;
+    scalar_range(master, m, v, g, out, begin, body, c, decay);  // head: up to 3 elements before a multiple of 4
+    const int64_t packs = (end - body) / kVec;
+    for (int64_t k = threadIdx.x; k < packs; k += blockDim.x) {
+      const int64_t i = body + k * kVec;
+      float4 p4 = *reinterpret_cast<const float4*>(master + i), m4 = *reinterpret_cast<const float4*>(m + i),
+             v4 = *reinterpret_cast<const float4*>(v + i);
+      const float4 g4 = *reinterpret_cast<const float4*>(g + i);
+      adam_element(p4.x, m4.x, v4.x, g4.x, c, decay);
+      adam_element(p4.y, m4.y, v4.y, g4.y, c, decay);
+      adam_element(p4.z, m4.z, v4.z, g4.z, c, decay);
+      adam_element(p4.w, m4.w, v4.w, g4.w, c, decay);
+      *reinterpret_cast<float4*>(master + i) = p4;
+      *reinterpret_cast<float4*>(m + i) = m4;
+      *reinterpret_cast<float4*>(v + i) = v4;
+      if (out != nullptr) {
+        Pack<P, kVec> o;
+        o.v[0] = from_float<P>(p4.x), o.v[1] = from_float<P>(p4.y), o.v[2] = from_float<P>(p4.z),
+        o.v[3] = from_float<P>(p4.w);
+        *reinterpret_cast<Pack<P, kVec>*>(out + i) = o;
+      }
+    }
+    begin = body + packs * kVec;  // tail: up to 3 elements
+  }
+  scalar_range(master, m, v, g, out, begin, end, c, decay);
+}
+
+bool aligned(const void* p, size_t bytes) {
+  return reinterpret_cast<uintptr_t>(p) % bytes == 0;
+}
+
+template <typename P>
+void launch(float* master, float* m, float* v, const float* g, void* out, const AdamChunk* chunks, int64_t n,
+            const Consts& c, cudaStream_t stream) {
+  P* o = static_cast<P*>(out);
+  const bool vec = aligned(master, 16) && aligned(m, 16) && aligned(v, 16) && aligned(g, 16) &&
+                   (o == nullptr || aligned(o, sizeof(P) * kVec));
+  adam_kernel<P><<<static_cast<unsigned>(n), kThreads, 0, stream>>>(master, m, v, g, o, chunks, c, vec);
+}
+
+void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+}  // namespace
+
+void adam_step(float* master, float* exp_avg, float* exp_avg_sq, const float* grad, const AdamChunk* chunks,
+               int64_t num_chunks, const AdamHyper& h, void* param_out, FloatType param_type, cudaStream_t stream) {
+  if (num_chunks == 0) return;
+  if (num_chunks > INT_MAX) throw std::runtime_error("adam_step: more than INT_MAX chunks");
+  Consts c;
+  c.beta1 = static_cast<float>(h.beta1);
+  c.beta2 = static_cast<float>(h.beta2);
+  c.one_minus_beta1 = static_cast<float>(1.0 - h.beta1);
+  c.one_minus_beta2 = static_cast<float>(1.0 - h.beta2);
+  c.decay_keep = static_cast<float>(1.0 - h.lr * h.weight_decay);
+  c.inv_sqrt_bc2 = 1.0f / static_cast<float>(std::sqrt(h.bias_correction2));
+  c.eps = static_cast<float>(h.eps);
+  c.neg_step = static_cast<float>(-h.lr / h.bias_correction1);
+  c.grad_scale = static_cast<float>(h.grad_scale);
+  if (param_out == nullptr) {
+    launch<float>(master, exp_avg, exp_avg_sq, grad, nullptr, chunks, num_chunks, c, stream);
+  } else {
+    switch (param_type) {
+      case FloatType::kFloat32:
+        launch<float>(master, exp_avg, exp_avg_sq, grad, param_out, chunks, num_chunks, c, stream);
+        break;
+      case FloatType::kBFloat16:
+        launch<__nv_bfloat16>(master, exp_avg, exp_avg_sq, grad, param_out, chunks, num_chunks, c, stream);
+        break;
+      case FloatType::kFloat16:
+        launch<__half>(master, exp_avg, exp_avg_sq, grad, param_out, chunks, num_chunks, c, stream);
+        break;
+    }
+  }
+  check(cudaGetLastError(), "adam_step launch");
+}
+
+}  // namespace megaton::kernels

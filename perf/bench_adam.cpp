@@ -1,0 +1,78 @@
+// One Adam step of a bf16 model's flat buffers at GPT-2 124M and GPT 1.3B sizes: the fused CUDA kernel
+// (kernels/adam_kernels.cu: clip coefficient, moments, weight decay, update and the bf16 parameter write in one pass)
+// and the ATen sequence it replaces in MixedPrecisionOptimizer (g *= clip, optim::adam_step_aten, parameters <-
+// masters), timed alternately in the same iterations. Counters: aten_ms, fused_ms, speedup = aten / fused, and the
+// memory traffic each moves (fused: 30 bytes per parameter, read g m v p, write m v p and the bf16 parameter; ATen:
+// ~106) as fused_GBps / aten_GBps; the benchmark's own time and bytes/s are the fused kernel's.
+//   build/perf/bench_adam [--benchmark_min_time=1]     (reports an error row without a CUDA device)
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <chrono>
+#include <vector>
+
+#include "optim/adam_step.h"
+
+using namespace megaton;
+
+namespace {
+
+constexpr double kFusedBytes = 30;  // per parameter: read 4 x fp32, write 3 x fp32 + 1 x bf16
+// ATen: clip mul 8; m: mul 8 + add 12; v: mul 8 + addcmul 16; decay 8; sqrt 8; div 8; add 8; addcdiv 16; copy 6.
+constexpr double kAtenBytes = 8 + 20 + 24 + 8 + 8 + 8 + 8 + 16 + 6;
+
+void BM_AdamFusedVsAten(benchmark::State& state) {
+  if (!torch::cuda::is_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t n = state.range(0);
+  auto f32 = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32);
+  torch::Tensor master = torch::randn({n}, f32), m = torch::zeros({n}, f32), v = torch::zeros({n}, f32);  // [n]
+  torch::Tensor grad0 = torch::randn({n}, f32), grad = grad0.clone();                                     // [n]
+  torch::Tensor param = master.to(torch::kBFloat16);                                                      // [n]
+  // Weight decay on ~2/3 of the elements in runs of 1M, as weights and biases/LayerNorms alternate in a model.
+  std::vector<optim::Run> runs;
+  for (int64_t at = 0; at + (1 << 20) <= n; at += 3 << 19) runs.push_back({at, 1 << 20});
+  const torch::Tensor chunks = optim::adam_chunk_table(runs, n).to(torch::kCUDA);  // [C, 3]
+  optim::AdamScalars s;
+  s.lr = 1e-4, s.beta1 = 0.9, s.beta2 = 0.95, s.weight_decay = 0.1;
+  s.bias_correction1 = 0.1, s.bias_correction2 = 0.05, s.grad_scale = 0.5;
+  auto timed = [&](bool fused) {
+    grad.copy_(grad0);  // the ATen path uses the gradient as scratch
+    torch::cuda::synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (fused) {
+      optim::adam_step_fused(master, m, v, grad, chunks, s, param);
+    } else {
+      optim::adam_step_aten(master, m, v, grad, runs, s);  // applies grad_scale as the clip's g.mul_ does
+      param.copy_(master);
+    }
+    torch::cuda::synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  timed(false), timed(true);  // warm-up (allocator, kernels)
+  double aten = 0, fused = 0;
+  int64_t iters = 0;
+  for (auto _ : state) {
+    aten += timed(false);
+    const double f = timed(true);
+    fused += f;
+    ++iters;
+    state.SetIterationTime(f);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(kFusedBytes * static_cast<double>(n)) * iters);
+  state.counters["aten_ms"] = aten / double(iters) * 1e3;
+  state.counters["fused_ms"] = fused / double(iters) * 1e3;
+  state.counters["speedup"] = aten / fused;
+  state.counters["fused_GBps"] = kFusedBytes * double(n) * double(iters) / fused / 1e9;
+  state.counters["aten_GBps"] = kAtenBytes * double(n) * double(iters) / aten / 1e9;
+}
+
+}  // namespace
+
+// Parameters of GPT-2 124M (12 x 768, sequence 1024) and GPT 1.3B (24 x 2048, sequence 2048), vocabulary padded to
+// 50304: 12 l h^2 + 13 l h + (V + s) h + 2 h.
+BENCHMARK(BM_AdamFusedVsAten)->Arg(124475904)->Arg(1315819520)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
