@@ -30,21 +30,8 @@ build_megaton() {
   source "$BUILD/env.sh"
 }
 
-# synth_dataset PREFIX: a random-token Megatron dataset (600 documents of 2000 uint16 tokens < 50256, each ending in
-# EOD 50256, like GPT-2's vocabulary) at PREFIX.bin/.idx, written with numpy.
+# synth_dataset PREFIX: a random-token Megatron dataset at PREFIX.bin/.idx (perf/gpu/synth_data.py: 600 documents of
+# 2000 uint16 tokens < 50256, each ending in EOD 50256, like GPT-2's vocabulary).
 synth_dataset() {
-  python3 - "$1" <<'PY'
-import sys, struct, numpy as np
-prefix = sys.argv[1]
-rng = np.random.default_rng(0)
-n_docs, doc_len = 600, 2000
-docs = rng.integers(0, 50256, size=(n_docs, doc_len), dtype=np.uint16)
-docs[:, -1] = 50256  # EOD
-with open(prefix + ".bin", "wb") as f: f.write(docs.tobytes())
-with open(prefix + ".idx", "wb") as f:
-    f.write(b"MMIDIDX\x00\x00" + struct.pack("<QBQQ", 1, 8, n_docs, n_docs + 1))
-    f.write(np.full(n_docs, doc_len, dtype=np.int32).tobytes())
-    f.write((np.arange(n_docs, dtype=np.int64) * doc_len * 2).tobytes())
-    f.write(np.arange(n_docs + 1, dtype=np.int64).tobytes())
-PY
+  python3 "$SRC/perf/gpu/synth_data.py" "$1"
 }

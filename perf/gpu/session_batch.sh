@@ -42,7 +42,7 @@ source "$BUILD/env.sh"
 } > "$R/kernels.log" 2>&1
 grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|exit code|^BM_' "$R/kernels.log" | sed 's/ ms / ms /' | tee -a "$OUT/summary.txt"
 
-python3 "$SRC/perf/gpu/synth_data.py" /tmp/synth_text_document
+synth_dataset /tmp/synth_text_document
 common=(--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
   --hidden-dropout 0 --attention-dropout 0 --log-interval 1 --eval-interval 100000 --eval-iters 1
   --device cuda --distributed-backend nccl --seed 1234)

@@ -12,7 +12,7 @@ BUDGET_S=${2:-240}
 # shellcheck source=batch_lib.sh
 source "$(dirname "$0")/batch_lib.sh"  # OUT, left, stamp, REPO, SRC, BUILD, build_megaton
 build_megaton 200
-python3 "$SRC/perf/gpu/synth_data.py" /tmp/synth_text_document
+synth_dataset /tmp/synth_text_document
 stamp "synthetic data written"
 common="--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
   --hidden-dropout 0 --attention-dropout 0 --log-interval 1 --eval-interval 100000 --eval-iters 1
