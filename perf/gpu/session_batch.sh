@@ -9,7 +9,7 @@
 #   5. perf/generate/run.sh: generation tokens/s beside HF transformers, and compare_hf.py         -> generate/
 #   6. the whole unit-test suite (CPU tests on this machine), if time is left                      -> unit_tests.log
 # Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
-# Env: CONFIGS ("124M 1.3B"), SKIP ("" or words of: generate unit).
+# Env: CONFIGS ("124M 1.3B"), SKIP ("" or words of: bench generate unit), BATCHES (generation batch sizes, "1 8 32").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
@@ -27,7 +27,9 @@ capped() { local want=$1; shift; local l; l=$(( $(left) - 20 )); timeout $(( wan
   timeout 260 bash "$SRC/perf/gpu/setup.sh" ) > "$R/build.log" 2>&1
 stamp "build exit code $? ($(grep -c 'error:' "$R/build.log") error lines)"
 grep -E 'error:|FAILED:' "$R/build.log" | head -20 | tee -a "$OUT/summary.txt"
-for b in bench_cross_entropy bench_adam; do  # Google Benchmark programs: absent when a kernel or the library is missing
+benches=""
+[[ " $SKIP " != *" bench "* ]] && benches=$(cd "$SRC/perf" && ls bench_*.cpp | sed 's/\.cpp$//' | grep -v -E 'bench_(checkpoint|model_step|optim_step|tokenizer)$')
+for b in $benches; do  # Google Benchmark programs: absent when a kernel or the library is missing
   [ -f "$SRC/perf/$b.cpp" ] && { timeout 120 cmake --build "$BUILD" -j "$(nproc)" --target "$b" >> "$R/build.log" 2>&1 ||
     stamp "$b not built (build.log)"; }
 done
@@ -36,7 +38,7 @@ source "$BUILD/env.sh"
 
 {
   capped 120 "$BUILD/tests/megaton_unit_tests" --gtest_filter='Kernels*'; echo "[kernel tests exit code $?]"
-  for b in bench_cross_entropy bench_adam; do
+  for b in $benches; do
     [ -x "$BUILD/perf/$b" ] && { capped 90 "$BUILD/perf/$b" --benchmark_min_time=0.3; echo "[$b exit code $?]"; }
   done
 } > "$R/kernels.log" 2>&1
