@@ -67,7 +67,9 @@ def main():
     decode = byte_level_decoder(f"{a.vocab_dir}/vocab.json")
     start = torch.full((1, 1), a.bos, dtype=torch.long, device="cuda")
     with torch.inference_mode():
-        out = m_export.generate(start, max_new_tokens=a.new_tokens, min_new_tokens=a.new_tokens, do_sample=False,
+        # An explicit mask: with pad_token_id == the start token, transformers would otherwise mask the start token out.
+        out = m_export.generate(start, attention_mask=torch.ones_like(start), max_new_tokens=a.new_tokens,
+                                min_new_tokens=a.new_tokens, do_sample=False,
                                 use_cache=True, pad_token_id=a.bos, eos_token_id=None)
     ours = decode(out[0, 1:1 + n].tolist())
     same = 0

@@ -24,7 +24,9 @@ def main():
     dtype = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}[a.dtype]
     model = AutoModelForCausalLM.from_pretrained(a.hf_dir, torch_dtype=dtype).cuda().eval()
     ids = torch.full((a.batch, 1), a.bos, dtype=torch.long, device="cuda")  # unconditional, as megaton's [EOD]
-    kw = dict(max_new_tokens=a.new_tokens, min_new_tokens=a.new_tokens, do_sample=False, use_cache=True,
+    # attention_mask explicit: pad_token_id is the start token, which transformers would otherwise take for padding.
+    kw = dict(attention_mask=torch.ones_like(ids), max_new_tokens=a.new_tokens, min_new_tokens=a.new_tokens,
+              do_sample=False, use_cache=True,
               pad_token_id=a.bos, eos_token_id=None)
     with torch.inference_mode():
         model.generate(ids, **dict(kw, max_new_tokens=8, min_new_tokens=8))  # warm-up

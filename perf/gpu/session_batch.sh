@@ -67,11 +67,11 @@ for c in $CONFIGS; do
 done
 # A checkpoint written on the GPU (124M, bf16, with optimizer state) loads and training continues from it.
 # shellcheck disable=SC2086
-capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --train-iters 4 --save /tmp/ckpt124 \
+capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --lr-decay-iters 100 --train-iters 4 --save /tmp/ckpt124 \
   --save-interval 4 > "$R/save_124M.log" 2>&1
 stamp "save exit code $?: $(grep -o 'saved checkpoint.*' "$R/save_124M.log" | tail -1 | head -c 160)"
 # shellcheck disable=SC2086
-capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --train-iters 6 --load /tmp/ckpt124 \
+capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --lr-decay-iters 100 --train-iters 6 --load /tmp/ckpt124 \
   > "$R/resume_124M.log" 2>&1
 stamp "resume exit code $?: $(grep -o 'loaded .* at iteration [0-9]*\|iteration *6/.*lm loss: [0-9.E+-]*' "$R/resume_124M.log" | head -c 300)"
 rm -rf /tmp/ckpt124
@@ -91,13 +91,13 @@ if [[ " $SKIP " != *" generate "* ]]; then
   cat "$R/generate/summary.txt" 2>/dev/null | tee -a "$OUT/summary.txt"
   rm -rf "$R/generate/ckpt" "$R/generate/hf_init" "$R/generate/hf_export"  # large; rebuilt from the seed
 fi
-# CheckpointTracker.WritesAtomicallyAndPrunes segfaulted here on 2026-12-02 (not on Debian): where?
+# CheckpointTracker.WritesAtomicallyAndPrunes segfaulted here on 2026-12-02 in libtorch.so's copy of
+# std::filesystem::remove_all (CMakeLists.txt now links libstdc++ first): a backtrace if it still does.
 (cd "$BUILD" && capped 60 cuda-gdb -batch -ex run -ex bt --args tests/megaton_unit_tests \
   --gtest_filter='CheckpointTracker.*' > "$R/tracker_gdb.log" 2>&1)
 grep -E '^#[0-9]+ ' "$R/tracker_gdb.log" | head -12 | cut -c1-200 | tee -a "$OUT/summary.txt"
 if [[ " $SKIP " != *" unit "* ]] && [ "$(left)" -gt 80 ]; then
-  (cd "$BUILD" && capped 200 tests/megaton_unit_tests --gtest_filter='-CheckpointTracker.WritesAtomicallyAndPrunes' \
-    > "$R/unit_tests.log" 2>&1)
+  (cd "$BUILD" && capped 200 tests/megaton_unit_tests > "$R/unit_tests.log" 2>&1)
   stamp "unit tests exit code $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$R/unit_tests.log" | tr -s ' ' | tr '\n' ' ')"
 fi
 stamp "done"
