@@ -7,9 +7,10 @@
 #                                                                                                    prof/, tb.log
 #   4. the peer (torch_gpt_bench.py, same dims, same GPU, after ours) with its own profile          -> peer.log
 #   5. perf/generate/run.sh: generation tokens/s beside HF transformers, and compare_hf.py         -> generate/
-#   6. the whole unit-test suite (CPU tests on this machine), if time is left                      -> unit_tests.log
+#   6. the unit tests (UNIT_FILTER, default all; CPU tests on this machine), if time is left        -> unit_tests.log
+#   7. perf/sweep over perf/sweep/configs/h200-1gpu.txt with the time left, and `megaton plan --check` -> sweep/
 # Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
-# Env: CONFIGS ("124M 1.3B"), SKIP ("" or words of: bench generate unit), BATCHES (generation batch sizes, "1 8 32").
+# Env: CONFIGS ("124M 1.3B"), SKIP ("" or words of: bench generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
@@ -97,7 +98,16 @@ fi
   --gtest_filter='CheckpointTracker.*' > "$R/tracker_gdb.log" 2>&1)
 grep -E '^#[0-9]+ ' "$R/tracker_gdb.log" | head -12 | cut -c1-200 | tee -a "$OUT/summary.txt"
 if [[ " $SKIP " != *" unit "* ]] && [ "$(left)" -gt 80 ]; then
-  (cd "$BUILD" && capped 200 tests/megaton_unit_tests > "$R/unit_tests.log" 2>&1)
+  (cd "$BUILD" && capped 200 tests/megaton_unit_tests --gtest_filter="${UNIT_FILTER:-*}" > "$R/unit_tests.log" 2>&1)
   stamp "unit tests exit code $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$R/unit_tests.log" | tr -s ' ' | tr '\n' ' ')"
+fi
+# 7. the perf/sweep sweep with what time is left (its CSV grows config by config), then the cost model against it.
+if [[ " $SKIP " != *" sweep "* ]] && [ "$(left)" -gt 60 ]; then
+  BUILD=$BUILD timeout $(( $(left) - 25 )) bash "$SRC/perf/sweep/run_sweep.sh" "$SRC/perf/sweep/configs/h200-1gpu.txt" \
+    "$R/sweep" > "$R/sweep.log" 2>&1
+  stamp "sweep exit code $?"
+  grep -E "^sweep:" "$R/sweep.log" | tee -a "$OUT/summary.txt"
+  [ -f "$R/sweep/sweep.csv" ] && "$BUILD/megaton" plan --check "$R/sweep/sweep.csv" > "$R/plan_check.txt" 2>&1
+  tail -4 "$R/plan_check.txt" 2>/dev/null | tee -a "$OUT/summary.txt"
 fi
 stamp "done"
