@@ -7,6 +7,7 @@
 
 #include "adam_kernels.h"  // kernels/
 #include "core/error.h"
+#include "core/kernel_float_type.h"
 #include "optim/adam_step.h"
 
 namespace megaton::optim {
@@ -16,17 +17,11 @@ static_assert(kAdamChunk == kernels::kAdamChunk, "optim/adam_step.h and kernels/
 namespace {
 
 kernels::FloatType float_type(const torch::Tensor& t) {
-  switch (t.scalar_type()) {
-    case torch::kFloat32:
-      return kernels::FloatType::kFloat32;
-    case torch::kBFloat16:
-      return kernels::FloatType::kBFloat16;
-    case torch::kFloat16:
-      return kernels::FloatType::kFloat16;
-    default:
-      throw InternalError(::megaton::str("fused Adam: parameters of dtype ", c10::toString(t.scalar_type()),
-                                         " (expected fp32, bf16 or fp16)"));
-  }
+  const auto type = kernel_float_type(t);
+  if (!type)
+    throw InternalError(::megaton::str("fused Adam: parameters of dtype ", c10::toString(t.scalar_type()),
+                                       " (expected fp32, bf16 or fp16)"));
+  return *type;
 }
 
 void check_buffer(const torch::Tensor& t, const char* name, const torch::Tensor& master) {

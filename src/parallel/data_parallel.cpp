@@ -8,6 +8,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "parallel/grad_accum.h"
 
 namespace megaton::parallel {
 
@@ -105,7 +106,8 @@ void DataParallel::on_grad_accumulated(size_t i) {
                 "micro-batch but the last, and zero_grad() between iterations");
   {
     torch::NoGradGuard no_grad;
-    main_grad(i).add_(grad);  // fp32 accumulation whatever the model dtype
+    torch::Tensor main = main_grad(i);
+    accumulate_main_grad(main, grad);  // fp32 accumulation whatever the model dtype
   }
   grad.reset();  // no model-dtype copy is kept across micro-batches
   if (!last_microbatch_) return;
@@ -167,7 +169,8 @@ void DataParallel::accumulate_param_grads() {
   for (size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& g = params_[i].param.mutable_grad();
     if (!g.defined()) continue;
-    main_grad(i).add_(g);
+    torch::Tensor main = main_grad(i);
+    accumulate_main_grad(main, g);
     g.reset();
   }
 }

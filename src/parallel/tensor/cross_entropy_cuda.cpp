@@ -5,6 +5,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "core/error.h"
+#include "core/kernel_float_type.h"
 #include "cross_entropy_kernels.h"  // kernels/
 #include "parallel/tensor/cross_entropy.h"
 
@@ -16,16 +17,9 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 kernels::FloatType float_type(const torch::Tensor& t) {
-  switch (t.scalar_type()) {
-    case torch::kFloat32:
-      return kernels::FloatType::kFloat32;
-    case torch::kBFloat16:
-      return kernels::FloatType::kBFloat16;
-    case torch::kFloat16:
-      return kernels::FloatType::kFloat16;
-    default:
-      throw InternalError(str("fused cross-entropy: unsupported logits dtype ", c10::toString(t.scalar_type())));
-  }
+  const auto type = kernel_float_type(t);
+  if (!type) throw InternalError(str("fused cross-entropy: unsupported logits dtype ", c10::toString(t.scalar_type())));
+  return *type;
 }
 
 struct FusedVocabParallelCrossEntropy : torch::autograd::Function<FusedVocabParallelCrossEntropy> {
@@ -67,10 +61,9 @@ struct FusedVocabParallelCrossEntropy : torch::autograd::Function<FusedVocabPara
     torch::Tensor grad = torch::empty_like(x);
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
     kernels::cross_entropy_backward(x.data_ptr(), grad.data_ptr(), float_type(x), rows, cols,
-                                    ctx->saved_data["valid"].toInt(),
-                                    saved[1].data_ptr<int64_t>(), ctx->saved_data["start"].toInt(),
-                                    saved[2].data_ptr<float>(), saved[3].data_ptr<float>(), g.data_ptr<float>(),
-                                    stream);
+                                    ctx->saved_data["valid"].toInt(), saved[1].data_ptr<int64_t>(),
+                                    ctx->saved_data["start"].toInt(), saved[2].data_ptr<float>(),
+                                    saved[3].data_ptr<float>(), g.data_ptr<float>(), stream);
     return {grad, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
 };

@@ -1,0 +1,61 @@
+// Folding bf16 gradients into fp32 main grads (what DataParallel's hooks do once per parameter and micro-batch) at
+// GPT-2 124M and GPT 1.3B sizes: parallel::accumulate_main_grad's CUDA kernel (kernels/grad_accum_kernels.cu) and
+// ATen's mixed-dtype `main.add_(grad)`, timed alternately in the same iterations. Counters: aten_ms, fused_ms,
+// speedup, and GB/s for both at 10 bytes per element (read 2 + 4, write 4); the benchmark's own time is the kernel's.
+//   build/perf/bench_grad_accum [--benchmark_min_time=1]     (reports an error row without a CUDA device)
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <chrono>
+
+#include "parallel/grad_accum.h"
+
+using namespace megaton;
+
+namespace {
+
+constexpr double kBytes = 10;  // per element: read a bf16 gradient and an fp32 main grad, write the main grad
+
+void BM_GradAccumKernelVsAten(benchmark::State& state) {
+  if (!torch::cuda::is_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t n = state.range(0);
+  const auto f32 = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32);
+  torch::Tensor main = torch::zeros({n}, f32);                       // [n] fp32
+  torch::Tensor grad = torch::randn({n}, f32).to(torch::kBFloat16);  // [n] bf16
+  auto timed = [&](bool kernel) {
+    torch::cuda::synchronize();
+    const auto t0 = std::chrono::steady_clock::now();
+    if (kernel)
+      parallel::accumulate_main_grad(main, grad);
+    else
+      main.add_(grad);
+    torch::cuda::synchronize();
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  timed(false), timed(true);  // warm-up
+  double aten = 0, fused = 0;
+  int64_t iters = 0;
+  for (auto _ : state) {
+    aten += timed(false);
+    const double f = timed(true);
+    fused += f;
+    ++iters;
+    state.SetIterationTime(f);
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(kBytes * static_cast<double>(n)) * iters);
+  state.counters["aten_ms"] = aten / double(iters) * 1e3;
+  state.counters["fused_ms"] = fused / double(iters) * 1e3;
+  state.counters["speedup"] = aten / fused;
+  state.counters["fused_GBps"] = kBytes * double(n) * double(iters) / fused / 1e9;
+  state.counters["aten_GBps"] = kBytes * double(n) * double(iters) / aten / 1e9;
+}
+
+}  // namespace
+
+// Parameters of GPT-2 124M and GPT 1.3B (as perf/bench_adam.cpp).
+BENCHMARK(BM_GradAccumKernelVsAten)->Arg(124475904)->Arg(1315819520)->UseManualTime()->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
