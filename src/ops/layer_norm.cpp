@@ -1,8 +1,14 @@
 #include "ops/layer_norm.h"
 
+#include "ops/layer_norm_cuda.h"
+
 namespace megaton::ops {
 
-torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps) {
+torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                         bool use_fused) {
+#ifdef MEGATON_HAVE_CUDA
+  if (use_fused && fused_layer_norm_supported(x, weight, bias)) return fused_layer_norm(x, weight, bias, eps);
+#endif
   const auto dtype = x.scalar_type();
   const bool half = dtype == torch::kBFloat16 || dtype == torch::kFloat16;
   if (half && x.device().is_cpu()) {

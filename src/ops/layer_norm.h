@@ -1,11 +1,15 @@
 // LayerNorm as Megatron's MixedFusedLayerNorm computes it: statistics and affine in fp32, output in the input dtype.
 // On CUDA, torch's layer_norm already accumulates half inputs in fp32; on the CPU half inputs are upcast explicitly.
+// In a CUDA build, CUDA tensors that the fused kernels support (ops/layer_norm_cuda.h: x, weight and bias of one
+// dtype, 8 <= h <= 16384, h % 8 == 0) take kernels/layer_norm_kernels.cu instead of ATen.
 #pragma once
 #include <torch/torch.h>
 
 namespace megaton::ops {
 
-/// x [.., h], weight/bias [h] -> [.., h] in x's dtype.
-torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps);
+/// x [.., h], weight/bias [h] -> [.., h] in x's dtype. `use_fused = false` forces ATen's torch::layer_norm (tests and
+/// benchmarks compare the two); CPU tensors always take ATen.
+torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                         bool use_fused = true);
 
 }  // namespace megaton::ops

@@ -1,0 +1,132 @@
+// The CUDA path of ops::layer_norm: kernels/layer_norm_kernels.cu behind a torch::autograd::Function, launched on the
+// current CUDA stream of x's device. The forward saves x, weight, mean and rstd (as ATen's native_layer_norm does);
+// the backward reads x and dy once and reduces dgamma/dbeta from per-block partials.
+#include "ops/layer_norm_cuda.h"
+
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <cstdint>
+
+#include "core/error.h"
+#include "layer_norm_kernels.h"  // kernels/
+
+namespace megaton::ops {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+kernels::FloatType float_type(const torch::Tensor& t) {
+  switch (t.scalar_type()) {
+    case torch::kFloat32:
+      return kernels::FloatType::kFloat32;
+    case torch::kBFloat16:
+      return kernels::FloatType::kBFloat16;
+    case torch::kFloat16:
+      return kernels::FloatType::kFloat16;
+    default:
+      throw InternalError(str("fused layer norm: unsupported dtype ", c10::toString(t.scalar_type())));
+  }
+}
+
+bool aligned16(const torch::Tensor& t) {
+  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
+}
+
+// t itself when contiguous and 16-byte aligned, else a contiguous copy (fresh allocations are aligned).
+torch::Tensor aligned_contiguous(const torch::Tensor& t) {
+  torch::Tensor c = t.contiguous();
+  return aligned16(c) ? c : c.clone();
+}
+
+cudaStream_t stream_of(const torch::Tensor& t) {
+  return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
+}
+
+struct FusedLayerNorm : torch::autograd::Function<FusedLayerNorm> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor weight, torch::Tensor bias,
+                               double eps) {
+    torch::Tensor xc = aligned_contiguous(x), w = aligned_contiguous(weight);
+    FusedLayerNormOutput out = fused_layer_norm_forward(xc, w, bias, eps);
+    ctx->save_for_backward({xc, w, out.mean, out.rstd});
+    return out.y;
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    auto [dx, dw, db] = fused_layer_norm_backward(grads[0], saved[0], saved[1], saved[2], saved[3]);
+    return {dx, dw, db, torch::Tensor()};
+  }
+};
+
+}  // namespace
+
+bool fused_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
+  if (!x.defined() || !weight.defined() || !bias.defined() || !x.is_cuda() || x.dim() < 1 || x.numel() == 0)
+    return false;
+  const auto dtype = x.scalar_type();
+  if (dtype != torch::kFloat32 && dtype != torch::kBFloat16 && dtype != torch::kFloat16) return false;
+  const int64_t h = x.size(-1);
+  for (const torch::Tensor* p : {&weight, &bias})
+    if (p->scalar_type() != dtype || p->device() != x.device() || p->dim() != 1 || p->size(0) != h) return false;
+  if (!kernels::layer_norm_supported_width(h)) return false;
+  return !x.is_contiguous() || aligned16(x);  // a misaligned contiguous view: ATen rather than a copy
+}
+
+torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                               double eps) {
+  MEGATON_ASSERT(fused_layer_norm_supported(x, weight, bias), "fused layer norm: unsupported input ", x.sizes(), " ",
+                 c10::toString(x.scalar_type()), " on ", x.device(), " with weight ", weight.sizes(), " ",
+                 c10::toString(weight.scalar_type()));
+  return FusedLayerNorm::apply(x, weight, bias, eps);
+}
+
+FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x_in, const torch::Tensor& weight,
+                                              const torch::Tensor& bias, double eps) {
+  MEGATON_ASSERT(fused_layer_norm_supported(x_in, weight, bias), "fused layer norm: unsupported input ", x_in.sizes(),
+                 " ", c10::toString(x_in.scalar_type()), " on ", x_in.device());
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  torch::Tensor x = aligned_contiguous(x_in);                                  // [rows, h] in memory
+  torch::Tensor w = aligned_contiguous(weight), b = aligned_contiguous(bias);  // [h]
+  const int64_t h = x.size(-1), rows = x.numel() / h;
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(x.device());
+  FusedLayerNormOutput out{torch::empty_like(x) /* contiguous as x */, torch::empty({rows}, f32),
+                           torch::empty({rows}, f32)};
+  kernels::layer_norm_forward(x.data_ptr(), w.data_ptr(), b.data_ptr(), out.y.data_ptr(), out.mean.data_ptr<float>(),
+                              out.rstd.data_ptr<float>(), float_type(x), rows, h, static_cast<float>(eps),
+                              stream_of(x));
+  return out;
+}
+
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backward(const torch::Tensor& dy_in,
+                                                                                  const torch::Tensor& x_in,
+                                                                                  const torch::Tensor& weight,
+                                                                                  const torch::Tensor& mean,
+                                                                                  const torch::Tensor& rstd) {
+  const int64_t h = x_in.size(-1), rows = x_in.numel() / h;
+  MEGATON_ASSERT(dy_in.sizes() == x_in.sizes() && dy_in.scalar_type() == x_in.scalar_type() &&
+                     weight.scalar_type() == x_in.scalar_type() && weight.numel() == h &&
+                     mean.scalar_type() == torch::kFloat32 && rstd.scalar_type() == torch::kFloat32 &&
+                     mean.numel() == rows && rstd.numel() == rows && mean.is_contiguous() && rstd.is_contiguous(),
+                 "fused layer norm backward: dy ", dy_in.sizes(), " ", c10::toString(dy_in.scalar_type()), ", x ",
+                 x_in.sizes(), " ", c10::toString(x_in.scalar_type()), ", weight ", weight.sizes(), ", mean ",
+                 mean.sizes(), ", rstd ", rstd.sizes(), " do not match");
+  const c10::cuda::CUDAGuard guard(x_in.device());
+  torch::Tensor x = aligned_contiguous(x_in), dy = aligned_contiguous(dy_in);  // [rows, h] in memory
+  torch::Tensor w = aligned_contiguous(weight);                                // [h]
+  const kernels::FloatType type = float_type(x);
+  const int64_t partials = kernels::layer_norm_backward_partials(type, rows, h);
+  torch::Tensor workspace =
+      torch::empty({2, partials, h}, torch::TensorOptions().dtype(torch::kFloat32).device(x.device()));
+  torch::Tensor dx = torch::empty_like(x);  // contiguous as x
+  torch::Tensor dw = torch::empty({h}, w.options()), db = torch::empty({h}, w.options());
+  kernels::layer_norm_backward(dy.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr<float>(),
+                               rstd.data_ptr<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
+                               workspace.data_ptr<float>(), partials, type, rows, h, stream_of(x));
+  return {dx, dw, db};
+}
+
+}  // namespace megaton::ops

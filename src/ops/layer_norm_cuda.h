@@ -1,0 +1,36 @@
+// The fused CUDA LayerNorm (layer_norm_cuda.cpp, kernels/layer_norm_kernels.cu), declared only in CUDA builds
+// (MEGATON_HAVE_CUDA). ops::layer_norm takes it for CUDA tensors it supports; tests and benchmarks call it directly.
+#pragma once
+#ifdef MEGATON_HAVE_CUDA
+#include <torch/torch.h>
+
+#include <tuple>
+
+namespace megaton::ops {
+
+/// Whether the fused path handles these tensors: x on a CUDA device, fp32/bf16/fp16, weight and bias [h] of x's dtype
+/// on x's device, 8 <= h <= 16384 with h % 8 == 0, x not empty, and x, when contiguous, 16-byte aligned (a
+/// non-contiguous x is copied, which aligns it). Everything else stays on ATen's torch::layer_norm.
+bool fused_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
+
+/// x [.., h] -> [.., h] with autograd (gradients for x, weight and bias). Requires fused_layer_norm_supported.
+torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
+                               double eps);
+
+/// The two halves without autograd. Forward: y [.., h] like x, mean and rstd [rows] fp32 (rows = x.numel() / h).
+struct FusedLayerNormOutput {
+  torch::Tensor y, mean, rstd;
+};
+FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x, const torch::Tensor& weight,
+                                              const torch::Tensor& bias, double eps);
+
+/// Backward from the forward's mean and rstd: (dx [.., h] like x, dweight [h], dbias [h]) in x's dtype.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backward(const torch::Tensor& dy,
+                                                                                  const torch::Tensor& x,
+                                                                                  const torch::Tensor& weight,
+                                                                                  const torch::Tensor& mean,
+                                                                                  const torch::Tensor& rstd);
+
+}  // namespace megaton::ops
+
+#endif  // MEGATON_HAVE_CUDA
