@@ -135,7 +135,7 @@ torch::Tensor GptStage::embed(const torch::Tensor& ids, const torch::Tensor& pos
   }
   const int64_t s = ids.size(1);
   torch::Tensor x = word_->forward(ids.to(torch::kInt64));  // [b, s, h]
-  if (m.embed_layernorm) x = ops::layer_norm(x, emb_ln_w_, emb_ln_b_, m.layernorm_epsilon);
+  if (m.embed_layernorm) x = ops::layer_norm(x, emb_ln_w_, emb_ln_b_, m.layernorm_epsilon, !m.no_fused_layernorm);
   if (position_.defined()) {
     MEGATON_CHECK(s <= m.max_position_embeddings, DataError, "sequence length ", s,
                   " exceeds --max-position-embeddings (", m.max_position_embeddings, ")");
@@ -181,7 +181,7 @@ torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor&
   }
   h = run_layers(h, layer_context(h.size(0)));
   if (!last_) return h;
-  h = ops::layer_norm(h, final_ln_w_, final_ln_b_, c_.model.layernorm_epsilon);
+  h = ops::layer_norm(h, final_ln_w_, final_ln_b_, c_.model.layernorm_epsilon, !c_.model.no_fused_layernorm);
   torch::Tensor logits = parallel::parallel_lm_logits(h, output_weight_, tp_);  // [s, b, V/tp]
   // Training logits only feed token_losses, whose cross-entropy treats the padding columns as -inf itself: masking
   // here too would cost a pass over [s, b, V/tp] each way.
@@ -218,7 +218,7 @@ torch::Tensor GptStage::forward_cached(const torch::Tensor& input, KvCache& cach
   }
   for (size_t i = 0; i < layers_.size(); ++i) h = layers_[i]->forward_cached(h, ctx, cache.layers[i]);
   if (!last_) return h;
-  h = ops::layer_norm(h, final_ln_w_, final_ln_b_, c_.model.layernorm_epsilon);
+  h = ops::layer_norm(h, final_ln_w_, final_ln_b_, c_.model.layernorm_epsilon, !c_.model.no_fused_layernorm);
   torch::Tensor logits = parallel::parallel_lm_logits(h, output_weight_, tp_);  // [s, b, V/tp]
   if (padding_columns_.defined())
     logits = logits.masked_fill(padding_columns_, -std::numeric_limits<double>::infinity());

@@ -149,10 +149,10 @@ torch::Tensor TransformerLayer::forward_impl(const torch::Tensor& x, const Layer
     MEGATON_ASSERT(gen != nullptr, "hidden dropout without a generator");
     return parallel::dropout(t, m.hidden_dropout, true, *gen);
   };
-  torch::Tensor ln1 = ops::layer_norm(x, ln1_w_, ln1_b_, eps);
+  torch::Tensor ln1 = ops::layer_norm(x, ln1_w_, ln1_b_, eps, !m.no_fused_layernorm);
   torch::Tensor residual = m.apply_residual_connection_post_layernorm ? ln1 : x;
   torch::Tensor a = residual + hidden_dropout(attention(ln1, ctx, kv));
-  torch::Tensor ln2 = ops::layer_norm(a, ln2_w_, ln2_b_, eps);
+  torch::Tensor ln2 = ops::layer_norm(a, ln2_w_, ln2_b_, eps, !m.no_fused_layernorm);
   residual = m.apply_residual_connection_post_layernorm ? ln2 : a;
   return residual + hidden_dropout(mlp(ln2));
 }
