@@ -140,11 +140,13 @@ BENCHMARK(BM_LayerNormFusedVsAten)
     ->Args({32768, 768})
     ->Args({16384, 2048})
     ->UseManualTime()
+    ->Iterations(200)  // each iteration times 25 calls of each side: a fixed count keeps the run to seconds
     ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_LayerNormAutogradFusedVsAten)
     ->Args({32768, 768})
     ->Args({16384, 2048})
     ->UseManualTime()
+    ->Iterations(200)  // each iteration times 25 calls of each side: a fixed count keeps the run to seconds
     ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();
