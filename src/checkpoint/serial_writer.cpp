@@ -8,6 +8,7 @@
 #include "checkpoint/format.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"
+#include "core/remove_tree.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -21,7 +22,8 @@ SerialWriter::SerialWriter(const std::string& save_dir, int64_t iteration)
   fs::create_directories(save_dir, ec);
   if (ec) throw CheckpointError(str("--save ", save_dir, ": cannot create directory: ", ec.message()));
   tmp_dir_ = (fs::path(save_dir) / iteration_dir_name(iteration)).string() + ".tmp-" + job_;
-  fs::remove_all(tmp_dir_);
+  std::string why;
+  if (!remove_tree(tmp_dir_, &why)) throw CheckpointError(str("--save ", save_dir, ": ", why));
   fs::create_directory(tmp_dir_);
   path_ = (fs::path(tmp_dir_) / kFileName).string();
   file_ = h5::create_file_serial(path_);
@@ -31,8 +33,7 @@ SerialWriter::SerialWriter(const std::string& save_dir, int64_t iteration)
 SerialWriter::~SerialWriter() {
   if (finished_) return;
   file_.reset();
-  std::error_code ec;
-  fs::remove_all(tmp_dir_, ec);  // an unfinished conversion leaves nothing behind
+  remove_tree(tmp_dir_);  // an unfinished conversion leaves nothing behind
 }
 
 void SerialWriter::add(const std::string& path, const torch::Tensor& t0, const json& extra) {

@@ -13,6 +13,7 @@
 
 #include "checkpoint/format.h"
 #include "core/error.h"
+#include "core/remove_tree.h"
 
 namespace fs = std::filesystem;
 
@@ -72,7 +73,8 @@ void write_file_atomic(const std::string& dir, const std::string& name, const st
 }
 
 void write_latest(const std::string& dir, int64_t iteration) {
-  const std::string text = (iteration == kReleaseIteration ? std::string(kReleaseName) : std::to_string(iteration)) + "\n";
+  const std::string text =
+      (iteration == kReleaseIteration ? std::string(kReleaseName) : std::to_string(iteration)) + "\n";
   write_file_atomic(dir, kTrackerFile, text);
   write_file_atomic(dir, kMegatronTrackerFile, text);
 }
@@ -98,7 +100,9 @@ std::vector<int64_t> prune_checkpoints(const std::string& dir, int keep, int64_t
     const int64_t it = its.front();
     its.erase(its.begin());
     if (it == protect) continue;
-    fs::remove_all(fs::path(dir) / iteration_dir_name(it));
+    std::string why;
+    if (!remove_tree((fs::path(dir) / iteration_dir_name(it)).string(), &why))
+      throw CheckpointError(str("--keep-last: cannot prune checkpoint ", it, ": ", why));
     removed.push_back(it);
   }
   return removed;
@@ -112,7 +116,7 @@ std::vector<int64_t> publish_checkpoint(const std::string& dir, const std::strin
   std::string old;
   if (fs::exists(final_dir)) {  // re-saving the same iteration: keep the old one until the new one is in place
     old = final_dir + ".old-" + job;
-    fs::remove_all(old, ec);
+    remove_tree(old);
     fs::rename(final_dir, old, ec);
     if (ec) throw CheckpointError(str("cannot move aside ", final_dir, ": ", ec.message()));
   }
@@ -120,7 +124,7 @@ std::vector<int64_t> publish_checkpoint(const std::string& dir, const std::strin
   if (ec) throw CheckpointError(str("cannot rename ", tmp_dir, " to ", final_dir, ": ", ec.message()));
   fsync_path(dir);
   write_latest(dir, iteration);
-  if (!old.empty()) fs::remove_all(old, ec);
+  if (!old.empty()) remove_tree(old);
   if (keep_last > 0 && iteration != kReleaseIteration) return prune_checkpoints(dir, keep_last, iteration);
   return {};
 }

@@ -14,6 +14,7 @@
 #include "checkpoint/sections.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"
+#include "core/remove_tree.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -116,18 +117,21 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
   const std::string job = broadcast_string(job_id_of(opts));
   const std::string final_dir = (fs::path(save_dir) / iteration_dir_name(state.iteration)).string();
   const std::string tmp_dir = final_dir + ".tmp-" + job;
-  run_agreed([&] {
-    std::error_code ec;
-    fs::create_directories(save_dir, ec);
-    if (ec) throw CheckpointError(str("--save ", save_dir, ": cannot create directory: ", ec.message()));
-    fs::remove_all(tmp_dir, ec);
-    if (!fs::create_directory(tmp_dir, ec) || ec)
-      throw CheckpointError(str("--save ", save_dir, ": cannot create ", tmp_dir, ": ", ec.message()));
-    for (const auto& s : stale_temporaries(save_dir))
-      if (s != fs::path(tmp_dir).filename().string())
-        log.warn("checkpoint: left-over temporary directory ", (fs::path(save_dir) / s).string(),
-                 " from an interrupted save (safe to delete)");
-  }, rank == 0);
+  run_agreed(
+      [&] {
+        std::error_code ec;
+        fs::create_directories(save_dir, ec);
+        if (ec) throw CheckpointError(str("--save ", save_dir, ": cannot create directory: ", ec.message()));
+        std::string why;
+        if (!remove_tree(tmp_dir, &why)) throw CheckpointError(str("--save ", save_dir, ": ", why));
+        if (!fs::create_directory(tmp_dir, ec) || ec)
+          throw CheckpointError(str("--save ", save_dir, ": cannot create ", tmp_dir, ": ", ec.message()));
+        for (const auto& s : stale_temporaries(save_dir))
+          if (s != fs::path(tmp_dir).filename().string())
+            log.warn("checkpoint: left-over temporary directory ", (fs::path(save_dir) / s).string(),
+                     " from an interrupted save (safe to delete)");
+      },
+      rank == 0);
 
   // ~~~ collective write ~~~
   const std::string file_path = (fs::path(tmp_dir) / kFileName).string();
@@ -162,8 +166,8 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
     RowSlab slab;
     slab.dataset_shape = {groups.grid.world(), n.get<int64_t>()};
     slab.box = Box{{rank, 0}, {1, n.get<int64_t>()}};
-    Written w = write_slab(file, path, slab, rng->at(name).reshape({1, -1}), true, torch::kUInt8, xfer,
-                           opts.collective_io);
+    Written w =
+        write_slab(file, path, slab, rng->at(name).reshape({1, -1}), true, torch::kUInt8, xfer, opts.collective_io);
     written.push_back(std::move(w));
   }
 
@@ -178,8 +182,8 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
     manifest["tensors"][written[i].path] = written[i].record;
     written[i].ds.close(str("closing '", written[i].path, "'"));
   }
-  const json layout = {{"tp", tp}, {"pp", groups.grid.pp_size()}, {"dp", groups.grid.dp_size()},
-                       {"world", groups.grid.world()}};
+  const json layout = {
+      {"tp", tp}, {"pp", groups.grid.pp_size()}, {"dp", groups.grid.dp_size()}, {"world", groups.grid.world()}};
   const bool w0 = rank == 0;
   h5::write_text(file, str(kMetaSection, "/manifest.json"), manifest.dump(1), w0, xfer);
   h5::write_text(file, str(kMetaSection, "/state.json"), broadcast_string(state.state.dump()), w0, xfer);
@@ -200,10 +204,12 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
   run_agreed([&] { fsync_path(file_path); });
 
   // ~~~ publish: rename the directory, then point the trackers at it ~~~
-  run_agreed([&] {
-    for (int64_t it : publish_checkpoint(save_dir, tmp_dir, state.iteration, job, opts.keep_last))
-      log.info("checkpoint: removed ", iteration_dir_name(it), " (--keep-last ", opts.keep_last, ")");
-  }, rank == 0);
+  run_agreed(
+      [&] {
+        for (int64_t it : publish_checkpoint(save_dir, tmp_dir, state.iteration, job, opts.keep_last))
+          log.info("checkpoint: removed ", iteration_dir_name(it), " (--keep-last ", opts.keep_last, ")");
+      },
+      rank == 0);
 
   double bytes = static_cast<double>(my_bytes);
   MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);

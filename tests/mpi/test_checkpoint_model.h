@@ -1,7 +1,8 @@
 // A synthetic model for checkpoint tests: the parameter list a GPT of 4 layers would produce at any TP x PP layout
 // (GPT-2's parameter set: fused QKV [heads, 3, hd, h] split on dim 0, row-parallel weights split on dim 1, a
-// vocab-padded word embedding tied between first and last stage, replicated LayerNorms and row-parallel biases), with every value a pure function of (name, global
-// index), so any rank can compute the full global tensor a shard must equal.
+// vocab-padded word embedding tied between first and last stage, replicated LayerNorms and row-parallel biases), with
+// every value a pure function of (name, global index), so any rank can compute the full global tensor a shard must
+// equal.
 #pragma once
 #include <mpi.h>
 #include <torch/torch.h>
@@ -13,6 +14,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/collective.h"
+#include "core/remove_tree.h"
 #include "dist/process_groups.h"
 #include "parallel/param_info.h"
 
@@ -21,7 +23,9 @@ namespace megaton::ckpttest {
 constexpr int kLayers = 4, kHidden = 8, kHeads = 4, kFfn = 16, kVocab = 50, kPositions = 16;
 
 /// Vocabulary padded to a multiple of 4*TP (Megatron pads to make_vocab_size_divisible_by * TP).
-inline int64_t padded_vocab(int tp) { return (kVocab + 4 * tp - 1) / (4 * tp) * (4 * tp); }
+inline int64_t padded_vocab(int tp) {
+  return (kVocab + 4 * tp - 1) / (4 * tp) * (4 * tp);
+}
 
 struct GlobalParam {
   std::string name;
@@ -62,7 +66,8 @@ inline std::vector<GlobalParam> global_params(int tp, int pp) {
 
 /// The full tensor of `name` for `section` ("model", or an optimizer state), fp32, at its padded global shape.
 /// Row r's values do not depend on the padded size, so models padded differently agree on the real rows.
-inline torch::Tensor global_value(const std::string& name, const std::vector<int64_t>& shape, const std::string& section) {
+inline torch::Tensor global_value(const std::string& name, const std::vector<int64_t>& shape,
+                                  const std::string& section) {
   int64_t h = 0;
   for (char c : name + "/" + section) h = (h * 131 + c) % 1000003;
   int64_t n = 1;
@@ -143,7 +148,7 @@ inline void remove_shared(const std::string& dir) {
   checkpoint::sleepy_barrier();
   int rank = 0;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  if (rank == 0) std::filesystem::remove_all(dir);
+  if (rank == 0) megaton::remove_tree(dir);
   checkpoint::sleepy_barrier();
 }
 

@@ -2,16 +2,17 @@
 // CRC-32, tracker files and pruning, dtype names.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
-#include <unistd.h>
 
 #include "checkpoint/crc.h"
 #include "checkpoint/format.h"
 #include "checkpoint/placement.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"
+#include "core/remove_tree.h"
 
 using namespace megaton;
 using namespace megaton::checkpoint;
@@ -109,7 +110,7 @@ TEST(CheckpointTracker, ParsesAndRefuses) {
 
 TEST(CheckpointTracker, WritesAtomicallyAndPrunes) {
   const fs::path dir = fs::temp_directory_path() / ("megaton_tracker_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
+  megaton::remove_tree(dir);
   fs::create_directories(dir);
   EXPECT_FALSE(read_latest_iteration(dir.string()).has_value());
   for (int it : {1, 2, 3, 4}) fs::create_directory(dir / iteration_dir_name(it));
@@ -124,7 +125,7 @@ TEST(CheckpointTracker, WritesAtomicallyAndPrunes) {
   // Megatron's tracker alone is honoured.
   fs::remove(dir / "latest");
   EXPECT_EQ(read_latest_iteration(dir.string()), 4);
-  fs::remove_all(dir);
+  megaton::remove_tree(dir);
 }
 
 TEST(CheckpointFormat, DtypeNamesRoundTrip) {

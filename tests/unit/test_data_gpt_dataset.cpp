@@ -6,6 +6,7 @@
 
 #include "cli/arguments.h"
 #include "core/error.h"
+#include "core/remove_tree.h"
 #include "data/blended_dataset.h"
 #include "data/dataset_builder.h"
 #include "data/gpt_dataset.h"
@@ -165,7 +166,7 @@ TEST(DataGptDataset, SamplesAreContiguousTokensAndIndexIsCachedBySplit) {
   bool differs = false;
   for (int64_t i = 0; i < 10; ++i) differs |= (*seeded.train)[i] != (*sets.train)[i];
   EXPECT_TRUE(differs);
-  std::filesystem::remove_all(dir);
+  megaton::remove_tree(dir);
 }
 
 TEST(DataGptDataset, BlendDrawsByWeight) {
@@ -181,7 +182,7 @@ TEST(DataGptDataset, BlendDrawsByWeight) {
   int from_a = 0;
   for (int64_t i = 0; i < 400; ++i) from_a += blend->source(i).first == 0;
   EXPECT_EQ(from_a, 100);
-  std::filesystem::remove_all(dir);
+  megaton::remove_tree(dir);
 }
 
 TEST(DataSampler, ResumesFromConsumedSamples) {

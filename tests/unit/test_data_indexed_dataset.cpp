@@ -6,6 +6,7 @@
 #include <iterator>
 
 #include "core/error.h"
+#include "core/remove_tree.h"
 #include "data/indexed_dataset.h"
 #include "data/merge.h"
 #include "data_test_util.h"
@@ -34,12 +35,20 @@ TEST(DataIndexedDataset, HeaderAndArraysAreMegatronLayout) {
   const std::string idx = slurp(p + ".idx");
   ASSERT_EQ(idx.size(), 34u + 12 * 3 + 8 * 4);  // 34 + 12N + 8D
   EXPECT_EQ(idx.substr(0, 9), std::string("MMIDIDX\0\0", 9));
-  auto u64 = [&](size_t off) { uint64_t v; std::memcpy(&v, idx.data() + off, 8); return v; };
-  auto i32 = [&](size_t off) { int32_t v; std::memcpy(&v, idx.data() + off, 4); return v; };
-  EXPECT_EQ(u64(9), 1u);                 // version
+  auto u64 = [&](size_t off) {
+    uint64_t v;
+    std::memcpy(&v, idx.data() + off, 8);
+    return v;
+  };
+  auto i32 = [&](size_t off) {
+    int32_t v;
+    std::memcpy(&v, idx.data() + off, 4);
+    return v;
+  };
+  EXPECT_EQ(u64(9), 1u);                        // version
   EXPECT_EQ(static_cast<uint8_t>(idx[17]), 8);  // uint16
-  EXPECT_EQ(u64(18), 3u);                // N
-  EXPECT_EQ(u64(26), 4u);                // D
+  EXPECT_EQ(u64(18), 3u);                       // N
+  EXPECT_EQ(u64(26), 4u);                       // D
   EXPECT_EQ(i32(34), 3);
   EXPECT_EQ(i32(38), 1);
   EXPECT_EQ(i32(42), 2);
@@ -59,7 +68,7 @@ TEST(DataIndexedDataset, HeaderAndArraysAreMegatronLayout) {
   EXPECT_EQ(buf[0], 2);
   EXPECT_EQ(buf[1], 3);
   EXPECT_THROW(ds.get(0, 2, 2, buf), DataError);
-  std::filesystem::remove_all(dir);
+  megaton::remove_tree(dir);
 }
 
 TEST(DataIndexedDataset, Int32WhenVocabIsLargeAndRangeChecked) {
@@ -70,7 +79,7 @@ TEST(DataIndexedDataset, Int32WhenVocabIsLargeAndRangeChecked) {
   IndexedDatasetBuilder b((dir / "c").string(), kUInt16);
   const int32_t big = 70000;
   EXPECT_THROW(b.add_item(&big, 1), DataError);
-  std::filesystem::remove_all(dir);
+  megaton::remove_tree(dir);
 }
 
 TEST(DataIndexedDataset, MergeEqualsConcatenationAndRefusesMixedDtypes) {
@@ -94,7 +103,7 @@ TEST(DataIndexedDataset, MergeEqualsConcatenationAndRefusesMixedDtypes) {
   }
   EXPECT_FALSE(std::filesystem::exists(dir / "bad.bin"));
   EXPECT_FALSE(std::filesystem::exists(dir / "bad.idx"));
-  std::filesystem::remove_all(dir);
+  megaton::remove_tree(dir);
 }
 
 TEST(DataIndexedDataset, DetectsTruncationAndBadMagic) {
@@ -114,7 +123,7 @@ TEST(DataIndexedDataset, DetectsTruncationAndBadMagic) {
     EXPECT_NE(std::string(e.what()).find("magic"), std::string::npos) << e.what();
   }
   EXPECT_THROW(MMapIndexedDataset{(dir / "missing").string()}, DataError);
-  std::filesystem::remove_all(dir);
+  megaton::remove_tree(dir);
 }
 
 TEST(DataIndexedDataset, UnfinishedBuilderLeavesNoPair) {
@@ -131,7 +140,7 @@ TEST(DataIndexedDataset, UnfinishedBuilderLeavesNoPair) {
   EXPECT_FALSE(std::filesystem::exists(p + ".bin"));
   EXPECT_FALSE(std::filesystem::exists(p + ".idx"));
   EXPECT_FALSE(std::filesystem::exists(p + ".bin.tmp"));
-  std::filesystem::remove_all(dir);
+  megaton::remove_tree(dir);
 }
 
 }  // namespace

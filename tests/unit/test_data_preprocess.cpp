@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
+#include "core/remove_tree.h"
 #include "data/byte_level.h"
 #include "data/hf_tokenizer.h"
 #include "data/indexed_dataset.h"
@@ -26,17 +27,22 @@ std::string tiny_tokenizer_json() {
   int id = 0;
   for (int b = 0; b < 256; ++b) vocab[bytes_to_byte_level(std::string(1, static_cast<char>(b)))] = id++;
   std::vector<std::string> merges = {"t h", "th e", "\xC4\xA0 the", "a n", "an d"};  // "Ġ the" -> "Ġthe"
-  for (const auto& m : {std::string("th"), std::string("the"), std::string("\xC4\xA0the"), std::string("an"),
-                        std::string("and")})
+  for (const auto& m :
+       {std::string("th"), std::string("the"), std::string("\xC4\xA0the"), std::string("an"), std::string("and")})
     vocab[m] = id++;
-  nlohmann::json j = {
-      {"version", "1.0"},
-      {"added_tokens", {{{"id", id}, {"content", "<eos>"}, {"special", true}, {"lstrip", false}, {"rstrip", false},
-                         {"normalized", false}, {"single_word", false}}}},
-      {"normalizer", nullptr},
-      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
-      {"post_processor", {{"type", "ByteLevel"}}},
-      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
+  nlohmann::json j = {{"version", "1.0"},
+                      {"added_tokens",
+                       {{{"id", id},
+                         {"content", "<eos>"},
+                         {"special", true},
+                         {"lstrip", false},
+                         {"rstrip", false},
+                         {"normalized", false},
+                         {"single_word", false}}}},
+                      {"normalizer", nullptr},
+                      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", true}}},
+                      {"post_processor", {{"type", "ByteLevel"}}},
+                      {"model", {{"type", "BPE"}, {"vocab", vocab}, {"merges", merges}}}};
   return j.dump();
 }
 
@@ -48,7 +54,7 @@ struct Fixture {
     testing::write_file(dir / "tokenizer_config.json", R"({"eos_token": "<eos>"})");
     tok = make_tokenizer("PretrainedFromHF", "", "", dir.string());
   }
-  ~Fixture() { std::filesystem::remove_all(dir); }
+  ~Fixture() { megaton::remove_tree(dir); }
 };
 
 std::string slurp(const std::filesystem::path& p) {
@@ -59,8 +65,8 @@ std::string slurp(const std::filesystem::path& p) {
 std::string corpus(int n) {
   std::string s;
   for (int i = 0; i < n; ++i)
-    s += nlohmann::json({{"text", "the cat and the dog number " + std::to_string(i) + std::string(i % 7, '!')},
-                         {"meta", i}})
+    s += nlohmann::json(
+             {{"text", "the cat and the dog number " + std::to_string(i) + std::string(i % 7, '!')}, {"meta", i}})
              .dump() +
          "\n";
   return s;
@@ -130,7 +136,8 @@ TEST(DataPreprocess, MalformedLineStopsWithFileLineUnlessSkipped) {
   std::string text = corpus(100);
   // Line 51 is broken JSON, line 60 lacks the key, line 70 has an empty text, line 80 is blank.
   std::vector<std::string> lines;
-  for (size_t p = 0, q; (q = text.find('\n', p)) != std::string::npos; p = q + 1) lines.push_back(text.substr(p, q - p));
+  for (size_t p = 0, q; (q = text.find('\n', p)) != std::string::npos; p = q + 1)
+    lines.push_back(text.substr(p, q - p));
   lines[50] = "{\"text\": \"unterminated";
   lines[59] = "{\"body\": \"x\"}";
   lines[69] = "{\"text\": \"\"}";
@@ -165,10 +172,14 @@ TEST(DataPreprocess, MalformedLineStopsWithFileLineUnlessSkipped) {
 TEST(DataPreprocess, RepairsInvalidUtf8AndLoneSurrogates) {
   JsonLineParser p({"text"});
   std::vector<std::string_view> v;
-  std::string line = "{\"text\": \"a\xff" "b\"}";
+  std::string line =
+      "{\"text\": \"a\xff"
+      "b\"}";
   line.reserve(line.size() + 64);
   EXPECT_EQ(p.parse(line, v), "");
-  EXPECT_EQ(v[0], "a\xEF\xBF\xBD" "b");
+  EXPECT_EQ(v[0],
+            "a\xEF\xBF\xBD"
+            "b");
   std::string sur = R"({"text": "x\ud800y\ud83d\ude00"})";
   sur.reserve(sur.size() + 64);
   EXPECT_EQ(p.parse(sur, v), "");

@@ -3,13 +3,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
-#include <filesystem>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
+#include "core/remove_tree.h"
 #include "train/metrics_log.h"
 #include "train/tensorboard_writer.h"
 
@@ -19,7 +20,7 @@ namespace fs = std::filesystem;
 namespace {
 fs::path fresh_dir(const std::string& name) {
   auto d = fs::temp_directory_path() / ("megaton_tb_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(d);
+  megaton::remove_tree(d);
   return d;
 }
 std::string run(const std::string& cmd) {
@@ -57,7 +58,7 @@ TEST(TensorBoard, FileNameAndFirstRecord) {
   std::stringstream ss;
   ss << in.rdbuf();
   EXPECT_NE(ss.str().find("brain.Event:2"), std::string::npos);
-  fs::remove_all(dir);
+  megaton::remove_tree(dir);
 }
 
 TEST(TensorBoard, IndependentDecoderReadsScalars) {
@@ -93,7 +94,7 @@ TEST(TensorBoard, IndependentDecoderReadsScalars) {
   EXPECT_EQ(s[7].at("step").get<int64_t>(), 1433600);
   EXPECT_EQ(s[8].at("step").get<int64_t>(), -3);
   EXPECT_GT(s[0].at("wall_time").get<double>(), 1.6e9);
-  if (!keep) fs::remove_all(dir);
+  if (!keep) megaton::remove_tree(dir);
 }
 
 TEST(TensorBoard, DecoderRejectsACorruptedRecord) {
@@ -112,7 +113,7 @@ TEST(TensorBoard, DecoderRejectsACorruptedRecord) {
   }
   const std::string script = std::string(MEGATON_SOURCE_DIR) + "/tests/scripts/test_tensorboard_decode.py";
   EXPECT_EQ(run("python3 '" + script + "' '" + path + "'").rfind("EXIT", 0), 0u);
-  fs::remove_all(dir);
+  megaton::remove_tree(dir);
 }
 
 TEST(TensorBoard, UnwritableDirectoryIsARuntimeError) {
@@ -153,5 +154,5 @@ TEST(TensorBoardMetrics, JsonlOneObjectPerLineAppends) {
   EXPECT_EQ(b.at("iteration"), 20);
   EXPECT_DOUBLE_EQ(b.at("loss_scale").get<double>(), 65536.0);
   EXPECT_FALSE(b.contains("lm_loss"));
-  fs::remove_all(dir);
+  megaton::remove_tree(dir);
 }

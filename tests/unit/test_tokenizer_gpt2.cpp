@@ -7,6 +7,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/remove_tree.h"
 #include "data/byte_level.h"
 #include "data/gpt2_pretokenizer.h"
 #include "data/gpt2_tokenizer.h"
@@ -19,7 +20,9 @@ namespace {
 
 using testing::gpt2_file;
 
-std::unique_ptr<Tokenizer> gpt2() { return make_tokenizer("GPT2BPETokenizer", gpt2_file("vocab.json"), gpt2_file("merges.txt"), ""); }
+std::unique_ptr<Tokenizer> gpt2() {
+  return make_tokenizer("GPT2BPETokenizer", gpt2_file("vocab.json"), gpt2_file("merges.txt"), "");
+}
 
 TEST(TokenizerGpt2, KnownIds) {
   MEGATON_REQUIRE_GPT2();
@@ -36,8 +39,12 @@ TEST(TokenizerGpt2, KnownIds) {
 TEST(TokenizerGpt2, RoundTripsArbitraryText) {
   MEGATON_REQUIRE_GPT2();
   auto tok = gpt2();
-  const std::vector<std::string> texts = {"I'm   here\n\n  ok 12345 東京 😀", "  leading and trailing  ",
-                                          "tabs\tand\r\nCRLF", "don't 'll 've", "ñandú Ελληνικά العربية", "\u00a0nbsp"};
+  const std::vector<std::string> texts = {"I'm   here\n\n  ok 12345 東京 😀",
+                                          "  leading and trailing  ",
+                                          "tabs\tand\r\nCRLF",
+                                          "don't 'll 've",
+                                          "ñandú Ελληνικά العربية",
+                                          "\u00a0nbsp"};
   for (const auto& t : texts) EXPECT_EQ(tok->decode(tok->encode(t)), t) << t;
 }
 
@@ -45,15 +52,19 @@ TEST(TokenizerGpt2, InvalidUtf8BecomesReplacementCharacter) {
   MEGATON_REQUIRE_GPT2();
   auto tok = gpt2();
   // \xff is one maximal invalid subpart, \xe6\x9d is a truncated 3-byte sequence: one U+FFFD each.
-  EXPECT_EQ(tok->encode("a\xff" "b"), tok->encode("a\xEF\xBF\xBD" "b"));
+  EXPECT_EQ(tok->encode("a\xff"
+                        "b"),
+            tok->encode("a\xEF\xBF\xBD"
+                        "b"));
   EXPECT_EQ(tok->encode("x\xe6\x9d y"), tok->encode("x\xEF\xBF\xBD y"));
   EXPECT_EQ(sanitize_utf8("\xed\xa0\x80"), "\xEF\xBF\xBD\xEF\xBF\xBD\xEF\xBF\xBD");  // a UTF-8 encoded surrogate
-  EXPECT_EQ(sanitize_utf8("\xf0\x9f\x98"), "\xEF\xBF\xBD");                        // truncated emoji
+  EXPECT_EQ(sanitize_utf8("\xf0\x9f\x98"), "\xEF\xBF\xBD");                          // truncated emoji
   EXPECT_EQ(sanitize_utf8("ok"), "ok");
 }
 
 // encode.py's `bpe`, on strings: the reference the fast id-based implementation must equal.
-std::vector<std::string> reference_bpe(const std::string& word, const std::map<std::pair<std::string, std::string>, int>& ranks) {
+std::vector<std::string> reference_bpe(const std::string& word,
+                                       const std::map<std::pair<std::string, std::string>, int>& ranks) {
   std::vector<std::string> w;
   for (char c : word) w.emplace_back(1, c);
   while (w.size() > 1) {
@@ -123,10 +134,46 @@ TEST(TokenizerGpt2, ScannerEqualsPcre2RegexOnRandomText) {
   RegexSplitter re(kGpt2Pattern, "test");
   RegexSplitter::Matcher m(re);
   const Gpt2PreTokenizer scanner;
-  const std::vector<std::string> atoms = {
-      "a", "Z", "é", "東", "ß", "7", "٣", "½", "Ⅻ", " ", " ", "  ", "\n", "\t", "\r\n", "\xC2\x85", "\xC2\xA0",
-      "\xE2\x80\xA8", "\xE3\x80\x80", "\xEF\xBB\xBF", "'", "'s", "'t", "'re", "'ve", "'m", "'ll", "'d", "'S",
-      "!", "?", ".", "😀", "\xE2\x80\x8D", "e\xCC\x81", "\xEF\xBF\xBD", "-", "_", "$", "\x01"};
+  const std::vector<std::string> atoms = {"a",
+                                          "Z",
+                                          "é",
+                                          "東",
+                                          "ß",
+                                          "7",
+                                          "٣",
+                                          "½",
+                                          "Ⅻ",
+                                          " ",
+                                          " ",
+                                          "  ",
+                                          "\n",
+                                          "\t",
+                                          "\r\n",
+                                          "\xC2\x85",
+                                          "\xC2\xA0",
+                                          "\xE2\x80\xA8",
+                                          "\xE3\x80\x80",
+                                          "\xEF\xBB\xBF",
+                                          "'",
+                                          "'s",
+                                          "'t",
+                                          "'re",
+                                          "'ve",
+                                          "'m",
+                                          "'ll",
+                                          "'d",
+                                          "'S",
+                                          "!",
+                                          "?",
+                                          ".",
+                                          "😀",
+                                          "\xE2\x80\x8D",
+                                          "e\xCC\x81",
+                                          "\xEF\xBF\xBD",
+                                          "-",
+                                          "_",
+                                          "$",
+                                          "\x01"};
   std::mt19937 rng(11);
   for (int trial = 0; trial < 3000; ++trial) {
     std::string s;
@@ -185,7 +232,7 @@ TEST(TokenizerGpt2, BadFilesAreDataErrorsNamingTheFile) {
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("merges.txt:2"), std::string::npos) << e.what();
   }
-  std::filesystem::remove_all(dir);
+  megaton::remove_tree(dir);
 }
 
 }  // namespace
