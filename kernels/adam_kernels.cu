@@ -10,10 +10,15 @@
 #include <string>
 
 #include "adam_kernels.h"
+#include "kernel_util.cuh"
 
 namespace megaton::kernels {
 
 namespace {
+
+using util::check;
+using util::from_float;
+using util::to_float;
 
 constexpr int kThreads = 256;
 constexpr int kVec = 4;  // floats per 16-byte load
@@ -29,20 +34,6 @@ struct Consts {
   float grad_scale;  // the clip coefficient
 };
 
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16(x);  // round to nearest even, as Tensor.to(kBFloat16)
-}
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) {
-  return __float2half(x);
-}
 
 // One element. The explicit _rn intrinsics keep nvcc from contracting across what are separate ATen kernels (each
 // rounds its result to fp32); inside one ATen kernel (add with alpha, addcmul, addcdiv) the fma is ATen's own.
@@ -125,10 +116,6 @@ void launch(float* master, float* m, float* v, const float* g, void* out, const 
   const bool vec = aligned(master, 16) && aligned(m, 16) && aligned(v, 16) && aligned(g, 16) &&
                    (o == nullptr || aligned(o, sizeof(P) * kVec));
   adam_kernel<P><<<static_cast<unsigned>(n), kThreads, 0, stream>>>(master, m, v, g, o, chunks, c, vec);
-}
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
 }  // namespace

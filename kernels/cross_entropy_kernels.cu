@@ -9,36 +9,18 @@
 #include <string>
 
 #include "cross_entropy_kernels.h"
+#include "kernel_util.cuh"
 
 namespace megaton::kernels {
 
 namespace {
 
+using util::check;
+using util::from_float;
+using util::to_float;
+
 constexpr int kThreads = 512;
 
-__device__ __forceinline__ float to_float(float x) {
-  return x;
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-__device__ __forceinline__ float to_float(__half x) {
-  return __half2float(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16(x);
-}
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) {
-  return __float2half(x);
-}
 
 // (max, sum of exp(x - max)) pairs: the online-softmax monoid. An empty pair is (-inf, 0).
 struct MaxSum {
@@ -138,10 +120,6 @@ __global__ void __launch_bounds__(kThreads)
 
 bool aligned16(const void* p, int64_t cols, int elem) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (cols * elem) % 16 == 0;
-}
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
 template <typename T>

@@ -5,20 +5,14 @@
 #include <string>
 
 #include "grad_accum_kernels.h"
+#include "kernel_util.cuh"
 
 namespace megaton::kernels {
 
 namespace {
 
-__device__ __forceinline__ float to_float(float x) {
-  return x;
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-__device__ __forceinline__ float to_float(__half x) {
-  return __half2float(x);
-}
+using util::to_float;
+
 
 // Vector part: element groups of 8 (16 bytes of bf16/fp16, 32 of fp32 grads; 32 bytes of fp32 main grads), then a
 // scalar tail. Used only when both pointers are 16-byte aligned.
@@ -49,11 +43,6 @@ __global__ void accumulate_scalar_kernel(const T* __restrict__ grad, float* __re
     main[i] += to_float(grad[i]);
 }
 
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess)
-    throw std::runtime_error(std::string("accumulate_grad_fp32: ") + what + ": " + cudaGetErrorString(e));
-}
-
 int blocks_for(int64_t work, int threads) {
   const int64_t want = (work + threads - 1) / threads;
   return static_cast<int>(want < 1 ? 1 : (want > 65535 * 8 ? 65535 * 8 : want));
@@ -68,13 +57,13 @@ void launch(const void* grad_v, float* main, int64_t n, cudaStream_t stream) {
   if (aligned && n >= 8) {
     const int64_t groups = n / 8;
     accumulate_vec8_kernel<T><<<blocks_for(groups, kThreads), kThreads, 0, stream>>>(grad, main, groups);
-    check(cudaGetLastError(), "vector launch");
+    util::check(cudaGetLastError(), "accumulate_grad_fp32 vector launch");
     done = groups * 8;
   }
   if (done < n) {
     accumulate_scalar_kernel<T>
         <<<blocks_for(n - done, kThreads), kThreads, 0, stream>>>(grad + done, main + done, n - done);
-    check(cudaGetLastError(), "scalar launch");
+    util::check(cudaGetLastError(), "accumulate_grad_fp32 scalar launch");
   }
 }
 

@@ -14,39 +14,21 @@
 #include <type_traits>
 
 #include "layer_norm_kernels.h"
+#include "kernel_util.cuh"
 
 namespace megaton::kernels {
 
 namespace {
+
+using util::check;
+using util::from_float;
+using util::to_float;
 
 constexpr int kMaxThreads = 512;   // threads per block at most (every kernel's launch bound)
 constexpr int kWarpRowUnits = 96;  // a warp per row up to this many vectors per row (3 per lane)
 constexpr int kReduceCols = 16;    // gamma_beta_kernel: columns per block
 constexpr int kReduceRows = 32;    // gamma_beta_kernel: threads over the partials per column
 
-__device__ __forceinline__ float to_float(float x) {
-  return x;
-}
-__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
-  return __bfloat162float(x);
-}
-__device__ __forceinline__ float to_float(__half x) {
-  return __half2float(x);
-}
-template <typename T>
-__device__ __forceinline__ T from_float(float x);
-template <>
-__device__ __forceinline__ float from_float<float>(float x) {
-  return x;
-}
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
-  return __float2bfloat16(x);
-}
-template <>
-__device__ __forceinline__ __half from_float<__half>(float x) {
-  return __float2half(x);
-}
 
 // One 16-byte load or store: 8 bf16/fp16 or 4 fp32.
 template <typename T>
@@ -317,10 +299,6 @@ Config choose(int64_t h, int vec) {
   if (packs == 5 || packs == 7) ++packs;                           // instantiated: 1, 2, 3, 4, 6, 8
   const int group = ((units + packs - 1) / packs + 31) / 32 * 32;  // <= kMaxThreads
   return {false, packs, group, std::max(1, kMaxThreads / group)};
-}
-
-void check(cudaError_t e, const char* what) {
-  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
 void check_args(int64_t rows, int64_t h, std::initializer_list<const void*> pointers, const char* what) {

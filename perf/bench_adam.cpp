@@ -8,9 +8,9 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include <chrono>
 #include <vector>
 
+#include "bench_alternate.h"
 #include "optim/adam_step.h"
 
 using namespace megaton;
@@ -38,35 +38,14 @@ void BM_AdamFusedVsAten(benchmark::State& state) {
   optim::AdamScalars s;
   s.lr = 1e-4, s.beta1 = 0.9, s.beta2 = 0.95, s.weight_decay = 0.1;
   s.bias_correction1 = 0.1, s.bias_correction2 = 0.05, s.grad_scale = 0.5;
-  auto timed = [&](bool fused) {
-    grad.copy_(grad0);  // the ATen path uses the gradient as scratch
-    torch::cuda::synchronize();
-    const auto t0 = std::chrono::steady_clock::now();
-    if (fused) {
-      optim::adam_step_fused(master, m, v, grad, chunks, s, param);
-    } else {
-      optim::adam_step_aten(master, m, v, grad, runs, s);  // applies grad_scale as the clip's g.mul_ does
-      param.copy_(master);
-    }
-    torch::cuda::synchronize();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  timed(false), timed(true);  // warm-up (allocator, kernels)
-  double aten = 0, fused = 0;
-  int64_t iters = 0;
-  for (auto _ : state) {
-    aten += timed(false);
-    const double f = timed(true);
-    fused += f;
-    ++iters;
-    state.SetIterationTime(f);
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(kFusedBytes * static_cast<double>(n)) * iters);
-  state.counters["aten_ms"] = aten / double(iters) * 1e3;
-  state.counters["fused_ms"] = fused / double(iters) * 1e3;
-  state.counters["speedup"] = aten / fused;
-  state.counters["fused_GBps"] = kFusedBytes * double(n) * double(iters) / fused / 1e9;
-  state.counters["aten_GBps"] = kAtenBytes * double(n) * double(iters) / aten / 1e9;
+  perf::time_alternately(
+      state, [&] { grad.copy_(grad0); },  // the ATen path uses the gradient as scratch
+      [&] { optim::adam_step_fused(master, m, v, grad, chunks, s, param); },
+      [&] {
+        optim::adam_step_aten(master, m, v, grad, runs, s);  // applies grad_scale as the clip's g.mul_ does
+        param.copy_(master);
+      },
+      kFusedBytes * static_cast<double>(n), kAtenBytes * static_cast<double>(n));
 }
 
 }  // namespace

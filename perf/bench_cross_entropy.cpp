@@ -6,8 +6,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include <chrono>
-
+#include "bench_alternate.h"
 #include "parallel/self_communicator.h"
 #include "parallel/tensor/cross_entropy.h"
 
@@ -25,27 +24,11 @@ void BM_CrossEntropyFusedVsAten(benchmark::State& state) {
   torch::Tensor logits = torch::randn({tokens, 1, vocab}, opts).to(torch::kBFloat16).requires_grad_(true);  // [t,1,V]
   torch::Tensor target = torch::randint(0, vocab, {tokens, 1}, opts.dtype(torch::kInt64));                  // [t, 1]
   auto tp = parallel::single_rank_groups().tp;
-  auto timed = [&](bool fused) {
-    logits.mutable_grad() = torch::Tensor();
-    torch::cuda::synchronize();
-    const auto t0 = std::chrono::steady_clock::now();
+  auto run = [&](bool fused) {
     parallel::vocab_parallel_cross_entropy(logits, target, tp, /*valid_columns=*/-1, fused).mean().backward();
-    torch::cuda::synchronize();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   };
-  timed(false), timed(true);  // warm-up (allocator, kernels)
-  double aten = 0, fused = 0;
-  int64_t n = 0;
-  for (auto _ : state) {
-    aten += timed(false);
-    const double f = timed(true);
-    fused += f;
-    ++n;
-    state.SetIterationTime(f);
-  }
-  state.counters["aten_ms"] = aten / double(n) * 1e3;
-  state.counters["fused_ms"] = fused / double(n) * 1e3;
-  state.counters["speedup"] = aten / fused;
+  perf::time_alternately(
+      state, [&] { logits.mutable_grad() = torch::Tensor(); }, [&] { run(true); }, [&] { run(false); }, 0, 0);
 }
 
 }  // namespace

@@ -6,8 +6,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include <chrono>
-
+#include "bench_alternate.h"
 #include "parallel/grad_accum.h"
 
 using namespace megaton;
@@ -25,32 +24,9 @@ void BM_GradAccumKernelVsAten(benchmark::State& state) {
   const auto f32 = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32);
   torch::Tensor main = torch::zeros({n}, f32);                       // [n] fp32
   torch::Tensor grad = torch::randn({n}, f32).to(torch::kBFloat16);  // [n] bf16
-  auto timed = [&](bool kernel) {
-    torch::cuda::synchronize();
-    const auto t0 = std::chrono::steady_clock::now();
-    if (kernel)
-      parallel::accumulate_main_grad(main, grad);
-    else
-      main.add_(grad);
-    torch::cuda::synchronize();
-    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  };
-  timed(false), timed(true);  // warm-up
-  double aten = 0, fused = 0;
-  int64_t iters = 0;
-  for (auto _ : state) {
-    aten += timed(false);
-    const double f = timed(true);
-    fused += f;
-    ++iters;
-    state.SetIterationTime(f);
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(kBytes * static_cast<double>(n)) * iters);
-  state.counters["aten_ms"] = aten / double(iters) * 1e3;
-  state.counters["fused_ms"] = fused / double(iters) * 1e3;
-  state.counters["speedup"] = aten / fused;
-  state.counters["fused_GBps"] = kBytes * double(n) * double(iters) / fused / 1e9;
-  state.counters["aten_GBps"] = kBytes * double(n) * double(iters) / aten / 1e9;
+  perf::time_alternately(
+      state, [] {}, [&] { parallel::accumulate_main_grad(main, grad); }, [&] { main.add_(grad); },
+      kBytes * static_cast<double>(n), kBytes * static_cast<double>(n));
 }
 
 }  // namespace

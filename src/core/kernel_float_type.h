@@ -4,12 +4,13 @@
 
 #include <optional>
 
+#include "core/error.h"
 #include "float_type.h"  // kernels/
 
 namespace megaton {
 
 /// fp32, bf16 or fp16 as kernels::FloatType; nothing for any other dtype.
-inline std::optional<kernels::FloatType> kernel_float_type(const torch::Tensor& t) {
+inline std::optional<kernels::FloatType> try_kernel_float_type(const torch::Tensor& t) {
   switch (t.scalar_type()) {
     case torch::kFloat32:
       return kernels::FloatType::kFloat32;
@@ -20,6 +21,16 @@ inline std::optional<kernels::FloatType> kernel_float_type(const torch::Tensor& 
     default:
       return std::nullopt;
   }
+}
+
+/// The same, or InternalError("WHAT: unsupported dtype D (expected fp32, bf16 or fp16)"): for wrappers whose callers
+/// checked the dtype already.
+inline kernels::FloatType kernel_float_type(const torch::Tensor& t, const char* what) {
+  const auto type = try_kernel_float_type(t);
+  if (!type)
+    throw InternalError(
+        str(what, ": unsupported dtype ", c10::toString(t.scalar_type()), " (expected fp32, bf16 or fp16)"));
+  return *type;
 }
 
 }  // namespace megaton

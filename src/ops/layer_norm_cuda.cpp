@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "core/error.h"
+#include "core/kernel_float_type.h"
 #include "layer_norm_kernels.h"  // kernels/
 
 namespace megaton::ops {
@@ -20,16 +21,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 kernels::FloatType float_type(const torch::Tensor& t) {
-  switch (t.scalar_type()) {
-    case torch::kFloat32:
-      return kernels::FloatType::kFloat32;
-    case torch::kBFloat16:
-      return kernels::FloatType::kBFloat16;
-    case torch::kFloat16:
-      return kernels::FloatType::kFloat16;
-    default:
-      throw InternalError(str("fused layer norm: unsupported dtype ", c10::toString(t.scalar_type())));
-  }
+  return kernel_float_type(t, "fused layer norm");
 }
 
 bool aligned16(const torch::Tensor& t) {

@@ -17,11 +17,7 @@ static_assert(kAdamChunk == kernels::kAdamChunk, "optim/adam_step.h and kernels/
 namespace {
 
 kernels::FloatType float_type(const torch::Tensor& t) {
-  const auto type = kernel_float_type(t);
-  if (!type)
-    throw InternalError(::megaton::str("fused Adam: parameters of dtype ", c10::toString(t.scalar_type()),
-                                       " (expected fp32, bf16 or fp16)"));
-  return *type;
+  return kernel_float_type(t, "fused Adam");
 }
 
 void check_buffer(const torch::Tensor& t, const char* name, const torch::Tensor& master) {

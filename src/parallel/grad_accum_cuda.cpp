@@ -10,7 +10,7 @@
 namespace megaton::parallel {
 
 void accumulate_main_grad_cuda(torch::Tensor& main, const torch::Tensor& grad) {
-  const auto type = kernel_float_type(grad);
+  const auto type = try_kernel_float_type(grad);
   MEGATON_ASSERT(type && main.scalar_type() == torch::kFloat32 && main.is_contiguous() && grad.is_contiguous() &&
                      main.numel() == grad.numel(),
                  "accumulate_main_grad_cuda: main ", main.sizes(), " ", c10::toString(main.scalar_type()), ", grad ",

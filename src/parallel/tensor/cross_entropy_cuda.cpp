@@ -17,9 +17,7 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 kernels::FloatType float_type(const torch::Tensor& t) {
-  const auto type = kernel_float_type(t);
-  if (!type) throw InternalError(str("fused cross-entropy: unsupported logits dtype ", c10::toString(t.scalar_type())));
-  return *type;
+  return kernel_float_type(t, "fused cross-entropy");
 }
 
 struct FusedVocabParallelCrossEntropy : torch::autograd::Function<FusedVocabParallelCrossEntropy> {

@@ -1,0 +1,44 @@
+// Device helpers shared by Megaton's CUDA kernels (included by the .cu files only): fp32 <-> element-type conversion
+// (bf16 rounds to nearest even, as Tensor.to(kBFloat16)) and the host-side launch check.
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime_api.h>
+
+#include <stdexcept>
+#include <string>
+
+namespace megaton::kernels::util {
+
+__device__ __forceinline__ float to_float(float x) {
+  return x;
+}
+__device__ __forceinline__ float to_float(__nv_bfloat16 x) {
+  return __bfloat162float(x);
+}
+__device__ __forceinline__ float to_float(__half x) {
+  return __half2float(x);
+}
+
+template <typename T>
+__device__ __forceinline__ T from_float(float x);
+template <>
+__device__ __forceinline__ float from_float<float>(float x) {
+  return x;
+}
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
+  return __float2bfloat16(x);
+}
+template <>
+__device__ __forceinline__ __half from_float<__half>(float x) {
+  return __float2half(x);
+}
+
+/// Throws std::runtime_error("WHAT: <CUDA's message>") unless `e` is cudaSuccess (the wrappers turn it into a typed
+/// megaton error).
+inline void check(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+}  // namespace megaton::kernels::util
