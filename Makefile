@@ -16,7 +16,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 DEBIAN_PACKAGES := build-essential cmake ninja-build pkg-config git ca-certificates \
   libtorch-dev libopenblas0-openmp libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libboost-program-options-dev \
   nlohmann-json3-dev libsimdjson-dev libpcre2-dev zlib1g-dev liblzma-dev \
-  libgtest-dev libgmock-dev libbenchmark-dev nodejs npm fortunes-min fortunes python3 python3-matplotlib \
+  libgtest-dev libgmock-dev libbenchmark-dev nodejs npm fortunes-min fortunes python3 python3-numpy python3-matplotlib \
   slurm-wlm munge lmod
 
 .PHONY: all deps build test demo install gpu format clean tokenizer
