@@ -65,6 +65,7 @@ for c in $CONFIGS; do
     --tensorboard-dir "$R/tb_$c" --log-timers-to-tensorboard > "$R/train_$c.log" 2>&1
   stamp "megaton $c exit code $?: $(grep -o 'elapsed time per iteration (ms): [0-9.]*\|TFLOPs: [0-9.]*' "$R/train_$c.log" |
     tail -2 | tr '\n' ' ')"
+  grep -m1 -o 'memory (MB) .*' "$R/train_$c.log" | tee -a "$OUT/summary.txt"
   for f in "$R"/prof/rank0.summary.txt; do [ -f "$f" ] && mv "$f" "$R/prof/megaton_$c.summary.txt"; done
   [ -f "$R/prof/rank0.trace.json" ] && gzip -c "$R/prof/rank0.trace.json" > "$R/prof/megaton_$c.trace.json.gz" &&
     rm "$R/prof/rank0.trace.json"

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint.h"
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "data/dataset_builder.h"
 #include "data/tokenizer.h"
@@ -464,6 +465,13 @@ void Trainer::log_iteration(const StepOutcome& s, double interval_s, int64_t ite
   const double samples_per_s = double(s.global_batch) / (ms * 1e-3);
   const double tokens_per_s = samples_per_s * cfg_.model.seq_length;
   const auto timer_ms = timers_.elapsed_all(true);
+  const std::optional<DeviceMemory> mem = device_memory(gpt_->device);
+  if (mem && !memory_reported_ && groups_.coords.dp == 0) {  // Megatron's report_memory, once, after the first log
+    memory_reported_ = true;
+    log_.info("(after ", iteration_, " iterations) memory (MB) | allocated: ", fmt_f(mem->allocated_mib, 1),
+              " | max allocated: ", fmt_f(mem->max_allocated_mib, 1), " | reserved: ", fmt_f(mem->reserved_mib, 1),
+              " | max reserved: ", fmt_f(mem->max_reserved_mib, 1));
+  }
   if (!logging_rank()) {
     loss_sum_ = 0, loss_count_ = 0, skipped_in_interval_ = 0, nan_in_interval_ = 0;
     return;
@@ -527,6 +535,10 @@ void Trainer::log_iteration(const StepOutcome& s, double interval_s, int64_t ite
     im.extra["tokens_per_second"] = tokens_per_s;
     im.extra["total_skipped_iterations"] = optimizer_->skipped_steps();
     for (const auto& [name, sec] : timer_ms) im.extra["timer_ms"][name] = sec * 1e3;
+    if (mem) {
+      im.extra["mem_max_allocated_mib"] = mem->max_allocated_mib;
+      im.extra["mem_max_reserved_mib"] = mem->max_reserved_mib;
+    }
     metrics_->write(im);
   }
   loss_sum_ = 0, loss_count_ = 0, skipped_in_interval_ = 0, nan_in_interval_ = 0;

@@ -120,6 +120,7 @@ class Trainer {
   int64_t iteration_ = 0;
   int64_t consumed_train_ = 0, consumed_valid_ = 0, consumed_tokens_ = 0;
   int64_t last_saved_ = -1;
+  bool memory_reported_ = false;  // the device-memory line is logged once, after the first logged iteration
   // Accumulated since the last log line.
   double loss_sum_ = 0;
   int64_t loss_count_ = 0, skipped_in_interval_ = 0, nan_in_interval_ = 0;

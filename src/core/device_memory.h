@@ -1,0 +1,22 @@
+// What the CUDA caching allocator holds on a device (Megatron's report_memory: allocated, max allocated, reserved,
+// max reserved, in MiB), for the training log and the metrics file.
+#pragma once
+#include <torch/torch.h>
+
+#include <optional>
+
+namespace megaton {
+
+struct DeviceMemory {
+  double allocated_mib = 0, max_allocated_mib = 0, reserved_mib = 0, max_reserved_mib = 0;
+};
+
+/// The allocator's counters of a CUDA device since the process started; nothing for the CPU (or a build without CUDA).
+std::optional<DeviceMemory> device_memory(const torch::Device& device);
+
+#ifdef MEGATON_HAVE_CUDA
+/// The CUDA path (src/core/device_memory_cuda.cpp).
+DeviceMemory cuda_device_memory(int device_index);
+#endif
+
+}  // namespace megaton

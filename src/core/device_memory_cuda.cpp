@@ -1,0 +1,20 @@
+// device_memory() on CUDA: the caching allocator's statistics (what torch.cuda.memory_allocated / max_memory_allocated
+// / memory_reserved / max_memory_reserved report), aggregated over pools (index 0 of each StatArray).
+#include <c10/cuda/CUDACachingAllocator.h>
+
+#include "core/device_memory.h"
+
+namespace megaton {
+
+DeviceMemory cuda_device_memory(int device_index) {
+  const auto stats = c10::cuda::CUDACachingAllocator::getDeviceStats(device_index);
+  const double mib = 1024.0 * 1024.0;
+  DeviceMemory m;
+  m.allocated_mib = static_cast<double>(stats.allocated_bytes[0].current) / mib;
+  m.max_allocated_mib = static_cast<double>(stats.allocated_bytes[0].peak) / mib;
+  m.reserved_mib = static_cast<double>(stats.reserved_bytes[0].current) / mib;
+  m.max_reserved_mib = static_cast<double>(stats.reserved_bytes[0].peak) / mib;
+  return m;
+}
+
+}  // namespace megaton
