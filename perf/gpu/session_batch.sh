@@ -100,6 +100,7 @@ PEER_PROFILE_DIR="$R/prof" PYTHONUNBUFFERED=1 capped 150 python3 "$SRC/perf/gpu/
   > "$R/peer.log" 2>&1
 stamp "peer exit code $?"
 grep -E "TFLOP|Error" "$R/peer.log" | tee -a "$OUT/summary.txt"
+python3 "$SRC/perf/gpu/compare_peer.py" "$R" $CONFIGS 2>&1 | tee -a "$OUT/summary.txt"  # medians and the ratio
 for f in "$R"/prof/peer_*.summary.txt; do head -25 "$f"; done
 
 if [[ " $SKIP " != *" generate "* ]]; then

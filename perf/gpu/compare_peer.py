@@ -1,0 +1,43 @@
+#!/usr/bin/env python3
+"""Prints megaton's training step beside the peer's, with the ratio, from one session_batch.sh / train_step_batch.sh
+results folder: megaton's median ms/iteration over the unprofiled iterations after the first (train_<name>.jsonl;
+iterations in PROFILED, default "6 7", are left out), the peer's line of peer.log.
+
+usage: compare_peer.py RESULTS_DIR [NAME ...]   (names: 124M 1.3B; default both)"""
+import json
+import os
+import re
+import statistics
+import sys
+
+PEER = {"124M": "gpt2-124M compile=False", "1.3B": "gpt-1.3B compile=False"}
+LINE = re.compile(r"(?P<ms>[\d.]+) ms/it, (?P<tok>[\d,]+) tok/s, (?P<tf>[\d.]+) TFLOP/s model, mem (?P<mem>[\d.]+) GiB")
+
+
+def main(d, names):
+    profiled = {int(x) for x in os.environ.get("PROFILED", "6 7").split()}
+    peer = open(os.path.join(d, "peer.log")).read() if os.path.exists(os.path.join(d, "peer.log")) else ""
+    print(f"{'model':6} {'megaton ms':>10} {'TFLOP/s':>8} {'mem GiB':>8} | {'peer ms':>8} {'TFLOP/s':>8} {'mem GiB':>8} | speedup")
+    for name in names:
+        path = os.path.join(d, f"train_{name}.jsonl")
+        if not os.path.exists(path):
+            continue
+        rows = [json.loads(l) for l in open(path)]
+        its = [r for r in rows if "elapsed_ms_per_iteration" in r and r["iteration"] > 1 and r["iteration"] not in profiled]
+        if not its:
+            continue
+        ms = statistics.median(r["elapsed_ms_per_iteration"] for r in its)
+        tf = statistics.median(r["tflops"] for r in its)
+        mem = max((r.get("mem_max_allocated_mib", 0) for r in rows), default=0) / 1024
+        m = next((LINE.search(l) for l in peer.splitlines() if l.startswith(PEER[name]) and LINE.search(l)), None)
+        if m:
+            print(f"{name:6} {ms:10.1f} {tf:8.0f} {mem:8.1f} | {float(m['ms']):8.0f} {float(m['tf']):8.0f} "
+                  f"{float(m['mem']):8.1f} | {float(m['ms']) / ms:.2f}x")
+        else:
+            print(f"{name:6} {ms:10.1f} {tf:8.0f} {mem:8.1f} | (no peer line)")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    main(sys.argv[1], sys.argv[2:] or ["124M", "1.3B"])
