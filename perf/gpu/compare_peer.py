@@ -17,13 +17,15 @@ LINE = re.compile(r"(?P<ms>[\d.]+) ms/it, (?P<tok>[\d,]+) tok/s, (?P<tf>[\d.]+) 
 def main(d, names):
     profiled = {int(x) for x in os.environ.get("PROFILED", "6 7").split()}
     peer = open(os.path.join(d, "peer.log")).read() if os.path.exists(os.path.join(d, "peer.log")) else ""
-    print(f"{'model':6} {'megaton ms':>10} {'TFLOP/s':>8} {'mem GiB':>8} | {'peer ms':>8} {'TFLOP/s':>8} {'mem GiB':>8} | speedup")
+    print(f"{'model':6} {'megaton ms':>10} {'TFLOP/s':>8} {'mem GiB':>8} | {'peer ms':>8} {'TFLOP/s':>8} "
+          f"{'mem GiB':>8} | speedup")
     for name in names:
         path = os.path.join(d, f"train_{name}.jsonl")
         if not os.path.exists(path):
             continue
         rows = [json.loads(l) for l in open(path)]
-        its = [r for r in rows if "elapsed_ms_per_iteration" in r and r["iteration"] > 1 and r["iteration"] not in profiled]
+        its = [r for r in rows
+               if "elapsed_ms_per_iteration" in r and r["iteration"] > 1 and r["iteration"] not in profiled]
         if not its:
             continue
         ms = statistics.median(r["elapsed_ms_per_iteration"] for r in its)
