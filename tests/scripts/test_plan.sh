@@ -7,7 +7,7 @@ BUILD=$1 SRC=$2
 megaton=$BUILD/megaton
 source "$(dirname "$0")/expect_lib.sh"  # expect NAME WANT_RC PATTERN COMMAND...; fail
 m13="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --bf16"
-h200=$SRC/perf/results/2026-12-02-h200/sweep.csv
+h200=$SRC/perf/results/2026-12-02-h200-session/sweep.csv
 cpu=$SRC/perf/results/2026-12-02-cpu-2core/sweep.csv
 expect "help"                 0 "--inter-node-gbps" $megaton plan --help
 expect "table"                0 "rank +layout +mb +M +rc +mem GiB +fits +ms/iter" $megaton plan $m13 --global-batch-size 512 --nodes 4
@@ -48,7 +48,7 @@ expect "missing calibration"  2 "--calibration: cannot open '/nonexistent.csv'" 
   --global-batch-size 64 --calibration /nonexistent.csv
 
 expect "check h200"           0 "time error: mean \|error\| [0-4]\.[0-9]%" $megaton plan --check "$h200"
-expect "check h200 rows"      0 "h200 1.3B TP1xPP1xDP1 mb8 +333.1" $megaton plan --check "$h200"
+expect "check h200 rows"      0 "h200 1.3B TP1xPP1xDP1 mb8 +265.6" $megaton plan --check "$h200"
 expect "check cpu LOO"        0 "leave-one-out mean \|error\|" $megaton plan --check "$cpu"
 expect "calibration cpu"      0 "calibration \(fitted to [0-9]+ measured points of .*cpu-2core" \
   $megaton plan --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 64 --vocab-size 512 \
