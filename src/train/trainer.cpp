@@ -577,6 +577,11 @@ int Trainer::run() {
   int64_t in_interval = 0;
   int stop = kNone;
   StepProfiler profiler(cfg_.logging, env_.rank, gpt_->device.is_cuda());
+  const auto& lg = cfg_.logging;
+  if (lg.profile && (lg.profile_step_end > train_iters_ || lg.profile_step_start < iteration_))
+    log_.warn0("--profile: iterations ", lg.profile_step_start + 1, "..", lg.profile_step_end,
+               " are not all in this run (iterations ", iteration_ + 1, "..", train_iters_,
+               "): no profile will be written");
   while (iteration_ < train_iters_) {
     profiler.before_step(iteration_);
     const StepOutcome s = train_step();

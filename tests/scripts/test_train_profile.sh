@@ -21,6 +21,9 @@ compare_losses "$work/plain.jsonl" "$work/prof.jsonl" 0
 echo "summaries of ranks 0 and 1, losses unchanged: OK"
 
 set +e
+expect window-outside-run 0 "iterations 11..12 are not all in this run \(iterations 1..6\): no profile" \
+  "$MEGATON" train "${common[@]}" --profile --profile-dir "$work/none"
+[ ! -e "$work/none/rank0.summary.txt" ] || { echo "FAIL: a profile outside the run was written"; fail=1; }
 expect missing-dir 2 "needs --profile-dir" "$MEGATON" train "${common[@]}" --profile
 expect empty-window 2 "must satisfy 0 <= start < end" "$MEGATON" train "${common[@]}" --profile --profile-dir "$work/x" \
   --profile-step-start 5 --profile-step-end 5
