@@ -5,12 +5,13 @@
 #   3. `megaton train` bf16, 124M and 1.3B (train_step_batch.sh's dims), 8 iterations each, with --profile over
 #      iterations 6-7 and TensorBoard events (then read back with TensorBoard's EventAccumulator)  -> train_*.log/jsonl,
 #                                                                                                    prof/, tb.log
+#      then the A/B runs with and without AB_FLAGS (compare_runs.py: step times, losses)      -> ab_*
 #   4. the peer (torch_gpt_bench.py, same dims, same GPU, after ours) with its own profile          -> peer.log
 #   5. perf/generate/run.sh: generation tokens/s beside HF transformers, and compare_hf.py         -> generate/
 #   6. the unit tests (UNIT_FILTER, default all; CPU tests on this machine), if time is left        -> unit_tests.log
 #   7. perf/sweep over perf/sweep/configs/h200-1gpu.txt with the time left, and `megaton plan --check` -> sweep/
 # Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
-# Env: CONFIGS ("124M 1.3B"), SKIP ("" or words of: bench generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
+# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion"; empty: no A/B), SKIP ("" or words of: bench generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
@@ -29,7 +30,7 @@ capped() { local want=$1; shift; local l; l=$(( $(left) - 20 )); timeout $(( wan
 stamp "build exit code $? ($(grep -c 'error:' "$R/build.log") error lines)"
 grep -E 'error:|FAILED:' "$R/build.log" | head -20 | tee -a "$OUT/summary.txt"
 benches=""
-[[ " $SKIP " != *" bench "* ]] && benches=$(cd "$SRC/perf" && ls bench_*.cpp | sed 's/\.cpp$//' | grep -v -E 'bench_(checkpoint|model_step|optim_step|tokenizer)$')
+[[ " $SKIP " != *" bench "* ]] && benches=${BENCHES:-$(cd "$SRC/perf" && ls bench_*.cpp | sed 's/\.cpp$//' | grep -v -E 'bench_(checkpoint|model_step|optim_step|tokenizer)$')}
 for b in $benches; do  # Google Benchmark programs: absent when a kernel or the library is missing
   [ -f "$SRC/perf/$b.cpp" ] && { timeout 120 cmake --build "$BUILD" -j "$(nproc)" --target "$b" >> "$R/build.log" 2>&1 ||
     stamp "$b not built (build.log)"; }
@@ -45,11 +46,15 @@ source "$BUILD/env.sh"
 } > "$R/kernels.log" 2>&1
 grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|exit code|^BM_' "$R/kernels.log" | sed 's/ ms / ms /' | tee -a "$OUT/summary.txt"
 
-# A kernel whose GPU test failed must not decide the training numbers: fall back to ATen's LayerNorm then.
+# A kernel whose GPU test failed must not decide the training numbers: fall back to ATen for it then.
 ln_flag=()
 if grep -q 'FAILED .*KernelsLayerNorm' "$R/kernels.log"; then
-  ln_flag=(--no-fused-layernorm)
+  ln_flag+=(--no-fused-layernorm)
   stamp "the fused LayerNorm failed its GPU tests: training below runs with --no-fused-layernorm"
+fi
+if grep -q 'FAILED .*KernelsGemmEpilogue' "$R/kernels.log"; then
+  ln_flag+=(--no-gemm-epilogue-fusion)
+  stamp "the cuBLASLt epilogues failed their GPU tests: training below runs with --no-gemm-epilogue-fusion"
 fi
 synth_dataset /tmp/synth_text_document
 common=(--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
@@ -73,14 +78,21 @@ for c in $CONFIGS; do
   grep -h '"timer_ms"' "$R/train_$c.jsonl" | tail -1 | python3 -c 'import json,sys; print("timers (ms):", json.loads(sys.stdin.read())["timer_ms"])' 2>&1 |
     tee -a "$OUT/summary.txt"
 done
-# The fused LayerNorm's share of the step: the same runs with ATen's LayerNorm (no profile).
-if [ ${#ln_flag[@]} -eq 0 ]; then
+# A/B: the same runs (no profile) with and without AB_FLAGS (default: the cuBLASLt epilogues off): the step time each
+# way and the losses, which must agree to bf16 rounding (compare_runs.py).
+AB_FLAGS=${AB_FLAGS:---no-gemm-epilogue-fusion}
+if [ ${#ln_flag[@]} -eq 0 ] && [ -n "$AB_FLAGS" ]; then
   for c in $CONFIGS; do
-    # shellcheck disable=SC2086
-    capped 90 "$BUILD/megaton" train "${common[@]}" --no-fused-layernorm --train-iters 8 ${dims[$c]} \
-      --metrics-file "$R/train_${c}_aten_ln.jsonl" > "$R/train_${c}_aten_ln.log" 2>&1
-    stamp "megaton $c --no-fused-layernorm exit code $?: $(grep -o 'elapsed time per iteration (ms): [0-9.]*\|TFLOPs: [0-9.]*' \
-      "$R/train_${c}_aten_ln.log" | tail -2 | tr '\n' ' ')"
+    for side in on off; do
+      extra=(); [ $side = off ] && read -r -a extra <<< "$AB_FLAGS"
+      # shellcheck disable=SC2086
+      capped 90 "$BUILD/megaton" train "${common[@]}" "${extra[@]}" --train-iters 10 ${dims[$c]} \
+        --metrics-file "$R/ab_${c}_$side.jsonl" > "$R/ab_${c}_$side.log" 2>&1
+      stamp "megaton $c ${extra[*]:-(defaults)} exit code $?: $(grep -o 'elapsed time per iteration (ms): [0-9.]*\|TFLOPs: [0-9.]*' \
+        "$R/ab_${c}_$side.log" | tail -2 | tr '\n' ' ')"
+    done
+    echo "A = defaults, B = $AB_FLAGS ($c):" | tee -a "$OUT/summary.txt"
+    python3 "$SRC/perf/gpu/compare_runs.py" "$R/ab_${c}_on.jsonl" "$R/ab_${c}_off.jsonl" 2>&1 | tee -a "$OUT/summary.txt"
   done
 fi
 # A checkpoint written on the GPU (124M, bf16, with optimizer state) loads and training continues from it.

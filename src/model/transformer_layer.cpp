@@ -5,7 +5,9 @@
 #include "core/error.h"
 #include "model/positions.h"
 #include "ops/attention.h"
+#include "ops/gemm_epilogue.h"
 #include "ops/layer_norm.h"
+#include "parallel/tensor/mappings.h"
 
 namespace megaton::model {
 
@@ -55,6 +57,8 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   const int64_t h = m.hidden_size, heads = m.num_attention_heads, d = m.kv_channels, ffn = m.ffn_hidden_size;
   const int n = tp->size();
   local_heads_ = heads / n;
+  const bool epilogues = !m.no_gemm_epilogue_fusion;
+  fused_mlp_ = epilogues && act_ == ops::Activation::kGeluTanh;
   const std::string p = "layers." + std::to_string(index) + ".";
   auto ln = [&](const std::string& name, bool weight) {
     return f.make({p + name, {h}, -1, {}, weight ? InitSpec::ones() : InitSpec::zeros(), 0, true});
@@ -68,12 +72,14 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   qkv.init = weight_init(m, h, 3 * heads * d, false);
   qkv.canonical_shape = {heads, 3, d, h};
   qkv.partition_dim = 0;
+  qkv.fuse_bias_grad = epilogues;
   qkv_.emplace(f, p + "attention.qkv", qkv, tp);
 
   parallel::RowParallelOptions dense;
   dense.in = heads * d;
   dense.out = h;
   dense.init = weight_init(m, heads * d, h, true);
+  dense.fuse_bias_grad = epilogues;
   dense_.emplace(f, p + "attention.dense", dense, tp);
 
   ln2_w_ = ln("post_attention_layernorm.weight", true);
@@ -84,6 +90,7 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   fc1.in = h;
   fc1.out = (glu ? 2 : 1) * ffn;
   fc1.init = weight_init(m, h, fc1.out, false);
+  fc1.fuse_bias_grad = epilogues;
   if (glu) {
     fc1.canonical_shape = {2, ffn, h};
     fc1.partition_dim = 1;
@@ -94,6 +101,7 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   fc2.in = ffn;
   fc2.out = h;
   fc2.init = weight_init(m, ffn, h, true);
+  fc2.fuse_bias_grad = epilogues;
   fc2_.emplace(f, p + "mlp.fc2", fc2, tp);
 }
 
@@ -128,6 +136,19 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
 }
 
 torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
+  const parallel::ColumnParallelLinear& fc1 = *fc1_;
+  const parallel::RowParallelLinear& fc2 = *fc2_;
+  if (fused_mlp_ && fc1.bias.defined() &&
+      ops::gemm_epilogue_supported({x, fc1.weight, fc1.bias, fc2.weight, fc2.bias})) {
+    // Megatron's bias-GeLU fusion in cuBLASLt epilogues; the TP mappings of fc1 (column) and fc2 (row) around it.
+    const dist::CommunicatorPtr& tp = fc2.tp();
+    const bool one_rank = tp->size() == 1;
+    torch::Tensor y = ops::bias_gelu_mlp(parallel::copy_to_tp_region(x, tp), fc1.weight, fc1.bias, fc2.weight,
+                                         one_rank ? fc2.bias : torch::Tensor());  // [s, b, h], partial over TP
+    if (one_rank) return y;
+    y = parallel::reduce_from_tp_region(y, tp);
+    return fc2.bias.defined() ? y + fc2.bias : y;
+  }
   torch::Tensor inter = ops::apply_activation(fc1_->forward(x), act_);  // [s, b, f/tp]
   return fc2_->forward(inter);                                          // [s, b, h]
 }

@@ -53,17 +53,18 @@ class TransformerLayer {
   // [s, b, h] -> [s, b, h]; with kv: appends to it and attends over the cached keys too.
   torch::Tensor attention(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv = nullptr) const;
   torch::Tensor forward_impl(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv) const;
-  torch::Tensor mlp(const torch::Tensor& x) const;                                 // [s, b, h] -> [s, b, h]
+  torch::Tensor mlp(const torch::Tensor& x) const;  // [s, b, h] -> [s, b, h]
 
   GptConfig c_;
   int index_;
   int64_t local_heads_;
   ops::Activation act_;
+  bool fused_mlp_ = false;                       // GELU (tanh) MLP through ops::bias_gelu_mlp where the tensors allow
   torch::Tensor ln1_w_, ln1_b_, ln2_w_, ln2_b_;  // [h]
-  std::optional<parallel::ColumnParallelLinear> qkv_;   // [3h/tp, h] = canonical [heads/tp, 3, d, h]
-  std::optional<parallel::RowParallelLinear> dense_;    // [h, h/tp]
-  std::optional<parallel::ColumnParallelLinear> fc1_;   // [f/tp, h] or GLU [2f/tp, h] = canonical [2, f/tp, h]
-  std::optional<parallel::RowParallelLinear> fc2_;      // [h, f/tp]
+  std::optional<parallel::ColumnParallelLinear> qkv_;  // [3h/tp, h] = canonical [heads/tp, 3, d, h]
+  std::optional<parallel::RowParallelLinear> dense_;   // [h, h/tp]
+  std::optional<parallel::ColumnParallelLinear> fc1_;  // [f/tp, h] or GLU [2f/tp, h] = canonical [2, f/tp, h]
+  std::optional<parallel::RowParallelLinear> fc2_;     // [h, f/tp]
 };
 
 /// The init of weight matrices: normal(std) or xavier-uniform on the global fans; `scaled` divides the normal std

@@ -1,0 +1,29 @@
+// The three GEMMs with fused epilogues that ops/gemm_epilogue.cpp uses on CUDA (cuBLASLt, as Transformer Engine and
+// Megatron-LM's fused MLP do), declared only in CUDA builds. Matrices are row-major, contiguous, bf16 or fp16, all of
+// one dtype, with T rows of tokens; every function returns false without touching its outputs when cuBLASLt offers no
+// algorithm for the shapes and alignments given (the caller then computes the same with ATen).
+//
+// cuBLASLt's GELU is the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
+#pragma once
+#ifdef MEGATON_HAVE_CUDA
+#include <torch/torch.h>
+
+namespace megaton::ops::lt {
+
+/// Forward of fc1 + GELU: pre = x w^T + b and act = gelu(pre) in one GEMM (epilogue GELU_AUX_BIAS).
+/// x [T, in], w [out, in], b [out] -> act, pre [T, out] (preallocated, contiguous).
+bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, torch::Tensor& act,
+                     torch::Tensor& pre);
+
+/// Backward through fc2's input and the GELU: d_pre = (dy w) * gelu'(pre) and db = d_pre summed over rows, in one
+/// GEMM (epilogue DGELU_BGRAD). dy [T, h], w [h, f], pre [T, f] -> d_pre [T, f], db [f] (preallocated).
+bool dgelu_bgrad(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
+                 torch::Tensor& db);
+
+/// Weight and bias gradients of y = x w^T + b in one GEMM (epilogue BGRADB): dw = dy^T x, db = dy summed over rows.
+/// dy [T, out], x [T, in] -> dw [out, in], db [out] (preallocated).
+bool wgrad_bgrad(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& dw, torch::Tensor& db);
+
+}  // namespace megaton::ops::lt
+
+#endif  // MEGATON_HAVE_CUDA

@@ -1,0 +1,139 @@
+#include "ops/gemm_epilogue.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include <tuple>
+
+#include "core/error.h"
+#include "ops/cublaslt_gemm.h"
+
+namespace megaton::ops {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// [.., n] -> [rows, n], contiguous.
+torch::Tensor rows_of(const torch::Tensor& t) {
+  return t.reshape({-1, t.size(-1)}).contiguous();
+}
+
+torch::Tensor empty_like_shape(const torch::Tensor& like, torch::IntArrayRef shape) {
+  return torch::empty(shape, like.options());
+}
+
+// dw = dy^T x, db = dy summed over rows. dy [T, out], x [T, in].
+std::tuple<torch::Tensor, torch::Tensor> weight_and_bias_grad(const torch::Tensor& dy, const torch::Tensor& x) {
+#ifdef MEGATON_HAVE_CUDA
+  if (gemm_epilogue_supported({dy, x})) {
+    torch::Tensor dw = empty_like_shape(dy, {dy.size(1), x.size(1)}), db = empty_like_shape(dy, {dy.size(1)});
+    if (lt::wgrad_bgrad(dy, x, dw, db)) return {dw, db};
+  }
+#endif
+  return {torch::mm(dy.t(), x), dy.sum(0)};
+}
+
+// act = gelu(pre), pre = x w^T + b. x [T, in], w [out, in], b [out].
+std::tuple<torch::Tensor, torch::Tensor> linear_gelu(const torch::Tensor& x, const torch::Tensor& w,
+                                                     const torch::Tensor& b) {
+#ifdef MEGATON_HAVE_CUDA
+  if (gemm_epilogue_supported({x, w, b})) {
+    torch::Tensor act = empty_like_shape(x, {x.size(0), w.size(0)}), pre = torch::empty_like(act);
+    if (lt::linear_gelu_aux(x, w, b.contiguous(), act, pre)) return {act, pre};
+  }
+#endif
+  torch::Tensor pre = torch::linear(x, w, b);
+  return {torch::gelu(pre, "tanh"), pre};
+}
+
+// d_pre = (dy w) * gelu'(pre), db = d_pre summed over rows. dy [T, h], w [h, f], pre [T, f].
+std::tuple<torch::Tensor, torch::Tensor> gelu_input_grad(const torch::Tensor& dy, const torch::Tensor& w,
+                                                         const torch::Tensor& pre) {
+#ifdef MEGATON_HAVE_CUDA
+  if (gemm_epilogue_supported({dy, w, pre})) {
+    torch::Tensor d_pre = torch::empty_like(pre), db = empty_like_shape(pre, {pre.size(1)});
+    if (lt::dgelu_bgrad(dy, w, pre, d_pre, db)) return {d_pre, db};
+  }
+#endif
+  torch::Tensor d_pre = torch::gelu_backward(torch::mm(dy, w), pre, "tanh");
+  return {d_pre, d_pre.sum(0)};
+}
+
+struct LinearBiasGradFused : torch::autograd::Function<LinearBiasGradFused> {
+  // x [T, in] contiguous, w [out, in], b [out] -> [T, out]
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w, torch::Tensor b) {
+    torch::Tensor wc = w.contiguous();
+    ctx->save_for_backward({x, wc});
+    return torch::linear(x, wc, b);
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &w = saved[1];
+    torch::Tensor dy = grads[0].contiguous();  // [T, out]
+    torch::Tensor dx = ctx->needs_input_grad(0) ? torch::mm(dy, w) : torch::Tensor();
+    auto [dw, db] = weight_and_bias_grad(dy, x);
+    return {dx, dw, db};
+  }
+};
+
+struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
+  // x [T, h] contiguous, w1 [f, h], b1 [f], w2 [h, f], b2 [h] or undefined -> [T, h]
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w1, torch::Tensor b1,
+                               torch::Tensor w2, torch::Tensor b2) {
+    torch::Tensor w1c = w1.contiguous(), w2c = w2.contiguous();
+    auto [act, pre] = linear_gelu(x, w1c, b1);  // [T, f] each
+    ctx->save_for_backward({x, w1c, w2c, act, pre});
+    ctx->saved_data["has_b2"] = b2.defined();
+    return torch::linear(act, w2c, b2);  // [T, h]
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor &x = saved[0], &w1 = saved[1], &w2 = saved[2], &act = saved[3], &pre = saved[4];
+    torch::Tensor dy = grads[0].contiguous();  // [T, h]
+    torch::Tensor dw2, db2;
+    if (ctx->saved_data["has_b2"].toBool())
+      std::tie(dw2, db2) = weight_and_bias_grad(dy, act);
+    else
+      dw2 = torch::mm(dy.t(), act);
+    auto [d_pre, db1] = gelu_input_grad(dy, w2, pre);  // [T, f], [f]
+    torch::Tensor dw1 = torch::mm(d_pre.t(), x);       // [f, h]
+    torch::Tensor dx = ctx->needs_input_grad(0) ? torch::mm(d_pre, w1) : torch::Tensor();
+    return {dx, dw1, db1, dw2, db2};
+  }
+};
+
+}  // namespace
+
+bool gemm_epilogue_supported(std::initializer_list<torch::Tensor> tensors) {
+#ifdef MEGATON_HAVE_CUDA
+  const torch::Tensor* first = nullptr;
+  for (const torch::Tensor& t : tensors) {
+    if (!t.defined()) continue;
+    if (!t.is_cuda() || t.dim() < 1 || t.numel() == 0 || t.size(-1) % 8 != 0) return false;
+    if (t.scalar_type() != torch::kBFloat16 && t.scalar_type() != torch::kFloat16) return false;
+    if (first != nullptr && (t.scalar_type() != first->scalar_type() || t.device() != first->device())) return false;
+    if (first == nullptr) first = &t;
+  }
+  return first != nullptr;
+#else
+  (void)tensors;
+  return false;
+#endif
+}
+
+torch::Tensor linear_bias_grad_fused(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
+  MEGATON_ASSERT(b.defined(), "linear_bias_grad_fused needs a bias");
+  std::vector<int64_t> out_shape = x.sizes().vec();
+  out_shape.back() = w.size(0);
+  return LinearBiasGradFused::apply(rows_of(x), w, b).view(out_shape);  // [.., out]
+}
+
+torch::Tensor bias_gelu_mlp(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,
+                            const torch::Tensor& w2, const torch::Tensor& b2) {
+  return BiasGeluMlp::apply(rows_of(x), w1, b1, w2, b2).view(x.sizes());  // [.., h]
+}
+
+}  // namespace megaton::ops

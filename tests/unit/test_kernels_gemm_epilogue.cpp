@@ -1,0 +1,176 @@
+// ops/gemm_epilogue.h against the same math through ATen's autograd (torch::linear, torch::gelu(.., "tanh")): outputs
+// and the gradients of every input for a random upstream gradient.
+//   GemmEpilogue.*         the autograd functions on their ATen path (CPU, fp64: equal to rounding) — the wiring of
+//                          the backward (which GEMM gives which gradient) that the CUDA path shares.
+//   KernelsGemmEpilogue.*  the cuBLASLt epilogues on CUDA in bf16 and fp16 (each lt:: call must find an algorithm,
+//                          so the fused path is what is checked), against the reference in fp32 on the same inputs.
+//                          Skipped without CUDA; run on the GPU machine by perf/gpu/session_batch.sh.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <string>
+#include <vector>
+
+#include "ops/cublaslt_gemm.h"  // declares the cuBLASLt calls in CUDA builds only
+#include "ops/gemm_epilogue.h"
+
+using namespace megaton;
+
+namespace {
+
+struct Inputs {
+  torch::Tensor x, w1, b1, w2, b2, dy;  // x [T, h] (or [s, b, h]), w1 [f, h], b1 [f], w2 [h, f], b2 [h], dy like y
+};
+
+Inputs make_inputs(std::vector<int64_t> x_shape, int64_t f, torch::TensorOptions o, bool with_b2 = true) {
+  torch::manual_seed(7);
+  const int64_t h = x_shape.back();
+  auto r = [&](std::vector<int64_t> shape, double scale) {
+    return (torch::randn(shape, torch::kFloat64) * scale).to(o);
+  };
+  Inputs in;
+  in.x = r(x_shape, 1.0);
+  in.w1 = r({f, h}, 1.0 / std::sqrt(double(h)));
+  in.b1 = r({f}, 0.5);
+  in.w2 = r({h, f}, 1.0 / std::sqrt(double(f)));
+  if (with_b2) in.b2 = r({h}, 0.5);
+  in.dy = r(x_shape, 1.0);
+  return in;
+}
+
+std::vector<torch::Tensor> leaves(const Inputs& in, torch::ScalarType dtype) {
+  std::vector<torch::Tensor> out;
+  for (const torch::Tensor& t : {in.x, in.w1, in.b1, in.w2, in.b2})
+    out.push_back(t.defined() ? t.detach().to(dtype).requires_grad_(true) : torch::Tensor());
+  return out;
+}
+
+// [y, dx, dw1, db1, dw2, db2] of the MLP, fused (ops::bias_gelu_mlp) or through ATen's autograd in `dtype`.
+std::vector<torch::Tensor> mlp_results(const Inputs& in, bool fused, torch::ScalarType dtype) {
+  std::vector<torch::Tensor> p = leaves(in, dtype);
+  torch::Tensor y = fused ? ops::bias_gelu_mlp(p[0], p[1], p[2], p[3], p[4])
+                          : torch::linear(torch::gelu(torch::linear(p[0], p[1], p[2]), "tanh"), p[3], p[4]);
+  y.backward(in.dy.to(dtype));
+  return {y.detach(),  p[0].grad(), p[1].grad(),
+          p[2].grad(), p[3].grad(), p[4].defined() ? p[4].grad() : torch::Tensor()};
+}
+
+// [y, dx, dw, db] of x w1^T + b1, fused (ops::linear_bias_grad_fused) or torch::linear.
+std::vector<torch::Tensor> linear_results(const Inputs& in, bool fused, torch::ScalarType dtype) {
+  std::vector<torch::Tensor> p = leaves(in, dtype);
+  torch::Tensor y = fused ? ops::linear_bias_grad_fused(p[0], p[1], p[2]) : torch::linear(p[0], p[1], p[2]);
+  y.backward(torch::ones_like(y) + y.detach().sin());  // a non-uniform upstream gradient
+  return {y.detach(), p[0].grad(), p[1].grad(), p[2].grad()};
+}
+
+// ||got - ref|| / ||ref|| < tol.
+testing::AssertionResult close(const std::string& what, const torch::Tensor& got, const torch::Tensor& ref,
+                               double tol) {
+  if (!got.defined() || !ref.defined())
+    return got.defined() == ref.defined() ? testing::AssertionSuccess()
+                                          : testing::AssertionFailure() << what << ": defined only on one side";
+  if (got.sizes() != ref.sizes())
+    return testing::AssertionFailure() << what << ": shape " << got.sizes() << ", expected " << ref.sizes();
+  const torch::Tensor g = got.to(torch::kFloat64).cpu(), r = ref.to(torch::kFloat64).cpu();
+  const double err = (g - r).norm().item<double>() / std::max(r.norm().item<double>(), 1e-30);
+  if (!(err < tol)) return testing::AssertionFailure() << what << ": relative norm error " << err << " >= " << tol;
+  return testing::AssertionSuccess();
+}
+
+const char* const kMlpNames[] = {"y", "dx", "dw1", "db1", "dw2", "db2"};
+
+}  // namespace
+
+TEST(GemmEpilogue, BiasGeluMlpMatchesAutogradOnCpu) {
+  for (bool with_b2 : {true, false}) {
+    Inputs in = make_inputs({5, 3, 16}, 24, torch::kFloat64, with_b2);
+    EXPECT_FALSE(ops::gemm_epilogue_supported({in.x, in.w1, in.b1}));  // CPU tensors take the ATen path
+    auto got = mlp_results(in, true, torch::kFloat64), ref = mlp_results(in, false, torch::kFloat64);
+    for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(close(kMlpNames[i], got[i], ref[i], 1e-12)) << "b2 " << with_b2;
+  }
+}
+
+TEST(GemmEpilogue, LinearBiasGradMatchesAutogradOnCpu) {
+  Inputs in = make_inputs({7, 2, 16}, 24, torch::kFloat64);
+  auto got = linear_results(in, true, torch::kFloat64), ref = linear_results(in, false, torch::kFloat64);
+  const char* names[] = {"y", "dx", "dw", "db"};
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(close(names[i], got[i], ref[i], 1e-12));
+}
+
+TEST(GemmEpilogue, SupportNeedsCuda16BitAndWidthsOf8) {
+  torch::Tensor a = torch::zeros({4, 16}, torch::kBFloat16);
+  EXPECT_FALSE(ops::gemm_epilogue_supported({a}));  // CPU
+  EXPECT_FALSE(ops::gemm_epilogue_supported({}));
+}
+
+#ifdef MEGATON_HAVE_CUDA
+namespace {
+
+bool cuda() {
+  return torch::cuda::is_available();
+}
+
+// bf16 keeps 8 bits of mantissa: the fused and the fp32 reference results differ by the roundings of the inputs'
+// products (relative ~2^-8 per element, smaller in norm).
+double tolerance(torch::ScalarType dtype) {
+  return dtype == torch::kBFloat16 ? 2e-2 : 4e-3;
+}
+
+}  // namespace
+
+TEST(KernelsGemmEpilogue, EachEpilogueFindsAnAlgorithmAndMatches) {
+  if (!cuda()) GTEST_SKIP() << "no CUDA device";
+  for (torch::ScalarType dtype : {torch::kBFloat16, torch::kFloat16}) {
+    const auto o = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+    Inputs in = make_inputs({1000, 64}, 256, o);  // T = 1000: not a multiple of the tile sizes
+    const double tol = tolerance(dtype);
+    torch::Tensor x = in.x, w1 = in.w1, b1 = in.b1, w2 = in.w2, dy = in.dy;
+    torch::Tensor act = torch::empty({1000, 256}, o), pre = torch::empty_like(act);
+    ASSERT_TRUE(ops::lt::linear_gelu_aux(x, w1, b1, act, pre));
+    torch::Tensor pre_ref = torch::linear(x.to(torch::kFloat32), w1.to(torch::kFloat32), b1.to(torch::kFloat32));
+    EXPECT_TRUE(close("pre", pre, pre_ref, tol));
+    EXPECT_TRUE(close("act", act, torch::gelu(pre_ref, "tanh"), tol));
+
+    torch::Tensor d_pre = torch::empty_like(pre), db1 = torch::empty({256}, o);
+    ASSERT_TRUE(ops::lt::dgelu_bgrad(dy, w2, pre, d_pre, db1));
+    torch::Tensor d_pre_ref = torch::gelu_backward(torch::mm(dy.to(torch::kFloat32), w2.to(torch::kFloat32)),
+                                                   pre.to(torch::kFloat32), "tanh");
+    EXPECT_TRUE(close("d_pre", d_pre, d_pre_ref, tol));
+    EXPECT_TRUE(close("db1", db1, d_pre_ref.sum(0), tol));
+
+    torch::Tensor dw = torch::empty({256, 64}, o), db = torch::empty({256}, o);
+    ASSERT_TRUE(ops::lt::wgrad_bgrad(d_pre, x, dw, db));
+    EXPECT_TRUE(close("dw", dw, torch::mm(d_pre.to(torch::kFloat32).t(), x.to(torch::kFloat32)), tol));
+    EXPECT_TRUE(close("db", db, d_pre.to(torch::kFloat32).sum(0), tol));
+  }
+}
+
+TEST(KernelsGemmEpilogue, MlpAndLinearMatchAten) {
+  if (!cuda()) GTEST_SKIP() << "no CUDA device";
+  for (torch::ScalarType dtype : {torch::kBFloat16, torch::kFloat16}) {
+    for (bool with_b2 : {true, false}) {
+      const auto o = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+      Inputs in = make_inputs({128, 3, 96}, 384, o, with_b2);  // [s, b, h]
+      ASSERT_TRUE(ops::gemm_epilogue_supported({in.x, in.w1, in.b1, in.w2, in.b2}));
+      auto got = mlp_results(in, true, dtype), ref = mlp_results(in, false, torch::kFloat32);
+      for (size_t i = 0; i < got.size(); ++i)
+        EXPECT_TRUE(close(kMlpNames[i], got[i], ref[i], tolerance(dtype))) << c10::toString(dtype) << " b2 " << with_b2;
+      auto lgot = linear_results(in, true, dtype), lref = linear_results(in, false, torch::kFloat32);
+      const char* names[] = {"y", "dx", "dw", "db"};
+      for (size_t i = 0; i < lgot.size(); ++i) EXPECT_TRUE(close(names[i], lgot[i], lref[i], tolerance(dtype)));
+    }
+  }
+}
+
+TEST(KernelsGemmEpilogue, UnsupportedShapesStayOnAten) {
+  if (!cuda()) GTEST_SKIP() << "no CUDA device";
+  const auto o = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  EXPECT_FALSE(ops::gemm_epilogue_supported({torch::zeros({4, 12}, o)}));  // width not a multiple of 8
+  EXPECT_FALSE(ops::gemm_epilogue_supported({torch::zeros({4, 16}, o.dtype(torch::kFloat32))}));
+  EXPECT_FALSE(ops::gemm_epilogue_supported({torch::zeros({4, 16}, o), torch::zeros({16}, o.dtype(torch::kFloat16))}));
+  // width 12: the autograd function still gives ATen's results through its fallback
+  Inputs in = make_inputs({10, 12}, 20, o);
+  auto got = mlp_results(in, true, torch::kBFloat16), ref = mlp_results(in, false, torch::kFloat32);
+  for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(close(kMlpNames[i], got[i], ref[i], 2e-2));
+}
+#endif  // MEGATON_HAVE_CUDA
