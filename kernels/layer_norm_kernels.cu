@@ -1,7 +1,8 @@
 // Fused LayerNorm kernels (kernels/layer_norm_kernels.h). A row is handled by a group of `group` threads: one warp
 // (no block-wide synchronisation) when the row is at most 96 16-byte vectors (h <= 768 bf16/fp16, h <= 384 fp32),
-// otherwise up to 512 threads reducing through shared memory; each thread owns the same `P` vectors of every row it
-// handles (vector p = t + i * group, i < P), so the backward can keep its dgamma/dbeta sums in registers across rows.
+// otherwise a group of threads (as few as the register cache allows, at most 512) reducing through shared memory;
+// each thread owns the same `P` vectors of every row it handles (vector p = t + i * group, i < P), so the backward can
+// keep its dgamma/dbeta sums in registers across rows.
 // A block holds `rows_per_block` groups (512 threads at most) and strides over the rows; the backward's grid is
 // persistent (as many blocks as fit at once) so that there are few partial sums to add up.
 #include <cuda_bf16.h>
@@ -295,10 +296,17 @@ struct Config {
 Config choose(int64_t h, int vec) {
   const int units = static_cast<int>(h / vec);
   if (units <= kWarpRowUnits) return {true, (units + 31) / 32, 32, kMaxThreads / 32};
-  int packs = (units + kMaxThreads - 1) / kMaxThreads;             // fp32 h = 16384: 8
-  if (packs == 5 || packs == 7) ++packs;                           // instantiated: 1, 2, 3, 4, 6, 8
+  // As many vectors per thread as the fp32 register cache holds (32 floats: 4 bf16/fp16 vectors, 8 fp32 ones), so
+  // that each thread has several 16-byte loads in flight and a row needs few threads: h = 2048 bf16 is 64 threads of
+  // 4 vectors, 8 rows per block. (One vector per thread, 256 threads per row, reached 1.4 TB/s on an H200.)
+  int packs = std::min(32 / vec, (units + 31) / 32);
+  packs = std::max(packs, (units + kMaxThreads - 1) / kMaxThreads);  // group <= kMaxThreads
+  if (packs == 5 || packs == 7) ++packs;                             // instantiated: 1, 2, 3, 4, 6, 8
   const int group = ((units + packs - 1) / packs + 31) / 32 * 32;  // <= kMaxThreads
-  return {false, packs, group, std::max(1, kMaxThreads / group)};
+  // Several rows per block fold their dgamma/dbeta sums through [2, h] floats of shared memory: at most the 48 KiB a
+  // launch gets without opting in (h <= 6144), else one row per block.
+  const bool fold_fits = 2 * h * static_cast<int64_t>(sizeof(float)) <= 48 * 1024;
+  return {false, packs, group, fold_fits ? std::max(1, kMaxThreads / group) : 1};
 }
 
 void check_args(int64_t rows, int64_t h, std::initializer_list<const void*> pointers, const char* what) {

@@ -2,13 +2,16 @@
 // ([32768 tokens = micro-batch 32 x seq 1024, h 768, ffn 3072]) and GPT 1.3B ([16384 = 8 x 2048, 2048, 8192]) training
 // sizes, bf16: ops::bias_gelu_mlp (bias + GELU in fc1's GEMM epilogue, GELU's derivative and the bias gradients in
 // the backward GEMMs' epilogues, cuBLASLt) against torch::linear / torch::gelu / torch::linear (ATen's kernels, as
-// the model runs with --no-gemm-epilogue-fusion), timed alternately in the same iterations. Counters: aten_ms,
-// fused_ms, speedup (aten / fused); the benchmark's own time is the fused path's.
+// the model runs by default; --gemm-epilogue-fusion takes the fused path), timed alternately in the same iterations.
+// Counters: aten_ms, fused_ms, speedup (aten / fused); the benchmark's own time is the fused path's. BM_LinearGeluAux,
+// BM_DgeluBgrad, BM_WgradBgrad: each cuBLASLt call alone (ops/cublaslt_gemm.h) against the ATen ops it replaces, to see
+// which GEMM an epilogue slows down.
 //   build/perf/bench_gemm_epilogue [--benchmark_min_time=1]     (reports an error row without a CUDA device)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
 #include "bench_alternate.h"
+#include "ops/cublaslt_gemm.h"
 #include "ops/gemm_epilogue.h"
 
 using namespace megaton;
@@ -40,8 +43,63 @@ void BM_BiasGeluMlpFusedVsAten(benchmark::State& state) {
       [&] { torch::linear(torch::gelu(torch::linear(x, w1, b1), "tanh"), w2, b2).backward(dy); }, 0, 0);
 }
 
+#ifdef MEGATON_HAVE_CUDA
+// x [T, h], w1 [f, h], b1 [f], w2 [h, f], dy [T, h] bf16 on the GPU, f = 4h; false (and an error row) without CUDA.
+struct Pieces {
+  torch::Tensor x, w1, b1, w2, dy, pre;
+};
+
+bool make_pieces(benchmark::State& state, Pieces& p) {
+  if (!torch::cuda::is_available()) {
+    state.SkipWithError("no CUDA device");
+    return false;
+  }
+  const int64_t tokens = state.range(0), h = state.range(1), f = 4 * h;
+  const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  p = {torch::randn({tokens, h}, o),   torch::randn({f, h}, o) * 0.02, torch::randn({f}, o) * 0.02,
+       torch::randn({h, f}, o) * 0.02, torch::randn({tokens, h}, o),   torch::randn({tokens, f}, o)};
+  return true;
+}
+
+void BM_LinearGeluAux(benchmark::State& state) {
+  Pieces p;
+  if (!make_pieces(state, p)) return;
+  torch::Tensor act = torch::empty_like(p.pre), pre = torch::empty_like(p.pre);
+  perf::time_alternately(
+      state, [] {}, [&] { ops::lt::linear_gelu_aux(p.x, p.w1, p.b1, act, pre); },
+      [&] { torch::gelu(torch::linear(p.x, p.w1, p.b1), "tanh"); }, 0, 0);
+}
+
+void BM_DgeluBgrad(benchmark::State& state) {
+  Pieces p;
+  if (!make_pieces(state, p)) return;
+  torch::Tensor d_pre = torch::empty_like(p.pre), db = torch::empty({p.pre.size(1)}, p.pre.options());
+  perf::time_alternately(
+      state, [] {}, [&] { ops::lt::dgelu_bgrad(p.dy, p.w2, p.pre, d_pre, db); },
+      [&] { torch::gelu_backward(torch::mm(p.dy, p.w2), p.pre, "tanh").sum(0); }, 0, 0);
+}
+
+void BM_WgradBgrad(benchmark::State& state) {  // fc1's weight and bias gradients: dy [T, f], x [T, h]
+  Pieces p;
+  if (!make_pieces(state, p)) return;
+  torch::Tensor dw = torch::empty_like(p.w1), db = torch::empty_like(p.b1);
+  perf::time_alternately(
+      state, [] {}, [&] { ops::lt::wgrad_bgrad(p.pre, p.x, dw, db); },
+      [&] {
+        torch::mm(p.pre.t(), p.x);
+        p.pre.sum(0);
+      },
+      0, 0);
+}
+#endif
+
 }  // namespace
 
+#ifdef MEGATON_HAVE_CUDA
+BENCHMARK(BM_LinearGeluAux)->Args({32768, 768})->Args({16384, 2048})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DgeluBgrad)->Args({32768, 768})->Args({16384, 2048})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_WgradBgrad)->Args({32768, 768})->Args({16384, 2048})->UseManualTime()->Unit(benchmark::kMillisecond);
+#endif
 BENCHMARK(BM_BiasGeluMlpFusedVsAten)
     ->Args({32768, 768})
     ->Args({16384, 2048})

@@ -11,7 +11,7 @@
 #   6. the unit tests (UNIT_FILTER, default all; CPU tests on this machine), if time is left        -> unit_tests.log
 #   7. perf/sweep over perf/sweep/configs/h200-1gpu.txt with the time left, and `megaton plan --check` -> sweep/
 # Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
-# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion"; empty: no A/B), SKIP ("" or words of: bench generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
+# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none), SKIP ("" or words of: bench generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
@@ -52,10 +52,6 @@ if grep -q 'FAILED .*KernelsLayerNorm' "$R/kernels.log"; then
   ln_flag+=(--no-fused-layernorm)
   stamp "the fused LayerNorm failed its GPU tests: training below runs with --no-fused-layernorm"
 fi
-if grep -q 'FAILED .*KernelsGemmEpilogue' "$R/kernels.log"; then
-  ln_flag+=(--no-gemm-epilogue-fusion)
-  stamp "the cuBLASLt epilogues failed their GPU tests: training below runs with --no-gemm-epilogue-fusion"
-fi
 synth_dataset /tmp/synth_text_document
 common=(--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
   --hidden-dropout 0 --attention-dropout 0 --log-interval 1 --eval-interval 100000 --eval-iters 1
@@ -78,21 +74,28 @@ for c in $CONFIGS; do
   grep -h '"timer_ms"' "$R/train_$c.jsonl" | tail -1 | python3 -c 'import json,sys; print("timers (ms):", json.loads(sys.stdin.read())["timer_ms"])' 2>&1 |
     tee -a "$OUT/summary.txt"
 done
-# A/B: the same runs (no profile) with and without AB_FLAGS (default: the cuBLASLt epilogues off): the step time each
-# way and the losses, which must agree to bf16 rounding (compare_runs.py).
-AB_FLAGS=${AB_FLAGS:---no-gemm-epilogue-fusion}
+# A/B: the same runs (no profile) with the defaults and with each flag set of AB_FLAGS (';'-separated): the step time
+# each way and the losses, which must agree to bf16 rounding (compare_runs.py).
+AB_FLAGS=${AB_FLAGS---gemm-epilogue-fusion;--no-fused-layernorm}
+ab_run() {  # config tag flags...
+  local c=$1 tag=$2; shift 2
+  # shellcheck disable=SC2086
+  capped 90 "$BUILD/megaton" train "${common[@]}" "$@" --train-iters 10 ${dims[$c]} --metrics-file "$R/ab_${c}_$tag.jsonl" \
+    > "$R/ab_${c}_$tag.log" 2>&1
+  stamp "megaton $c ${*:-(defaults)} exit code $?: $(grep -o 'elapsed time per iteration (ms): [0-9.]*\|TFLOPs: [0-9.]*' \
+    "$R/ab_${c}_$tag.log" | tail -2 | tr '\n' ' ')"
+}
 if [ ${#ln_flag[@]} -eq 0 ] && [ -n "$AB_FLAGS" ]; then
+  IFS=';' read -r -a ab_sets <<< "$AB_FLAGS"
   for c in $CONFIGS; do
-    for side in on off; do
-      extra=(); [ $side = off ] && read -r -a extra <<< "$AB_FLAGS"
-      # shellcheck disable=SC2086
-      capped 90 "$BUILD/megaton" train "${common[@]}" "${extra[@]}" --train-iters 10 ${dims[$c]} \
-        --metrics-file "$R/ab_${c}_$side.jsonl" > "$R/ab_${c}_$side.log" 2>&1
-      stamp "megaton $c ${extra[*]:-(defaults)} exit code $?: $(grep -o 'elapsed time per iteration (ms): [0-9.]*\|TFLOPs: [0-9.]*' \
-        "$R/ab_${c}_$side.log" | tail -2 | tr '\n' ' ')"
+    ab_run "$c" base
+    for i in "${!ab_sets[@]}"; do
+      read -r -a extra <<< "${ab_sets[$i]}"
+      ab_run "$c" "b$i" "${extra[@]}"
+      echo "A = defaults, B = ${ab_sets[$i]} ($c):" | tee -a "$OUT/summary.txt"
+      python3 "$SRC/perf/gpu/compare_runs.py" "$R/ab_${c}_base.jsonl" "$R/ab_${c}_b$i.jsonl" 2>&1 | tail -1 |
+        tee -a "$OUT/summary.txt"
     done
-    echo "A = defaults, B = $AB_FLAGS ($c):" | tee -a "$OUT/summary.txt"
-    python3 "$SRC/perf/gpu/compare_runs.py" "$R/ab_${c}_on.jsonl" "$R/ab_${c}_off.jsonl" 2>&1 | tee -a "$OUT/summary.txt"
   done
 fi
 # A checkpoint written on the GPU (124M, bf16, with optimizer state) loads and training continues from it.

@@ -49,8 +49,8 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("checkpoint-num-layers", val(a.checkpoint_num_layers), "layers per recomputed chunk")
       ("no-bias-gelu-fusion", po::bool_switch(&a.no_bias_gelu_fusion), "accepted for compatibility (GLU needs it)")
       ("no-fused-layernorm", po::bool_switch(&a.no_fused_layernorm), "ATen's LayerNorm on CUDA, not megaton's kernel")
-      ("no-gemm-epilogue-fusion", po::bool_switch(&a.no_gemm_epilogue_fusion),
-       "CUDA: bias gradients, bias+GELU and GELU's gradient as separate ATen kernels, not in cuBLASLt epilogues")
+      ("gemm-epilogue-fusion", po::bool_switch(&a.gemm_epilogue_fusion),
+       "CUDA: bias+GELU, GELU's gradient and bias gradients in cuBLASLt GEMM epilogues (experimental, slower on H200)")
       ("no-query-key-layer-scaling", po::bool_switch()->notifier([&a](bool v) {
          if (v) a.apply_query_key_layer_scaling = false;
        }),

@@ -37,8 +37,8 @@ struct ModelArgs {
   bool checkpoint_activations = false;
   int checkpoint_num_layers = 1;
   bool no_bias_gelu_fusion = false;
-  bool no_fused_layernorm = false;  // ATen's LayerNorm on CUDA instead of kernels/layer_norm_kernels.cu (not saved)
-  bool no_gemm_epilogue_fusion = false;       // CUDA: ATen's linear/GELU instead of ops/gemm_epilogue.h (not saved)
+  bool no_fused_layernorm = false;    // ATen's LayerNorm on CUDA instead of kernels/layer_norm_kernels.cu (not saved)
+  bool gemm_epilogue_fusion = false;  // CUDA: ops/gemm_epilogue.h (cuBLASLt epilogues; not saved, slower on H200)
   bool apply_query_key_layer_scaling = true;  // --no-query-key-layer-scaling clears it
   bool attention_softmax_in_fp32 = false;
   bool untie_embeddings_and_output_weights = false;

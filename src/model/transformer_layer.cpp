@@ -57,7 +57,7 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   const int64_t h = m.hidden_size, heads = m.num_attention_heads, d = m.kv_channels, ffn = m.ffn_hidden_size;
   const int n = tp->size();
   local_heads_ = heads / n;
-  const bool epilogues = !m.no_gemm_epilogue_fusion;
+  const bool epilogues = m.gemm_epilogue_fusion;
   fused_mlp_ = epilogues && act_ == ops::Activation::kGeluTanh;
   const std::string p = "layers." + std::to_string(index) + ".";
   auto ln = [&](const std::string& name, bool weight) {

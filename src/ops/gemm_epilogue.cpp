@@ -79,14 +79,16 @@ struct LinearBiasGradFused : torch::autograd::Function<LinearBiasGradFused> {
 };
 
 struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
-  // x [T, h] contiguous, w1 [f, h], b1 [f], w2 [h, f], b2 [h] or undefined -> [T, h]
+  // x [T, h] contiguous, w1 [f, h], b1 [f], w2 [h, f], b2 [h] or (no fc2 bias) an empty placeholder -> [T, h]. The
+  // placeholder: autograd functions take no undefined tensors.
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w1, torch::Tensor b1,
                                torch::Tensor w2, torch::Tensor b2) {
     torch::Tensor w1c = w1.contiguous(), w2c = w2.contiguous();
     auto [act, pre] = linear_gelu(x, w1c, b1);  // [T, f] each
     ctx->save_for_backward({x, w1c, w2c, act, pre});
-    ctx->saved_data["has_b2"] = b2.defined();
-    return torch::linear(act, w2c, b2);  // [T, h]
+    const bool has_b2 = b2.numel() > 0;
+    ctx->saved_data["has_b2"] = has_b2;
+    return torch::linear(act, w2c, has_b2 ? b2 : torch::Tensor());  // [T, h]
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -133,7 +135,8 @@ torch::Tensor linear_bias_grad_fused(const torch::Tensor& x, const torch::Tensor
 
 torch::Tensor bias_gelu_mlp(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,
                             const torch::Tensor& w2, const torch::Tensor& b2) {
-  return BiasGeluMlp::apply(rows_of(x), w1, b1, w2, b2).view(x.sizes());  // [.., h]
+  torch::Tensor b2_or_empty = b2.defined() ? b2 : torch::empty({0}, w2.options());
+  return BiasGeluMlp::apply(rows_of(x), w1, b1, w2, b2_or_empty).view(x.sizes());  // [.., h]
 }
 
 }  // namespace megaton::ops
