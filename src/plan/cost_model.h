@@ -33,15 +33,15 @@ struct Layout {
 };
 
 /// The fitted constants (plan/calibration.h fits them to measured iterations). The defaults are the fit (rounded) to
-/// the two H200 points measured with the fused kernels (perf/results/2026-12-02-h200-session/sweep.csv, docs/plan.md).
+/// the eight H200 points of the first GPU sweep (perf/results/2026-12-03-h200/sweep.csv, docs/plan.md).
 struct Calibration {
-  double eff_max = 1.0;                    // GEMM efficiency (fraction of peak) approached by large per-GPU GEMMs
-  double gemm_half_gflop = 166.0;          // per-GPU GEMM size (GFLOP of one MLP GEMM of a micro-batch) at eff_max / 2
-  double layer_overhead_ms = 0.0499;       // fixed cost per layer and micro-batch on a rank (launches), fwd+bwd
-  double optimizer_ns_per_param = 0.0509;  // per-parameter work of the step: Adam, grad zeroing, norm, casts
-  double fixed_ms = 1.02;                  // per-iteration constant (loss, logging, scheduler)
+  double eff_max = 0.617;                   // GEMM efficiency (fraction of peak) approached by large per-GPU GEMMs
+  double gemm_half_gflop = 23.5;            // per-GPU GEMM size (GFLOP of one MLP GEMM of a micro-batch) at eff_max / 2
+  double layer_overhead_ms = 0.0435;        // fixed cost per layer and micro-batch on a rank (launches), fwd+bwd
+  double optimizer_ns_per_param = 0.00576;  // per-parameter work of the step: Adam, grad zeroing, norm, casts
+  double fixed_ms = 0.777;                  // per-iteration constant (loss, logging, scheduler)
   double dp_overlap = 0.5;  // fraction of the DP gradient reduction that can hide behind the last backward
-  std::string source = "built-in: fitted to perf/results/2026-12-02-h200-session/sweep.csv";
+  std::string source = "built-in: fitted to perf/results/2026-12-03-h200/sweep.csv";
 
   /// Achieved fraction of peak for a per-GPU GEMM of `gflop` GFLOP: eff_max * g / (g + gemm_half_gflop).
   double efficiency(double gemm_gflop) const;

@@ -147,7 +147,7 @@ int run_plan(int argc, const char* const* argv) {
                        "megaton plan: predict memory per GPU and time per iteration of parallel layouts\n"
                        "  megaton plan --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
                        "--global-batch-size 512 --bf16 --nodes 4 --gpus-per-node 8\n"
-                       "  megaton plan --check perf/results/2026-12-02-h200-session/sweep.csv",
+                       "  megaton plan --check perf/results/2026-12-03-h200/sweep.csv",
                        argc, argv, d, std::cout))
     return 0;
 

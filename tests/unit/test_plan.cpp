@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "plan/calibration.h"
@@ -176,19 +177,45 @@ TEST(Plan, FitRecoversSyntheticPoints) {
 }
 
 TEST(Plan, CalibrationReproducesMeasuredH200Points) {
-  // perf/results/2026-12-02-h200-session/sweep.csv: 1.3B and 124M on one H200 with the fused kernels (docs/gpu.md).
-  // Stated tolerance: 5%.
-  const auto pts = read_measured_points(source("perf/results/2026-12-02-h200-session/sweep.csv"), "--check");
-  ASSERT_EQ(pts.size(), 2u);
-  EXPECT_NEAR(pts[0].ms_per_iter, 265.6, 1.0);
-  const Calibration fit = fit_calibration(pts);
-  for (const auto& p : pts) EXPECT_LT(std::fabs(relative_error(p, fit)), 0.05) << p.label;
-  // The built-in defaults are that fit.
-  for (const auto& p : pts) EXPECT_LT(std::fabs(relative_error(p, Calibration())), 0.05) << p.label;
-  // The earlier points (perf/results/2026-12-02-h200: the same models before the fused kernels) are fitted as well.
-  const auto before = read_measured_points(source("perf/results/2026-12-02-h200/sweep.csv"), "--check");
-  const Calibration fit_before = fit_calibration(before);
-  for (const auto& p : before) EXPECT_LT(std::fabs(relative_error(p, fit_before)), 0.05) << p.label;
+  // perf/results/2026-12-03-h200/sweep.csv: the first GPU sweep, 8 single-H200 points (124M, 350M, 1.3B at several
+  // micro-batch sizes, with recomputation and with gradient accumulation). Stated tolerances: in-sample 15% per point
+  // and 6% on average (measured: fit 10.9% / 4.2%, built-in 11.4% / 4.3%); leave-one-out 15% on average (measured
+  // 8.9%; the worst point, 124M at micro-batch 8, extrapolates to a GEMM 3.5x smaller than any other point's and is
+  // off by ~37%, so no per-point bound).
+  const auto pts = read_measured_points(source("perf/results/2026-12-03-h200/sweep.csv"), "--check");
+  ASSERT_EQ(pts.size(), 8u);
+  EXPECT_NEAR(pts[4].ms_per_iter, 260.7, 1.0) << pts[4].label;
+  auto check = [&](const Calibration& cal, const char* what) {
+    double sum = 0;
+    for (const auto& p : pts) {
+      const double e = std::fabs(relative_error(p, cal));
+      sum += e;
+      EXPECT_LT(e, 0.15) << what << ": " << p.label;
+    }
+    EXPECT_LT(sum / pts.size(), 0.06) << what;
+  };
+  check(fit_calibration(pts), "fit");
+  // The built-in defaults are the fit of this file (rounded) from the previous built-in values; a refit from them moves
+  // the weakly determined per-parameter cost (docs/plan.md), so only the errors are compared.
+  check(Calibration(), "built-in");
+  double loo_sum = 0;
+  for (size_t i = 0; i < pts.size(); ++i) {
+    std::vector<MeasuredPoint> others(pts);
+    others.erase(others.begin() + long(i));
+    loo_sum += std::fabs(relative_error(pts[i], fit_calibration(others)));
+  }
+  EXPECT_LT(loo_sum / pts.size(), 0.15);
+  // The earlier two-point files (perf/results/2026-12-02-h200-session: 1.3B and 124M with the fused kernels but the
+  // ATen LayerNorm; perf/results/2026-12-02-h200: before the fused kernels) are fitted as well. (The built-in no longer
+  // reproduces them within 5%: their 124M point, 66.4 ms, is slower than the sweep's 61.9 ms, which the built-in
+  // itself predicts 11% low.)
+  for (const char* file :
+       {"perf/results/2026-12-02-h200-session/sweep.csv", "perf/results/2026-12-02-h200/sweep.csv"}) {
+    const auto before = read_measured_points(source(file), "--check");
+    ASSERT_EQ(before.size(), 2u) << file;
+    const Calibration fit_before = fit_calibration(before);
+    for (const auto& p : before) EXPECT_LT(std::fabs(relative_error(p, fit_before)), 0.05) << file << ": " << p.label;
+  }
 }
 
 TEST(Plan, CalibrationReproducesMeasuredCpuPoints) {
