@@ -14,8 +14,8 @@
 #include <string>
 #include <type_traits>
 
-#include "layer_norm_kernels.h"
 #include "kernel_util.cuh"
+#include "layer_norm_kernels.h"
 
 namespace megaton::kernels {
 
@@ -29,7 +29,6 @@ constexpr int kMaxThreads = 512;   // threads per block at most (every kernel's 
 constexpr int kWarpRowUnits = 96;  // a warp per row up to this many vectors per row (3 per lane)
 constexpr int kReduceCols = 16;    // gamma_beta_kernel: columns per block
 constexpr int kReduceRows = 32;    // gamma_beta_kernel: threads over the partials per column
-
 
 // One 16-byte load or store: 8 bf16/fp16 or 4 fp32.
 template <typename T>
@@ -80,8 +79,9 @@ __device__ __forceinline__ float2 group_sum2(float2 v, float2* red, int group) {
 // 32 floats): one read of x, two-pass mean and variance from registers.
 template <typename T, int P, bool kWarp>
 __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  // <= 64 registers, unless 32 floats
-    forward_kernel(const T* __restrict__ x, const T* __restrict__ gamma, const T* __restrict__ beta, T* __restrict__ y,
-                   float* __restrict__ mean, float* __restrict__ rstd, int64_t rows, int h, int group, float eps) {
+    forward_kernel(const T* __restrict__ x, const T* __restrict__ res, T* __restrict__ sum, const T* __restrict__ gamma,
+                   const T* __restrict__ beta, T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
+                   int64_t rows, int h, int group, float eps) {
   constexpr int V = Pack<T>::kVec;
   __shared__ float red[kMaxThreads / 32];
   const int units = h / V, rows_per_block = blockDim.x / group;
@@ -94,25 +94,32 @@ __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  /
        base += static_cast<int64_t>(gridDim.x) * rows_per_block) {
     const int64_t r = base + g;
     const bool active = r < rows;
-    const auto* xr = reinterpret_cast<const Pack<T>*>(x + (active ? r : 0) * h);  // [units]
+    const int64_t off = (active ? r : 0) * h;
+    const auto* xr = reinterpret_cast<const Pack<T>*>(x + off);  // [units]
     float v[P][V];
-    float sum = 0.f;
+    float row_sum = 0.f;
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       const int p = t + i * group;
       if (active && p < units) {
-        const Pack<T> pk = xr[p];
+        Pack<T> pk = xr[p];
+        if (res != nullptr) {  // the residual add, rounded to T as ATen's x + res, normalised from the rounded sum
+          const Pack<T> rk = reinterpret_cast<const Pack<T>*>(res + off)[p];
+#pragma unroll
+          for (int k = 0; k < V; ++k) pk.v[k] = from_float<T>(to_float(pk.v[k]) + to_float(rk.v[k]));
+          reinterpret_cast<Pack<T>*>(sum + off)[p] = pk;
+        }
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           v[i][k] = to_float(pk.v[k]);
-          sum += v[i][k];
+          row_sum += v[i][k];
         }
       } else {
 #pragma unroll
         for (int k = 0; k < V; ++k) v[i][k] = 0.f;
       }
     }
-    const float mu = group_sum<kWarp>(sum, red, group) * inv_h;
+    const float mu = group_sum<kWarp>(row_sum, red, group) * inv_h;
     float sq = 0.f;
 #pragma unroll
     for (int i = 0; i < P; ++i) {
@@ -153,8 +160,8 @@ __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  /
 template <typename T, int P, bool kWarp>
 __global__ void __launch_bounds__(kMaxThreads)
     backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ gamma,
-                    const float* __restrict__ mean, const float* __restrict__ rstd, T* __restrict__ dx,
-                    float* __restrict__ part, int64_t rows, int h, int group) {
+                    const float* __restrict__ mean, const float* __restrict__ rstd, const T* __restrict__ dres,
+                    T* __restrict__ dx, float* __restrict__ part, int64_t rows, int h, int group) {
   constexpr int V = Pack<T>::kVec;
   constexpr bool kCache = 8 * P + 2 * P * V <= 72;  // registers: two raw vectors + two float sums per element
   extern __shared__ float fold[];                   // [2, h] when rows_per_block > 1
@@ -210,11 +217,14 @@ __global__ void __launch_bounds__(kMaxThreads)
           xk = xr[p], dk = dyr[p];
         }
         const Pack<T> gk = gp[p];
+        Pack<T> rk;  // the residual branch's gradient, added before rounding
+        if (dres != nullptr) rk = reinterpret_cast<const Pack<T>*>(dres + off)[p];
         Pack<T> o;
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const float xh = (to_float(xk.v[k]) - mu) * rs, gd = to_float(dk.v[k]) * to_float(gk.v[k]);
-          o.v[k] = from_float<T>(rs * (gd - a - xh * b));
+          const float extra = dres != nullptr ? to_float(rk.v[k]) : 0.f;
+          o.v[k] = from_float<T>(rs * (gd - a - xh * b) + extra);
         }
         dxr[p] = o;
       }
@@ -302,7 +312,7 @@ Config choose(int64_t h, int vec) {
   int packs = std::min(32 / vec, (units + 31) / 32);
   packs = std::max(packs, (units + kMaxThreads - 1) / kMaxThreads);  // group <= kMaxThreads
   if (packs == 5 || packs == 7) ++packs;                             // instantiated: 1, 2, 3, 4, 6, 8
-  const int group = ((units + packs - 1) / packs + 31) / 32 * 32;  // <= kMaxThreads
+  const int group = ((units + packs - 1) / packs + 31) / 32 * 32;    // <= kMaxThreads
   // Several rows per block fold their dgamma/dbeta sums through [2, h] floats of shared memory: at most the 48 KiB a
   // launch gets without opting in (h <= 6144), else one row per block.
   const bool fold_fits = 2 * h * static_cast<int64_t>(sizeof(float)) <= 48 * 1024;
@@ -353,15 +363,15 @@ int64_t ceil_div(int64_t a, int64_t b) {
 }
 
 template <typename T>
-void launch_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean, float* rstd, int64_t rows,
-                    int64_t h, float eps, cudaStream_t stream) {
+void launch_forward(const void* x, const void* res, void* sum, const void* gamma, const void* beta, void* y,
+                    float* mean, float* rstd, int64_t rows, int64_t h, float eps, cudaStream_t stream) {
   const Config c = choose(h, Pack<T>::kVec);
   const int64_t blocks = std::min<int64_t>(ceil_div(rows, c.rows_per_block), 1 << 30);
   dispatch<T>(c, [&](auto packs, auto warp) {
     forward_kernel<T, decltype(packs)::value, decltype(warp)::value>
         <<<static_cast<unsigned>(blocks), c.threads(), 0, stream>>>(
-            static_cast<const T*>(x), static_cast<const T*>(gamma), static_cast<const T*>(beta), static_cast<T*>(y),
-            mean, rstd, rows, static_cast<int>(h), c.group, eps);
+            static_cast<const T*>(x), static_cast<const T*>(res), static_cast<T*>(sum), static_cast<const T*>(gamma),
+            static_cast<const T*>(beta), static_cast<T*>(y), mean, rstd, rows, static_cast<int>(h), c.group, eps);
   });
   check(cudaGetLastError(), "layer_norm_forward launch");
 }
@@ -384,16 +394,16 @@ int64_t backward_partials(int64_t rows, int64_t h) {
 }
 
 template <typename T>
-void launch_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd, void* dx,
-                     void* dgamma, void* dbeta, float* workspace, int64_t partials, int64_t rows, int64_t h,
-                     cudaStream_t stream) {
+void launch_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
+                     const void* dres, void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials,
+                     int64_t rows, int64_t h, cudaStream_t stream) {
   const Config c = choose(h, Pack<T>::kVec);
   const size_t smem = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
   dispatch<T>(c, [&](auto packs, auto warp) {
     backward_kernel<T, decltype(packs)::value, decltype(warp)::value>
         <<<static_cast<unsigned>(partials), c.threads(), smem, stream>>>(
             static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean, rstd,
-            static_cast<T*>(dx), workspace, rows, static_cast<int>(h), c.group);
+            static_cast<const T*>(dres), static_cast<T*>(dx), workspace, rows, static_cast<int>(h), c.group);
   });
   check(cudaGetLastError(), "layer_norm_backward launch");
   gamma_beta_kernel<T><<<static_cast<unsigned>(ceil_div(h, kReduceCols)), dim3(kReduceCols, kReduceRows), 0, stream>>>(
@@ -404,16 +414,20 @@ void launch_backward(const void* dy, const void* x, const void* gamma, const flo
 }  // namespace
 
 void layer_norm_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean, float* rstd,
-                        FloatType type, int64_t rows, int64_t h, float eps, cudaStream_t stream) {
+                        FloatType type, int64_t rows, int64_t h, float eps, cudaStream_t stream, const void* residual,
+                        void* sum) {
   check_args(rows, h, {x, gamma, beta, y}, "layer_norm_forward");
+  if ((residual == nullptr) != (sum == nullptr))
+    throw std::invalid_argument("layer_norm_forward: residual and sum go together");
+  if (residual != nullptr) check_args(rows, h, {residual, sum}, "layer_norm_forward");
   if (rows == 0) return;
   switch (type) {
     case FloatType::kFloat32:
-      return launch_forward<float>(x, gamma, beta, y, mean, rstd, rows, h, eps, stream);
+      return launch_forward<float>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream);
     case FloatType::kBFloat16:
-      return launch_forward<__nv_bfloat16>(x, gamma, beta, y, mean, rstd, rows, h, eps, stream);
+      return launch_forward<__nv_bfloat16>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream);
     case FloatType::kFloat16:
-      return launch_forward<__half>(x, gamma, beta, y, mean, rstd, rows, h, eps, stream);
+      return launch_forward<__half>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream);
   }
 }
 
@@ -432,18 +446,21 @@ int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h) {
 
 void layer_norm_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
                          void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials, FloatType type,
-                         int64_t rows, int64_t h, cudaStream_t stream) {
+                         int64_t rows, int64_t h, cudaStream_t stream, const void* dresidual) {
   check_args(rows, h, {dy, x, gamma, dx}, "layer_norm_backward");
+  if (dresidual != nullptr) check_args(rows, h, {dresidual}, "layer_norm_backward");
   if (partials < 1 || partials > (int64_t{1} << 30))
     throw std::invalid_argument("layer_norm_backward: partials must be in [1, 2^30]");
   switch (type) {
     case FloatType::kFloat32:
-      return launch_backward<float>(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, workspace, partials, rows, h, stream);
+      return launch_backward<float>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, workspace, partials, rows,
+                                    h, stream);
     case FloatType::kBFloat16:
-      return launch_backward<__nv_bfloat16>(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, workspace, partials, rows, h,
-                                            stream);
+      return launch_backward<__nv_bfloat16>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, workspace, partials,
+                                            rows, h, stream);
     case FloatType::kFloat16:
-      return launch_backward<__half>(dy, x, gamma, mean, rstd, dx, dgamma, dbeta, workspace, partials, rows, h, stream);
+      return launch_backward<__half>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, workspace, partials, rows,
+                                     h, stream);
   }
 }
 

@@ -33,10 +33,13 @@ inline bool layer_norm_supported_width(int64_t h) {
 }
 
 /// Forward. x, y [rows, h] row-major (contiguous), gamma, beta [h]; writes y and mean, rstd [rows] fp32.
+/// With `residual` and `sum` ([rows, h], both or neither): sum = x + residual (rounded to the element type, as ATen's
+/// add) is written and normalised instead of x (the transformer's residual add fused into the next LayerNorm).
 /// Asynchronous on `stream`; throws std::invalid_argument for an unsupported h or a misaligned pointer and
 /// std::runtime_error when the launch fails.
 void layer_norm_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean, float* rstd,
-                        FloatType type, int64_t rows, int64_t h, float eps, cudaStream_t stream);
+                        FloatType type, int64_t rows, int64_t h, float eps, cudaStream_t stream,
+                        const void* residual = nullptr, void* sum = nullptr);
 
 /// Rows of the backward's fp32 workspace per gradient: the backward needs `workspace` of 2 * partials * h floats.
 /// One per thread block of the backward's grid (as many as fit on the current device at once, at most one per group
@@ -45,9 +48,11 @@ int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h);
 
 /// Backward. dy, x, dx [rows, h], gamma [h], mean, rstd [rows] from the forward; writes dx, dgamma and dbeta [h] (in
 /// `type`); workspace: 2 * partials * h floats from layer_norm_backward_partials (any partials >= 1 gives the same
-/// sums up to rounding; the same partials give the same bits). Asynchronous on `stream`; throws as the forward.
+/// sums up to rounding; the same partials give the same bits). With `dresidual` [rows, h]: dx += dresidual before
+/// rounding (the gradient of the residual branch that also reads the forward's sum). Asynchronous on `stream`; throws
+/// as the forward.
 void layer_norm_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
                          void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials, FloatType type,
-                         int64_t rows, int64_t h, cudaStream_t stream);
+                         int64_t rows, int64_t h, cudaStream_t stream, const void* dresidual = nullptr);
 
 }  // namespace megaton::kernels

@@ -172,8 +172,10 @@ torch::Tensor TransformerLayer::forward_impl(const torch::Tensor& x, const Layer
   };
   torch::Tensor ln1 = ops::layer_norm(x, ln1_w_, ln1_b_, eps, !m.no_fused_layernorm);
   torch::Tensor residual = m.apply_residual_connection_post_layernorm ? ln1 : x;
-  torch::Tensor a = residual + hidden_dropout(attention(ln1, ctx, kv));
-  torch::Tensor ln2 = ops::layer_norm(a, ln2_w_, ln2_b_, eps, !m.no_fused_layernorm);
+  // a = residual + attention; the add runs inside LN2's kernel (ops::add_layer_norm) where the fused LayerNorm applies.
+  const ops::AddLayerNorm a_ln2 = ops::add_layer_norm(hidden_dropout(attention(ln1, ctx, kv)), residual, ln2_w_, ln2_b_,
+                                                      eps, !m.no_fused_layernorm);
+  const torch::Tensor &a = a_ln2.sum, &ln2 = a_ln2.y;  // [s, b, h] each
   residual = m.apply_residual_connection_post_layernorm ? ln2 : a;
   return residual + hidden_dropout(mlp(ln2));
 }

@@ -12,11 +12,23 @@ torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, co
   const auto dtype = x.scalar_type();
   const bool half = dtype == torch::kBFloat16 || dtype == torch::kFloat16;
   if (half && x.device().is_cpu()) {
-    return torch::layer_norm(x.to(torch::kFloat32), {x.size(-1)}, weight.to(torch::kFloat32),
-                             bias.to(torch::kFloat32), eps)
+    return torch::layer_norm(x.to(torch::kFloat32), {x.size(-1)}, weight.to(torch::kFloat32), bias.to(torch::kFloat32),
+                             eps)
         .to(dtype);
   }
   return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
+}
+
+AddLayerNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
+                            const torch::Tensor& bias, double eps, bool use_fused) {
+#ifdef MEGATON_HAVE_CUDA
+  if (use_fused && fused_add_layer_norm_supported(x, residual, weight, bias)) {
+    FusedAddLayerNormOutput f = fused_add_layer_norm(x, residual, weight, bias, eps);
+    return {f.sum, f.y};
+  }
+#endif
+  torch::Tensor sum = x + residual;
+  return {sum, layer_norm(sum, weight, bias, eps, use_fused)};
 }
 
 }  // namespace megaton::ops

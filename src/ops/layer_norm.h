@@ -12,4 +12,12 @@ namespace megaton::ops {
 torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                          bool use_fused = true);
 
+/// The residual add and the LayerNorm after it: sum = x + residual, y = layer_norm(sum). On CUDA tensors the fused
+/// kernel takes, one kernel each way (ops/layer_norm_cuda.h); otherwise x + residual and layer_norm above.
+struct AddLayerNorm {
+  torch::Tensor sum, y;  // [.., h] each
+};
+AddLayerNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
+                            const torch::Tensor& bias, double eps, bool use_fused = true);
+
 }  // namespace megaton::ops

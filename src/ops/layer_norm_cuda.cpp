@@ -54,7 +54,49 @@ struct FusedLayerNorm : torch::autograd::Function<FusedLayerNorm> {
   }
 };
 
+// (sum, y) = (x + residual, LayerNorm(x + residual)): one forward kernel, one backward kernel.
+struct FusedAddLayerNorm : torch::autograd::Function<FusedAddLayerNorm> {
+  static variable_list forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor residual, torch::Tensor weight,
+                               torch::Tensor bias, double eps) {
+    const c10::cuda::CUDAGuard guard(x.device());
+    torch::Tensor xc = aligned_contiguous(x), rc = aligned_contiguous(residual);  // [rows, h] in memory
+    torch::Tensor w = aligned_contiguous(weight), b = aligned_contiguous(bias);   // [h]
+    const int64_t h = xc.size(-1), rows = xc.numel() / h;
+    auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(xc.device());
+    torch::Tensor sum = torch::empty_like(xc), y = torch::empty_like(xc);
+    torch::Tensor mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
+    kernels::layer_norm_forward(xc.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr(), mean.data_ptr<float>(),
+                                rstd.data_ptr<float>(), float_type(xc), rows, h, static_cast<float>(eps), stream_of(xc),
+                                rc.data_ptr(), sum.data_ptr());
+    ctx->save_for_backward({sum, w, mean, rstd});
+    return {sum, y};
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    // grads[0]: of sum (the residual stream), grads[1]: of y; both materialised (zeros when unused).
+    auto [dx, dw, db] = fused_layer_norm_backward(grads[1], saved[0], saved[1], saved[2], saved[3], grads[0]);
+    return {dx, dx, dw, db, torch::Tensor()};
+  }
+};
+
 }  // namespace
+
+bool fused_add_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
+                                    const torch::Tensor& bias) {
+  return fused_layer_norm_supported(x, weight, bias) && residual.defined() && residual.sizes() == x.sizes() &&
+         residual.scalar_type() == x.scalar_type() && residual.device() == x.device() &&
+         (!residual.is_contiguous() || aligned16(residual));
+}
+
+FusedAddLayerNormOutput fused_add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
+                                             const torch::Tensor& weight, const torch::Tensor& bias, double eps) {
+  MEGATON_ASSERT(fused_add_layer_norm_supported(x, residual, weight, bias),
+                 "fused add + layer norm: unsupported input ", x.sizes(), " + ", residual.sizes(), " ",
+                 c10::toString(x.scalar_type()), " on ", x.device());
+  variable_list out = FusedAddLayerNorm::apply(x, residual, weight, bias, eps);
+  return {out[0], out[1]};  // x's shape (contiguous)
+}
 
 bool fused_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias) {
   if (!x.defined() || !weight.defined() || !bias.defined() || !x.is_cuda() || x.dim() < 1 || x.numel() == 0)
@@ -93,11 +135,9 @@ FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x_in, const t
   return out;
 }
 
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backward(const torch::Tensor& dy_in,
-                                                                                  const torch::Tensor& x_in,
-                                                                                  const torch::Tensor& weight,
-                                                                                  const torch::Tensor& mean,
-                                                                                  const torch::Tensor& rstd) {
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backward(
+    const torch::Tensor& dy_in, const torch::Tensor& x_in, const torch::Tensor& weight, const torch::Tensor& mean,
+    const torch::Tensor& rstd, const torch::Tensor& dresidual_in) {
   const int64_t h = x_in.size(-1), rows = x_in.numel() / h;
   MEGATON_ASSERT(dy_in.sizes() == x_in.sizes() && dy_in.scalar_type() == x_in.scalar_type() &&
                      weight.scalar_type() == x_in.scalar_type() && weight.numel() == h &&
@@ -109,6 +149,13 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backwar
   const c10::cuda::CUDAGuard guard(x_in.device());
   torch::Tensor x = aligned_contiguous(x_in), dy = aligned_contiguous(dy_in);  // [rows, h] in memory
   torch::Tensor w = aligned_contiguous(weight);                                // [h]
+  torch::Tensor dres;                                                          // [rows, h] in memory, or none
+  if (dresidual_in.defined()) {
+    MEGATON_ASSERT(dresidual_in.sizes() == x_in.sizes() && dresidual_in.scalar_type() == x_in.scalar_type(),
+                   "fused layer norm backward: residual gradient ", dresidual_in.sizes(), " does not match x ",
+                   x_in.sizes());
+    dres = aligned_contiguous(dresidual_in);
+  }
   const kernels::FloatType type = float_type(x);
   const int64_t partials = kernels::layer_norm_backward_partials(type, rows, h);
   torch::Tensor workspace =
@@ -117,7 +164,8 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backwar
   torch::Tensor dw = torch::empty({h}, w.options()), db = torch::empty({h}, w.options());
   kernels::layer_norm_backward(dy.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr<float>(),
                                rstd.data_ptr<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
-                               workspace.data_ptr<float>(), partials, type, rows, h, stream_of(x));
+                               workspace.data_ptr<float>(), partials, type, rows, h, stream_of(x),
+                               dres.defined() ? dres.data_ptr() : nullptr);
   return {dx, dw, db};
 }
 

@@ -24,12 +24,23 @@ struct FusedLayerNormOutput {
 FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x, const torch::Tensor& weight,
                                               const torch::Tensor& bias, double eps);
 
-/// Backward from the forward's mean and rstd: (dx [.., h] like x, dweight [h], dbias [h]) in x's dtype.
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backward(const torch::Tensor& dy,
-                                                                                  const torch::Tensor& x,
-                                                                                  const torch::Tensor& weight,
-                                                                                  const torch::Tensor& mean,
-                                                                                  const torch::Tensor& rstd);
+/// Backward from the forward's mean and rstd: (dx [.., h] like x, dweight [h], dbias [h]) in x's dtype. With
+/// `dresidual` (like x): dx + dresidual, summed before rounding.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backward(
+    const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& mean,
+    const torch::Tensor& rstd, const torch::Tensor& dresidual = torch::Tensor());
+
+/// The residual add fused into the LayerNorm that reads its result: sum = x + residual (rounded to x's dtype, as
+/// ATen's add) and y = LayerNorm(sum), with autograd (the backward adds sum's own gradient into the LayerNorm's input
+/// gradient in the same kernel). Requires fused_layer_norm_supported(x, weight, bias) and residual of x's shape, dtype
+/// and device.
+struct FusedAddLayerNormOutput {
+  torch::Tensor sum, y;
+};
+bool fused_add_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
+                                    const torch::Tensor& bias);
+FusedAddLayerNormOutput fused_add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
+                                             const torch::Tensor& weight, const torch::Tensor& bias, double eps);
 
 }  // namespace megaton::ops
 

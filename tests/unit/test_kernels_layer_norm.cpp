@@ -223,3 +223,42 @@ TEST(KernelsLayerNorm, UnsupportedFallsBackToAten) {
   }
 #endif
 }
+
+// ops::add_layer_norm: (sum, y) = (x + r, LayerNorm(x + r)) through the fused kernels (the add inside the forward,
+// sum's own gradient added inside the backward) against x + r and ATen's layer_norm: both outputs and the gradients of
+// x, r, weight and bias for random upstream gradients of both outputs.
+TEST(KernelsLayerNorm, FusedAddMatchesAten) {
+  if (skip()) GTEST_SKIP() << "no CUDA device or not a CUDA build";
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{512, 4, 768}, {256, 2, 2048}, {7, 1, 5120}}) {
+      torch::manual_seed(23 + shape.back());
+      const std::string where = describe(dtype, shape) + " add";
+      const Inputs in = make_inputs(dtype, shape);
+      const torch::Tensor r0 = torch::randn(in.x.sizes(), in.x.options()), dsum = torch::randn_like(in.dy);
+      auto run_add = [&](bool fused) {
+        torch::Tensor x = in.x.detach().requires_grad_(true), r = r0.detach().requires_grad_(true);
+        torch::Tensor w = in.w.detach().requires_grad_(true), b = in.b.detach().requires_grad_(true);
+        const ops::AddLayerNorm out = ops::add_layer_norm(x, r, w, b, kEps, fused);
+        const std::string name = out.y.grad_fn() ? out.y.grad_fn()->name() : "none";
+        torch::autograd::backward({out.sum, out.y}, {dsum, in.dy});
+        return std::vector<torch::Tensor>{out.sum.detach(),
+                                          out.y.detach(),
+                                          x.grad(),
+                                          r.grad(),
+                                          w.grad(),
+                                          b.grad(),
+                                          torch::full({1}, name.find("FusedAddLayerNorm") != std::string::npos)};
+      };
+      const auto got = run_add(true), ref = run_add(false);
+      ASSERT_TRUE(got[6].item<bool>()) << where << ": the fused add path did not run";
+      ASSERT_FALSE(ref[6].item<bool>()) << where;
+      const Tol t = tolerance(dtype);
+      EXPECT_TRUE(torch::equal(got[0], ref[0])) << where << ": sum differs from ATen's x + r";
+      EXPECT_TRUE(close(where + " y", got[1], ref[1], t.atol, t.rtol));
+      EXPECT_TRUE(close(where + " dx", got[2], ref[2], t.atol, t.rtol));
+      EXPECT_TRUE(torch::equal(got[2], got[3])) << where << ": dx and dr differ";
+      EXPECT_TRUE(close_norm(where + " dweight", got[4], ref[4], t.norm));
+      EXPECT_TRUE(close_norm(where + " dbias", got[5], ref[5], t.norm));
+    }
+  }
+}
