@@ -50,7 +50,7 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("no-bias-gelu-fusion", po::bool_switch(&a.no_bias_gelu_fusion), "accepted for compatibility (GLU needs it)")
       ("no-fused-layernorm", po::bool_switch(&a.no_fused_layernorm), "ATen's LayerNorm on CUDA, not megaton's kernel")
       ("gemm-epilogue-fusion", po::bool_switch(&a.gemm_epilogue_fusion),
-       "CUDA: bias+GELU, GELU's gradient and bias gradients in cuBLASLt GEMM epilogues (experimental, slower on H200)")
+       "CUDA: fc1's bias and GELU (tanh) in its GEMM's cuBLASLt epilogue (experimental, docs/model.md)")
       ("no-query-key-layer-scaling", po::bool_switch()->notifier([&a](bool v) {
          if (v) a.apply_query_key_layer_scaling = false;
        }),

@@ -38,7 +38,7 @@ struct ModelArgs {
   int checkpoint_num_layers = 1;
   bool no_bias_gelu_fusion = false;
   bool no_fused_layernorm = false;    // ATen's LayerNorm on CUDA instead of kernels/layer_norm_kernels.cu (not saved)
-  bool gemm_epilogue_fusion = false;  // CUDA: ops/gemm_epilogue.h (cuBLASLt epilogues; not saved, slower on H200)
+  bool gemm_epilogue_fusion = false;  // CUDA: the MLP through ops/gemm_epilogue.h (not saved; experimental)
   bool apply_query_key_layer_scaling = true;  // --no-query-key-layer-scaling clears it
   bool attention_softmax_in_fp32 = false;
   bool untie_embeddings_and_output_weights = false;

@@ -57,8 +57,7 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   const int64_t h = m.hidden_size, heads = m.num_attention_heads, d = m.kv_channels, ffn = m.ffn_hidden_size;
   const int n = tp->size();
   local_heads_ = heads / n;
-  const bool epilogues = m.gemm_epilogue_fusion;
-  fused_mlp_ = epilogues && act_ == ops::Activation::kGeluTanh;
+  fused_mlp_ = m.gemm_epilogue_fusion && act_ == ops::Activation::kGeluTanh;
   const std::string p = "layers." + std::to_string(index) + ".";
   auto ln = [&](const std::string& name, bool weight) {
     return f.make({p + name, {h}, -1, {}, weight ? InitSpec::ones() : InitSpec::zeros(), 0, true});
@@ -72,14 +71,12 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   qkv.init = weight_init(m, h, 3 * heads * d, false);
   qkv.canonical_shape = {heads, 3, d, h};
   qkv.partition_dim = 0;
-  qkv.fuse_bias_grad = epilogues;
   qkv_.emplace(f, p + "attention.qkv", qkv, tp);
 
   parallel::RowParallelOptions dense;
   dense.in = heads * d;
   dense.out = h;
   dense.init = weight_init(m, heads * d, h, true);
-  dense.fuse_bias_grad = epilogues;
   dense_.emplace(f, p + "attention.dense", dense, tp);
 
   ln2_w_ = ln("post_attention_layernorm.weight", true);
@@ -90,7 +87,6 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   fc1.in = h;
   fc1.out = (glu ? 2 : 1) * ffn;
   fc1.init = weight_init(m, h, fc1.out, false);
-  fc1.fuse_bias_grad = epilogues;
   if (glu) {
     fc1.canonical_shape = {2, ffn, h};
     fc1.partition_dim = 1;
@@ -101,7 +97,6 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   fc2.in = ffn;
   fc2.out = h;
   fc2.init = weight_init(m, ffn, h, true);
-  fc2.fuse_bias_grad = epilogues;
   fc2_.emplace(f, p + "mlp.fc2", fc2, tp);
 }
 

@@ -46,7 +46,7 @@ torch::Tensor attention_fused(const torch::Tensor& q, const torch::Tensor& k, co
   if (o.alibi.defined()) {
     torch::Tensor causal = torch::full({s, s}, -std::numeric_limits<float>::infinity(),
                                        torch::TensorOptions().dtype(q.scalar_type()).device(q.device()))
-                               .triu(1);                                        // [s, s]
+                               .triu(1);                                          // [s, s]
     mask = (o.alibi.to(q.scalar_type()).narrow(-1, 0, s) + causal).unsqueeze(0);  // [1, np, s, s]
   }
   const double p = o.training ? o.dropout_p : 0.0;
@@ -68,7 +68,7 @@ torch::Tensor causal_attention_explicit(const torch::Tensor& q, const torch::Ten
   const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3);
   const double coeff = o.layer_scale;
   const double norm_factor = std::sqrt(double(d)) * coeff;
-  torch::Tensor q2 = q.reshape({s, b * np, d}).transpose(0, 1);    // [b*np, s, d]
+  torch::Tensor q2 = q.reshape({s, b * np, d}).transpose(0, 1);     // [b*np, s, d]
   torch::Tensor k2 = k.reshape({s, b * np, d}).permute({1, 2, 0});  // [b*np, d, s]
   torch::Tensor scores;                                             // [b*np, s, s]
   if (o.alibi.defined()) {
@@ -89,8 +89,8 @@ torch::Tensor causal_attention_explicit(const torch::Tensor& q, const torch::Ten
     torch::Tensor keep = torch::empty_like(probs).bernoulli_(1.0 - o.dropout_p, *o.dropout_generator);
     probs = probs * keep * (1.0 / (1.0 - o.dropout_p));
   }
-  torch::Tensor v2 = v.reshape({s, b * np, d}).transpose(0, 1);               // [b*np, s, d]
-  torch::Tensor ctx = torch::bmm(probs.view({b * np, s, s}), v2);             // [b*np, s, d]
+  torch::Tensor v2 = v.reshape({s, b * np, d}).transpose(0, 1);                  // [b*np, s, d]
+  torch::Tensor ctx = torch::bmm(probs.view({b * np, s, s}), v2);                // [b*np, s, d]
   return ctx.view({b, np, s, d}).permute({2, 0, 1, 3}).reshape({s, b, np * d});  // [s, b, np*d]
 }
 

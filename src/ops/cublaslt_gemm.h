@@ -1,7 +1,9 @@
-// The three GEMMs with fused epilogues that ops/gemm_epilogue.cpp uses on CUDA (cuBLASLt, as Transformer Engine and
-// Megatron-LM's fused MLP do), declared only in CUDA builds. Matrices are row-major, contiguous, bf16 or fp16, all of
-// one dtype, with T rows of tokens; every function returns false without touching its outputs when cuBLASLt offers no
-// algorithm for the shapes and alignments given (the caller then computes the same with ATen).
+// Three GEMMs with fused epilogues (cuBLASLt, as Transformer Engine does for the MLP), declared only in CUDA builds.
+// ops/gemm_epilogue.cpp uses linear_gelu_aux; dgelu_bgrad and wgrad_bgrad measured slower than ATen's kernels on an
+// H200 (perf/bench_gemm_epilogue.cpp keeps the comparison; docs/gpu.md has the numbers). Matrices are row-major,
+// contiguous, bf16 or fp16, all of one dtype, with T rows of tokens; every function returns false without touching its
+// outputs when cuBLASLt offers no algorithm for the shapes and alignments given (the caller then computes the same with
+// ATen).
 //
 // cuBLASLt's GELU is the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 #pragma once

@@ -23,17 +23,6 @@ torch::Tensor empty_like_shape(const torch::Tensor& like, torch::IntArrayRef sha
   return torch::empty(shape, like.options());
 }
 
-// dw = dy^T x, db = dy summed over rows. dy [T, out], x [T, in].
-std::tuple<torch::Tensor, torch::Tensor> weight_and_bias_grad(const torch::Tensor& dy, const torch::Tensor& x) {
-#ifdef MEGATON_HAVE_CUDA
-  if (gemm_epilogue_supported({dy, x})) {
-    torch::Tensor dw = empty_like_shape(dy, {dy.size(1), x.size(1)}), db = empty_like_shape(dy, {dy.size(1)});
-    if (lt::wgrad_bgrad(dy, x, dw, db)) return {dw, db};
-  }
-#endif
-  return {torch::mm(dy.t(), x), dy.sum(0)};
-}
-
 // act = gelu(pre), pre = x w^T + b. x [T, in], w [out, in], b [out].
 std::tuple<torch::Tensor, torch::Tensor> linear_gelu(const torch::Tensor& x, const torch::Tensor& w,
                                                      const torch::Tensor& b) {
@@ -46,37 +35,6 @@ std::tuple<torch::Tensor, torch::Tensor> linear_gelu(const torch::Tensor& x, con
   torch::Tensor pre = torch::linear(x, w, b);
   return {torch::gelu(pre, "tanh"), pre};
 }
-
-// d_pre = (dy w) * gelu'(pre), db = d_pre summed over rows. dy [T, h], w [h, f], pre [T, f].
-std::tuple<torch::Tensor, torch::Tensor> gelu_input_grad(const torch::Tensor& dy, const torch::Tensor& w,
-                                                         const torch::Tensor& pre) {
-#ifdef MEGATON_HAVE_CUDA
-  if (gemm_epilogue_supported({dy, w, pre})) {
-    torch::Tensor d_pre = torch::empty_like(pre), db = empty_like_shape(pre, {pre.size(1)});
-    if (lt::dgelu_bgrad(dy, w, pre, d_pre, db)) return {d_pre, db};
-  }
-#endif
-  torch::Tensor d_pre = torch::gelu_backward(torch::mm(dy, w), pre, "tanh");
-  return {d_pre, d_pre.sum(0)};
-}
-
-struct LinearBiasGradFused : torch::autograd::Function<LinearBiasGradFused> {
-  // x [T, in] contiguous, w [out, in], b [out] -> [T, out]
-  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w, torch::Tensor b) {
-    torch::Tensor wc = w.contiguous();
-    ctx->save_for_backward({x, wc});
-    return torch::linear(x, wc, b);
-  }
-
-  static variable_list backward(AutogradContext* ctx, variable_list grads) {
-    auto saved = ctx->get_saved_variables();
-    const torch::Tensor &x = saved[0], &w = saved[1];
-    torch::Tensor dy = grads[0].contiguous();  // [T, out]
-    torch::Tensor dx = ctx->needs_input_grad(0) ? torch::mm(dy, w) : torch::Tensor();
-    auto [dw, db] = weight_and_bias_grad(dy, x);
-    return {dx, dw, db};
-  }
-};
 
 struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
   // x [T, h] contiguous, w1 [f, h], b1 [f], w2 [h, f], b2 [h] or (no fc2 bias) an empty placeholder -> [T, h]. The
@@ -95,13 +53,13 @@ struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
     auto saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &w1 = saved[1], &w2 = saved[2], &act = saved[3], &pre = saved[4];
     torch::Tensor dy = grads[0].contiguous();  // [T, h]
-    torch::Tensor dw2, db2;
-    if (ctx->saved_data["has_b2"].toBool())
-      std::tie(dw2, db2) = weight_and_bias_grad(dy, act);
-    else
-      dw2 = torch::mm(dy.t(), act);
-    auto [d_pre, db1] = gelu_input_grad(dy, w2, pre);  // [T, f], [f]
-    torch::Tensor dw1 = torch::mm(d_pre.t(), x);       // [f, h]
+    // ATen's GEMMs and GELU backward: on the H200 the DGELU_BGRAD epilogue ran 1.9x slower than mm + gelu_backward +
+    // sum, BGRADB 2-4% slower than mm + sum (perf/bench_gemm_epilogue.cpp, docs/gpu.md).
+    torch::Tensor dw2 = torch::mm(dy.t(), act);  // [h, f]
+    torch::Tensor db2 = ctx->saved_data["has_b2"].toBool() ? dy.sum(0) : torch::Tensor();
+    torch::Tensor d_pre = torch::gelu_backward(torch::mm(dy, w2), pre, "tanh");  // [T, f]
+    torch::Tensor db1 = d_pre.sum(0);                                            // [f]
+    torch::Tensor dw1 = torch::mm(d_pre.t(), x);                                 // [f, h]
     torch::Tensor dx = ctx->needs_input_grad(0) ? torch::mm(d_pre, w1) : torch::Tensor();
     return {dx, dw1, db1, dw2, db2};
   }
@@ -124,13 +82,6 @@ bool gemm_epilogue_supported(std::initializer_list<torch::Tensor> tensors) {
   (void)tensors;
   return false;
 #endif
-}
-
-torch::Tensor linear_bias_grad_fused(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b) {
-  MEGATON_ASSERT(b.defined(), "linear_bias_grad_fused needs a bias");
-  std::vector<int64_t> out_shape = x.sizes().vec();
-  out_shape.back() = w.size(0);
-  return LinearBiasGradFused::apply(rows_of(x), w, b).view(out_shape);  // [.., out]
 }
 
 torch::Tensor bias_gelu_mlp(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,

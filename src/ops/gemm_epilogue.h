@@ -1,16 +1,14 @@
-// Linear layers whose elementwise neighbours ride in the GEMMs' epilogues (cuBLASLt, ops/cublaslt_gemm.h), with the
-// same math as ATen's torch::linear / torch::gelu(.., "tanh"):
+// The transformer MLP with its bias + GELU in fc1's GEMM epilogue (cuBLASLt, ops/cublaslt_gemm.h), the same math as
+// torch::linear -> torch::gelu(.., "tanh") -> torch::linear:
 //
-//   linear_bias_grad_fused  y = x w^T + b; backward: the bias gradient comes out of the weight-gradient GEMM
-//                           (no separate reduction over the [T, out] gradient).
-//   bias_gelu_mlp           y = gelu_tanh(x w1^T + b1) w2^T (+ b2): forward, GELU and its input come out of fc1's GEMM;
-//                           backward, GELU's derivative and b1's gradient come out of fc2's input-gradient GEMM, and
-//                           b2's gradient out of fc2's weight-gradient GEMM (Megatron's bias_gelu fusion, done in
-//                           the GEMMs as Transformer Engine does).
+//   bias_gelu_mlp  y = gelu_tanh(x w1^T + b1) w2^T (+ b2). Forward: GELU and its input come out of fc1's GEMM
+//                  (epilogue GELU_AUX_BIAS, 1.10-1.15x ATen's GEMM + GELU on an H200). Backward: ATen's GEMMs and
+//                  gelu_backward (the DGELU_BGRAD and BGRADB epilogues measured slower, perf/bench_gemm_epilogue.cpp).
 //
-// Taken for CUDA tensors of one dtype, bf16 or fp16, with feature sizes divisible by 8 (gemm_epilogue_supported);
-// everything else, and shapes for which cuBLASLt has no algorithm, runs the same autograd function on ATen ops, which
-// is also what the CPU tests check the gradients of.
+// The model takes it with --gemm-epilogue-fusion (off by default: its whole-step effect is not measured yet) for
+// CUDA tensors of one dtype, bf16 or fp16, with feature sizes divisible by 8 (gemm_epilogue_supported); otherwise,
+// and for shapes cuBLASLt has no algorithm for, the same autograd function runs on ATen ops, which is also what the
+// CPU tests check the gradients of.
 #pragma once
 #include <torch/torch.h>
 
@@ -19,9 +17,6 @@ namespace megaton::ops {
 /// Whether the cuBLASLt path takes these tensors (all defined ones on one CUDA device, bf16 or fp16, one dtype, the
 /// last dimension of each divisible by 8). CPU builds: always false.
 bool gemm_epilogue_supported(std::initializer_list<torch::Tensor> tensors);
-
-/// x [.., in], w [out, in], b [out] -> [.., out] = x w^T + b, with autograd.
-torch::Tensor linear_bias_grad_fused(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b);
 
 /// x [.., h], w1 [f, h], b1 [f], w2 [h, f], b2 [h] or undefined -> [.., h] = gelu_tanh(x w1^T + b1) w2^T (+ b2), with
 /// autograd (gradients for x, w1, b1, w2 and b2).

@@ -76,7 +76,6 @@ DataParallel::DataParallel(const ParamList& params, const dist::ProcessGroups& g
   shard_pieces_ = sharded ? layout_.shard_pieces(dp_rank_, dp_size_) : layout_.shard_pieces(0, 1);
   ready_.assign(layout_.buckets().size(), 0);
   started_.assign(layout_.buckets().size(), 0);
-  pending_zero_.assign(params_.size(), 0);  // grad_buffer_ starts zeroed
   for (size_t i = 0; i < params_.size(); ++i) {
     MEGATON_CHECK(params_[i].param.requires_grad(), UsageError, "data parallel: parameter '", params_[i].name,
                   "' does not require grad");
@@ -93,57 +92,9 @@ DataParallel::~DataParallel() {
   for (size_t i = 0; i < grad_accs_.size(); ++i) grad_accs_[i]->del_post_hook(hook_keys_[i]);
 }
 
-torch::Tensor DataParallel::slot(size_t i) const {
-  const ParamSlot& s = layout_.slots().at(i);
-  return grad_buffer_.narrow(0, s.offset, s.numel);  // [numel]
-}
-
 torch::Tensor DataParallel::main_grad(size_t i) const {
-  zero_pending({i});
-  return slot(i).view(params_[i].param.sizes());
-}
-
-const torch::Tensor& DataParallel::grad_buffer() const {
-  zero_all_pending();
-  buffer_exposed_ = true;  // the caller may write anywhere, padding included: the next zero_grad() zeroes it all
-  return grad_buffer_;
-}
-
-const torch::Tensor& DataParallel::shard_grad() const {
-  zero_all_pending();
-  return shard_grad_;
-}
-
-void DataParallel::zero_pending(const std::vector<size_t>& params) const {
-  if (!any_pending_) return;
-  torch::NoGradGuard no_grad;
-  for (size_t i : params) {
-    if (!pending_zero_.at(i)) continue;
-    slot(i).zero_();
-    pending_zero_[i] = 0;
-  }
-}
-
-void DataParallel::zero_all_pending() const {
-  if (!any_pending_) return;
-  torch::NoGradGuard no_grad;
-  for (size_t i = 0; i < pending_zero_.size(); ++i) {
-    if (!pending_zero_[i]) continue;
-    slot(i).zero_();
-    pending_zero_[i] = 0;
-  }
-  any_pending_ = false;
-}
-
-void DataParallel::fold_grad(size_t i, const torch::Tensor& grad) {
-  torch::NoGradGuard no_grad;
-  torch::Tensor main = slot(i).view(params_[i].param.sizes());
-  if (pending_zero_[i]) {
-    main.copy_(grad);  // 0 + grad, exactly (fp32 holds every bf16/fp16 value)
-    pending_zero_[i] = 0;
-  } else {
-    accumulate_main_grad(main, grad);  // fp32 accumulation whatever the model dtype
-  }
+  const ParamSlot& s = layout_.slots().at(i);
+  return grad_buffer_.narrow(0, s.offset, s.numel).view(params_[i].param.sizes());
 }
 
 void DataParallel::on_grad_accumulated(size_t i) {
@@ -153,7 +104,11 @@ void DataParallel::on_grad_accumulated(size_t i) {
   MEGATON_CHECK(!started_[s.bucket], InternalError, "data parallel: a gradient for '", params_[i].name,
                 "' arrived after its bucket's reduction started; call set_last_microbatch(false) before every "
                 "micro-batch but the last, and zero_grad() between iterations");
-  fold_grad(i, grad);
+  {
+    torch::NoGradGuard no_grad;
+    torch::Tensor main = main_grad(i);
+    accumulate_main_grad(main, grad);  // fp32 accumulation whatever the model dtype
+  }
   grad.reset();  // no model-dtype copy is kept across micro-batches
   if (!last_microbatch_) return;
   const Bucket& b = layout_.buckets()[s.bucket];
@@ -165,7 +120,6 @@ void DataParallel::on_grad_accumulated(size_t i) {
 
 void DataParallel::reduce_bucket(size_t b) {
   const Bucket& bk = layout_.buckets()[b];
-  zero_pending(bk.params);  // parameters without a gradient this iteration
   started_[b] = 1;
   if (dp_size_ == 1) return;
   torch::Tensor in = grad_buffer_.narrow(0, bk.start, bk.numel);  // [bucket]
@@ -190,7 +144,6 @@ void DataParallel::reduce_tied_embedding() {
 }
 
 void DataParallel::start_grad_sync() {
-  zero_all_pending();
   reduce_tied_embedding();
   for (size_t b = 0; b < started_.size(); ++b)
     if (!started_[b]) reduce_bucket(b);
@@ -203,14 +156,7 @@ void DataParallel::finish_grad_sync() {
 
 void DataParallel::zero_grad() {
   torch::NoGradGuard no_grad;
-  if (buffer_exposed_) {
-    grad_buffer_.zero_();
-    std::fill(pending_zero_.begin(), pending_zero_.end(), 0);
-    any_pending_ = buffer_exposed_ = false;
-  } else {  // instead of grad_buffer_.zero_() (see grad_buffer()); the padding between slots stays zero
-    std::fill(pending_zero_.begin(), pending_zero_.end(), 1);
-    any_pending_ = !pending_zero_.empty();
-  }
+  grad_buffer_.zero_();
   if (!shard_grad_.is_same(grad_buffer_)) shard_grad_.zero_();
   for (auto& p : params_) p.param.mutable_grad().reset();
   std::fill(ready_.begin(), ready_.end(), 0);
@@ -223,7 +169,8 @@ void DataParallel::accumulate_param_grads() {
   for (size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& g = params_[i].param.mutable_grad();
     if (!g.defined()) continue;
-    fold_grad(i, g);
+    torch::Tensor main = main_grad(i);
+    accumulate_main_grad(main, g);
     g.reset();
   }
 }

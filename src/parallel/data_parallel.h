@@ -57,21 +57,17 @@ class DataParallel {
 
   /// [N] model dtype: every parameter is a view of this buffer (padding elements are zero).
   const torch::Tensor& param_buffer() const { return param_buffer_; }
-  /// [N] fp32 main grads; main_grad(i) is parameter i's view, shaped like the parameter. zero_grad() zeroes lazily
-  /// (a parameter's first gradient of the iteration is copied, not added, and parameters without one are zeroed when
-  /// their bucket is reduced): every accessor below first zeroes what is still pending, so callers always see zeros
-  /// after zero_grad().
-  const torch::Tensor& grad_buffer() const;
+  /// [N] fp32 main grads; main_grad(i) is parameter i's view, shaped like the parameter.
+  const torch::Tensor& grad_buffer() const { return grad_buffer_; }
   torch::Tensor main_grad(size_t i) const;
   /// [S] fp32: after finish_grad_sync, the reduced gradients of this rank's shard (S = N / DP under ZeRO-1, where it
   /// is its own buffer; without ZeRO it is grad_buffer() itself, S = N).
-  const torch::Tensor& shard_grad() const;
+  const torch::Tensor& shard_grad() const { return shard_grad_; }
   int64_t shard_numel() const { return shard_grad_.numel(); }
   /// Pieces of each parameter inside this rank's shard (offsets into shard buffers).
   const std::vector<ParamPiece>& shard_pieces() const { return shard_pieces_; }
 
-  /// Zeroes the main grads (lazily, see grad_buffer()) and the shard buffer, drops the parameters' .grad, resets
-  /// bucket readiness.
+  /// Zeroes the main grads (and the shard buffer), drops the parameters' .grad, resets bucket readiness.
   void zero_grad();
   /// Tells the hooks whether the coming backward is the last micro-batch (only then do they start reductions).
   void set_last_microbatch(bool last) { last_microbatch_ = last; }
@@ -104,13 +100,6 @@ class DataParallel {
 
  private:
   void on_grad_accumulated(size_t i);
-  // Parameter i's slot of grad_buffer_ without zeroing it: [numel].
-  torch::Tensor slot(size_t i) const;
-  // main grad i (+)= grad: a copy when the slot still awaits its zeroing, else accumulate_main_grad.
-  void fold_grad(size_t i, const torch::Tensor& grad);
-  // Zeroes the slots still pending of the given parameters / of all.
-  void zero_pending(const std::vector<size_t>& params) const;
-  void zero_all_pending() const;
   void reduce_bucket(size_t b);
   void reduce_tied_embedding();
 
@@ -125,11 +114,6 @@ class DataParallel {
   std::vector<ParamPiece> shard_pieces_;
   std::vector<int> ready_;     // per bucket: parameters whose last-micro-batch grad has arrived
   std::vector<char> started_;  // per bucket
-  // Per parameter: its main grad counts as zero since zero_grad() but still holds the last iteration's values (saves
-  // a pass over the whole buffer per iteration; the first gradient is copied in). mutable: the const accessors zero.
-  mutable std::vector<char> pending_zero_;
-  mutable bool any_pending_ = false;
-  mutable bool buffer_exposed_ = false;  // grad_buffer() was handed out since the last zero_grad()
   std::vector<std::shared_ptr<torch::autograd::Node>> grad_accs_;  // kept alive: they carry our hooks
   std::vector<uintptr_t> hook_keys_;
   bool last_microbatch_ = true;

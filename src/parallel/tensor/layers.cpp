@@ -1,7 +1,6 @@
 #include "parallel/tensor/layers.h"
 
 #include "core/error.h"
-#include "ops/gemm_epilogue.h"
 #include "parallel/tensor/mappings.h"
 
 namespace megaton::parallel {
@@ -10,15 +9,6 @@ namespace {
 std::vector<int64_t> drop_last(std::vector<int64_t> v) {
   v.pop_back();
   return v;
-}
-
-// x w^T + b; with `fuse_bias_grad` and tensors ops::gemm_epilogue_supported takes, the bias gradient comes out of
-// the weight-gradient GEMM's epilogue.
-torch::Tensor local_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                           bool fuse_bias_grad) {
-  if (fuse_bias_grad && b.defined() && ops::gemm_epilogue_supported({x, w, b}))
-    return ops::linear_bias_grad_fused(x, w, b);
-  return torch::linear(x, w, b);
 }
 }  // namespace
 
@@ -50,7 +40,7 @@ ColumnParallelLinear::ColumnParallelLinear(ParamFactory& f, const std::string& n
 torch::Tensor ColumnParallelLinear::forward(const torch::Tensor& x) const {
   // at::linear, not torch::nn::functional::linear: the latter runs matmul + a broadcast `+= bias` for 3-D inputs, the
   // former folds [s, b, in] to 2-D and adds the bias in the GEMM's epilogue (one pass less over the output).
-  torch::Tensor y = local_linear(copy_to_tp_region(x, tp_), weight, bias, o_.fuse_bias_grad);  // [.., out/tp]
+  torch::Tensor y = torch::linear(copy_to_tp_region(x, tp_), weight, bias);  // [.., out/tp]
   return o_.gather_output ? gather_from_tp_region(y, tp_) : y;
 }
 
@@ -67,8 +57,8 @@ RowParallelLinear::RowParallelLinear(ParamFactory& f, const std::string& name, R
 torch::Tensor RowParallelLinear::forward(const torch::Tensor& x) const {
   torch::Tensor xp = o_.input_is_parallel ? x : scatter_to_tp_region(x, tp_);
   // One rank: the bias goes into the GEMM's epilogue. Several: it is added once, after the reduction (Megatron).
-  if (tp_->size() == 1) return local_linear(xp, weight, bias, o_.fuse_bias_grad);  // [.., out]
-  torch::Tensor y = reduce_from_tp_region(torch::linear(xp, weight), tp_);         // [.., out]
+  if (tp_->size() == 1) return torch::linear(xp, weight, bias);             // [.., out]
+  torch::Tensor y = reduce_from_tp_region(torch::linear(xp, weight), tp_);  // [.., out]
   return bias.defined() ? y + bias : y;
 }
 

@@ -28,8 +28,6 @@ struct ColumnParallelOptions {
   /// shape is this minus the last dimension.
   std::vector<int64_t> canonical_shape;
   int partition_dim = 0;
-  /// CUDA bf16/fp16: the bias gradient comes out of the weight-gradient GEMM (ops/gemm_epilogue.h).
-  bool fuse_bias_grad = false;
 };
 
 class ColumnParallelLinear {
@@ -52,8 +50,6 @@ struct RowParallelOptions {
   bool bias = true;
   bool input_is_parallel = true;
   InitSpec init = InitSpec::normal(0.02);
-  /// One TP rank, CUDA bf16/fp16: the bias gradient comes out of the weight-gradient GEMM (ops/gemm_epilogue.h).
-  bool fuse_bias_grad = false;
 };
 
 class RowParallelLinear {
