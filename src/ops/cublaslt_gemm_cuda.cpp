@@ -45,50 +45,58 @@ cudaDataType_t data_type(const torch::Tensor& t) {
   }
 }
 
-class MatmulDesc {
+// Owner of one cuBLASLt descriptor (matmul, matrix layout or preference): destroyed with the owner, attributes set
+// by value.
+template <typename Handle, typename Attr, cublasStatus_t (*Destroy)(Handle),
+          cublasStatus_t (*SetAttr)(Handle, Attr, const void*, size_t)>
+class Descriptor {
  public:
-  MatmulDesc() { check(cublasLtMatmulDescCreate(&d_, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor"); }
-  ~MatmulDesc() { cublasLtMatmulDescDestroy(d_); }
-  MatmulDesc(const MatmulDesc&) = delete;
-  MatmulDesc& operator=(const MatmulDesc&) = delete;
+  explicit Descriptor(Handle h) : h_(h) {}
+  ~Descriptor() { Destroy(h_); }
+  Descriptor(const Descriptor&) = delete;
+  Descriptor& operator=(const Descriptor&) = delete;
   template <typename T>
-  void set(cublasLtMatmulDescAttributes_t attr, const T& value) {
-    check(cublasLtMatmulDescSetAttribute(d_, attr, &value, sizeof(T)), "matmul attribute");
+  void set(Attr attr, const T& value) {
+    check(SetAttr(h_, attr, &value, sizeof(T)), "descriptor attribute");
   }
-  cublasLtMatmulDesc_t get() const { return d_; }
+  Handle get() const { return h_; }
 
  private:
-  cublasLtMatmulDesc_t d_ = nullptr;
+  Handle h_;
 };
 
-class Layout {
- public:
-  Layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
-    check(cublasLtMatrixLayoutCreate(&l_, type, uint64_t(rows), uint64_t(cols), ld), "matrix layout");
-  }
-  ~Layout() { cublasLtMatrixLayoutDestroy(l_); }
-  Layout(const Layout&) = delete;
-  Layout& operator=(const Layout&) = delete;
-  cublasLtMatrixLayout_t get() const { return l_; }
+using MatmulDescBase = Descriptor<cublasLtMatmulDesc_t, cublasLtMatmulDescAttributes_t, cublasLtMatmulDescDestroy,
+                                  cublasLtMatmulDescSetAttribute>;
+using LayoutBase = Descriptor<cublasLtMatrixLayout_t, cublasLtMatrixLayoutAttribute_t, cublasLtMatrixLayoutDestroy,
+                              cublasLtMatrixLayoutSetAttribute>;
+using PreferenceBase = Descriptor<cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t,
+                                  cublasLtMatmulPreferenceDestroy, cublasLtMatmulPreferenceSetAttribute>;
 
- private:
-  cublasLtMatrixLayout_t l_ = nullptr;
+cublasLtMatmulDesc_t new_matmul_desc() {
+  cublasLtMatmulDesc_t d = nullptr;
+  check(cublasLtMatmulDescCreate(&d, CUBLAS_COMPUTE_32F, CUDA_R_32F), "matmul descriptor");
+  return d;
+}
+struct MatmulDesc : MatmulDescBase {
+  MatmulDesc() : MatmulDescBase(new_matmul_desc()) {}
 };
 
-class Preference {
- public:
-  Preference() { check(cublasLtMatmulPreferenceCreate(&p_), "preference"); }
-  ~Preference() { cublasLtMatmulPreferenceDestroy(p_); }
-  Preference(const Preference&) = delete;
-  Preference& operator=(const Preference&) = delete;
-  template <typename T>
-  void set(cublasLtMatmulPreferenceAttributes_t attr, const T& value) {
-    check(cublasLtMatmulPreferenceSetAttribute(p_, attr, &value, sizeof(T)), "preference attribute");
-  }
-  cublasLtMatmulPreference_t get() const { return p_; }
+cublasLtMatrixLayout_t new_layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) {
+  cublasLtMatrixLayout_t l = nullptr;
+  check(cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), ld), "matrix layout");
+  return l;
+}
+struct Layout : LayoutBase {
+  Layout(cudaDataType_t type, int64_t rows, int64_t cols, int64_t ld) : LayoutBase(new_layout(type, rows, cols, ld)) {}
+};
 
- private:
-  cublasLtMatmulPreference_t p_ = nullptr;
+cublasLtMatmulPreference_t new_preference() {
+  cublasLtMatmulPreference_t p = nullptr;
+  check(cublasLtMatmulPreferenceCreate(&p), "preference");
+  return p;
+}
+struct Preference : PreferenceBase {
+  Preference() : PreferenceBase(new_preference()) {}
 };
 
 // One column-major GEMM D [m, n] = op(A) [m, k] . op(B) [k, n] with an epilogue; lda/ldb/ldd of the stored matrices.
