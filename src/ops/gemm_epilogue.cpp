@@ -4,7 +4,6 @@
 
 #include <tuple>
 
-#include "core/error.h"
 #include "ops/cublaslt_gemm.h"
 
 namespace megaton::ops {
