@@ -11,7 +11,7 @@
 #   6. the unit tests (UNIT_FILTER, default all; CPU tests on this machine), if time is left        -> unit_tests.log
 #   7. perf/sweep over perf/sweep/configs/h200-1gpu.txt with the time left, and `megaton plan --check` -> sweep/
 # Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
-# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none), SKIP ("" or words of: bench generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
+# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none), SKIP ("" or words of: bench train (the profiled runs) ckpt peer generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
@@ -61,6 +61,7 @@ declare -A dims=(
   [124M]="--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 32 --global-batch-size 32"
   [1.3B]="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8 --global-batch-size 8")
 for c in $CONFIGS; do
+  [[ " $SKIP " == *" train "* ]] && continue
   # shellcheck disable=SC2086
   capped 120 "$BUILD/megaton" train "${common[@]}" "${ln_flag[@]}" "${prof[@]}" ${dims[$c]} --metrics-file "$R/train_$c.jsonl" \
     --tensorboard-dir "$R/tb_$c" --log-timers-to-tensorboard > "$R/train_$c.log" 2>&1
@@ -99,6 +100,7 @@ if [ ${#ln_flag[@]} -eq 0 ] && [ -n "$AB_FLAGS" ]; then
   done
 fi
 # A checkpoint written on the GPU (124M, bf16, with optimizer state) loads and training continues from it.
+if [[ " $SKIP " != *" ckpt "* ]]; then
 # shellcheck disable=SC2086
 capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --lr-decay-iters 100 --train-iters 4 --save /tmp/ckpt124 \
   --save-interval 4 > "$R/save_124M.log" 2>&1
@@ -108,15 +110,20 @@ capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --lr-decay-iters 1
   > "$R/resume_124M.log" 2>&1
 stamp "resume exit code $?: $(grep -o 'loaded .* at iteration [0-9]*\|iteration *6/.*lm loss: [0-9.E+-]*' "$R/resume_124M.log" | head -c 300)"
 rm -rf /tmp/ckpt124
-python3 "$SRC/perf/gpu/check_tfevents.py" "$R/tb_124M" "lm loss" "forward-backward-time" > "$R/tb.log" 2>&1
-stamp "TensorBoard reads megaton's events: exit code $? ($(grep -c . "$R/tb.log") lines)"
+fi
+if [[ " $SKIP " != *" train "* ]]; then
+  python3 "$SRC/perf/gpu/check_tfevents.py" "$R/tb_124M" "lm loss" "forward-backward-time" > "$R/tb.log" 2>&1
+  stamp "TensorBoard reads megaton's events: exit code $? ($(grep -c . "$R/tb.log") lines)"
+fi
 
+if [[ " $SKIP " != *" peer "* ]]; then
 PEER_PROFILE_DIR="$R/prof" PYTHONUNBUFFERED=1 capped 150 python3 "$SRC/perf/gpu/torch_gpt_bench.py" $CONFIGS \
   > "$R/peer.log" 2>&1
 stamp "peer exit code $?"
 grep -E "TFLOP|Error" "$R/peer.log" | tee -a "$OUT/summary.txt"
 python3 "$SRC/perf/gpu/compare_peer.py" "$R" $CONFIGS 2>&1 | tee -a "$OUT/summary.txt"  # medians and the ratio
 for f in "$R"/prof/peer_*.summary.txt; do head -25 "$f"; done
+fi
 
 if [[ " $SKIP " != *" generate "* ]]; then
   BUILD=$BUILD VOCAB_DIR="$REPO/data/downloaded/gpt2" capped 200 bash "$SRC/perf/generate/run.sh" "$R/generate" \
@@ -127,7 +134,7 @@ if [[ " $SKIP " != *" generate "* ]]; then
 fi
 # CheckpointTracker.WritesAtomicallyAndPrunes segfaulted here on 2026-12-02 in libtorch.so's copy of
 # std::filesystem::remove_all (CMakeLists.txt now links libstdc++ first): a backtrace if it still does.
-(cd "$BUILD" && capped 60 cuda-gdb -batch -ex run -ex bt --args tests/megaton_unit_tests \
+[[ " $SKIP " != *" ckpt "* ]] && (cd "$BUILD" && capped 60 cuda-gdb -batch -ex run -ex bt --args tests/megaton_unit_tests \
   --gtest_filter='CheckpointTracker.*' > "$R/tracker_gdb.log" 2>&1)
 grep -E '^#[0-9]+ ' "$R/tracker_gdb.log" | head -12 | cut -c1-200 | tee -a "$OUT/summary.txt"
 if [[ " $SKIP " != *" unit "* ]] && [ "$(left)" -gt 80 ]; then
