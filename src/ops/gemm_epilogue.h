@@ -5,7 +5,7 @@
 //                  (epilogue GELU_AUX_BIAS, 1.10-1.15x ATen's GEMM + GELU on an H200). Backward: ATen's GEMMs and
 //                  gelu_backward (the DGELU_BGRAD and BGRADB epilogues measured slower, perf/bench_gemm_epilogue.cpp).
 //
-// The model takes it with --gemm-epilogue-fusion (off by default: its whole-step effect is not measured yet) for
+// The model takes it with --gemm-epilogue-fusion (off by default: 124M measured 1.2% faster, 1.3B not yet) for
 // CUDA tensors of one dtype, bf16 or fp16, with feature sizes divisible by 8 (gemm_epilogue_supported); otherwise,
 // and for shapes cuBLASLt has no algorithm for, the same autograd function runs on ATen ops, which is also what the
 // CPU tests check the gradients of.
