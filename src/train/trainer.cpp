@@ -582,6 +582,7 @@ int Trainer::run() {
     log_.warn0("--profile: iterations ", lg.profile_step_start + 1, "..", lg.profile_step_end,
                " are not all in this run (iterations ", iteration_ + 1, "..", train_iters_,
                "): no profile will be written");
+  warn_if_gemm_epilogue_unused();
   while (iteration_ < train_iters_) {
     profiler.before_step(iteration_);
     const StepOutcome s = train_step();
@@ -625,6 +626,16 @@ int Trainer::run() {
   // A signal means the job was interrupted (time limit, preemption): exit code 7 tells the launcher so; the other
   // triggers are asked-for ends of training and exit 0, as in Megatron.
   return stop == kSignal ? static_cast<int>(ExitCode::kInterrupted) : 0;
+}
+
+void Trainer::warn_if_gemm_epilogue_unused() const {
+  const cli::ModelArgs& m = cfg_.model;
+  if (!m.gemm_epilogue_fusion) return;
+  const bool tanh_gelu = m.glu_activation.empty() && (m.openai_gelu || !m.no_bias_gelu_fusion);
+  const bool half = cfg_.precision.bf16 || cfg_.precision.fp16;
+  if (!tanh_gelu || !half || !gpt_->device.is_cuda())
+    log_.warn0("--gemm-epilogue-fusion: not applied (it needs a CUDA device, --bf16 or --fp16, and the tanh GELU MLP: ",
+               "not --glu-activation, not --no-bias-gelu-fusion without --openai-gelu); the MLP runs on ATen");
 }
 
 }  // namespace megaton::train

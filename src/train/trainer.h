@@ -83,8 +83,9 @@ class Trainer {
   void log_iteration(const StepOutcome& s, double interval_s, int64_t iterations_in_interval);
   bool logging_rank() const;
   bool interleaved() const;
-  bool holds_embedding() const;  // chunk 0 is the first (virtual) stage
-  bool holds_loss() const;       // the last chunk is the last (virtual) stage
+  void warn_if_gemm_epilogue_unused() const;  // --gemm-epilogue-fusion where the MLP cannot take it
+  bool holds_embedding() const;               // chunk 0 is the first (virtual) stage
+  bool holds_loss() const;                    // the last chunk is the last (virtual) stage
   /// Megatron's forward_step for model chunk `chunk`: its output [s, b, h], or on the chunk holding the loss the
   /// masked mean loss [] of micro-batch `b`.
   torch::Tensor forward_step(int chunk, const model::MicroBatch& b, const torch::Tensor& input);

@@ -1,0 +1,18 @@
+#!/bin/bash
+# --gemm-epilogue-fusion where the MLP cannot take it (here: a CPU run, fp32) says so on rank 0 and changes nothing:
+# the losses equal those of the run without the flag, bit for bit. (The CUDA path itself is checked on a GPU by
+# KernelsGemmEpilogue.* and perf/gpu/session_batch.sh's A/B.)
+set -euo pipefail
+BUILD=$1 SRC=$2
+source "$SRC/tests/scripts/train_lib.sh"
+setup_work
+common=($(tiny_model_args) $(tiny_lr_args) --data-path "$work/synth_text_document" --micro-batch-size 2
+        --global-batch-size 4 --train-iters 6)
+run_train 1 "${common[@]}" --metrics-file "$work/plain.jsonl" > "$work/plain.log" 2>&1 || { tail "$work/plain.log"; exit 1; }
+run_train 1 "${common[@]}" --gemm-epilogue-fusion --metrics-file "$work/flag.jsonl" > "$work/flag.log" 2>&1 ||
+  { tail "$work/flag.log"; exit 1; }
+grep -q -- "--gemm-epilogue-fusion: not applied (it needs a CUDA device" "$work/flag.log" ||
+  { echo "FAIL: no warning that --gemm-epilogue-fusion is not applied"; tail -5 "$work/flag.log"; exit 1; }
+grep -q -- "--gemm-epilogue-fusion: not applied" "$work/plain.log" && { echo "FAIL: warning without the flag"; exit 1; }
+compare_losses "$work/plain.jsonl" "$work/flag.jsonl" 0
+echo PASS
