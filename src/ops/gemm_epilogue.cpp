@@ -18,16 +18,12 @@ torch::Tensor rows_of(const torch::Tensor& t) {
   return t.reshape({-1, t.size(-1)}).contiguous();
 }
 
-torch::Tensor empty_like_shape(const torch::Tensor& like, torch::IntArrayRef shape) {
-  return torch::empty(shape, like.options());
-}
-
 // act = gelu(pre), pre = x w^T + b. x [T, in], w [out, in], b [out].
 std::tuple<torch::Tensor, torch::Tensor> linear_gelu(const torch::Tensor& x, const torch::Tensor& w,
                                                      const torch::Tensor& b) {
 #ifdef MEGATON_HAVE_CUDA
   if (gemm_epilogue_supported({x, w, b})) {
-    torch::Tensor act = empty_like_shape(x, {x.size(0), w.size(0)}), pre = torch::empty_like(act);
+    torch::Tensor act = torch::empty({x.size(0), w.size(0)}, x.options()), pre = torch::empty_like(act);
     if (lt::linear_gelu_aux(x, w, b.contiguous(), act, pre)) return {act, pre};
   }
 #endif

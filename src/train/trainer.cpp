@@ -15,6 +15,7 @@
 #include "data/tokenizer.h"
 #include "dist/mpi_session.h"
 #include "model/gpt_stage.h"
+#include "ops/activations.h"
 #include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/microbatches.h"
@@ -631,7 +632,8 @@ int Trainer::run() {
 void Trainer::warn_if_gemm_epilogue_unused() const {
   const cli::ModelArgs& m = cfg_.model;
   if (!m.gemm_epilogue_fusion) return;
-  const bool tanh_gelu = m.glu_activation.empty() && (m.openai_gelu || !m.no_bias_gelu_fusion);
+  const bool tanh_gelu = ops::activation_from_flags(m.glu_activation, m.openai_gelu, !m.no_bias_gelu_fusion) ==
+                         ops::Activation::kGeluTanh;  // what TransformerLayer takes the fused MLP for
   const bool half = cfg_.precision.bf16 || cfg_.precision.fp16;
   if (!tanh_gelu || !half || !gpt_->device.is_cuda())
     log_.warn0("--gemm-epilogue-fusion: not applied (it needs a CUDA device, --bf16 or --fp16, and the tanh GELU MLP: ",
