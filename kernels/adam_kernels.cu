@@ -30,10 +30,10 @@ struct Consts {
   float decay_keep;    // 1 - lr * weight_decay
   float inv_sqrt_bc2;  // 1 / sqrt(bias_correction2), as ATen's division by a scalar (a multiply by its inverse)
   float eps;
-  float neg_step;    // -lr / bias_correction1
-  float grad_scale;  // the clip coefficient
+  float neg_step;                  // -lr / bias_correction1
+  float grad_scale;                // the clip coefficient
+  const float* device_grad_scale;  // not null: read grad_scale from here
 };
-
 
 // One element. The explicit _rn intrinsics keep nvcc from contracting across what are separate ATen kernels (each
 // rounds its result to fp32); inside one ATen kernel (add with alpha, addcmul, addcdiv) the fma is ATen's own.
@@ -71,7 +71,9 @@ __device__ __forceinline__ void scalar_range(float* __restrict__ master, float* 
 template <typename P>
 __global__ void __launch_bounds__(kThreads)
     adam_kernel(float* __restrict__ master, float* __restrict__ m, float* __restrict__ v, const float* __restrict__ g,
-                P* __restrict__ out, const AdamChunk* __restrict__ chunks, Consts c, bool vec) {
+                P* __restrict__ out, const AdamChunk* __restrict__ chunks, Consts consts, bool vec) {
+  Consts c = consts;
+  if (c.device_grad_scale != nullptr) c.grad_scale = *c.device_grad_scale;
   const AdamChunk ch = chunks[blockIdx.x];
   const bool decay = ch.decay != 0;
   int64_t begin = ch.start;
@@ -134,6 +136,7 @@ void adam_step(float* master, float* exp_avg, float* exp_avg_sq, const float* gr
   c.eps = static_cast<float>(h.eps);
   c.neg_step = static_cast<float>(-h.lr / h.bias_correction1);
   c.grad_scale = static_cast<float>(h.grad_scale);
+  c.device_grad_scale = h.device_grad_scale;
   if (param_out == nullptr) {
     launch<float>(master, exp_avg, exp_avg_sq, grad, nullptr, chunks, num_chunks, c, stream);
   } else {

@@ -4,7 +4,7 @@
 // optionally also writing p rounded to the model's dtype (2 more bytes for bf16) so the master -> parameter copy goes.
 //
 // Per element i of a chunk (all arithmetic fp32, in the ATen path's order and roundings):
-//   g = grad[i] * grad_scale
+//   g = grad[i] * grad_scale   (or * *device_grad_scale: a clip coefficient the host never read)
 //   m = beta1 * m + (1 - beta1) * g;          v = beta2 * v + (1 - beta2) * g * g
 //   if the chunk decays: p = p * (1 - lr * weight_decay)
 //   p = p - lr / bias_correction1 * m / (sqrt(v) / sqrt(bias_correction2) + eps)
@@ -37,6 +37,7 @@ struct AdamHyper {
   double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
   double bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta^step
   double grad_scale = 1;                              // multiplies the gradient first (the clip coefficient)
+  const float* device_grad_scale = nullptr;           // not null: one fp32 in device memory used instead of grad_scale
 };
 
 /// master, exp_avg, exp_avg_sq [S] fp32 updated in place; grad [S] fp32 read only; chunks [num_chunks] in device

@@ -8,21 +8,35 @@ namespace megaton {
 
 void Timer::start() {
   if (running_) return;
-  if (sync_) sync_();
   running_ = true;
-  started_ = Clock::now();
+  if (clock_)
+    start_mark_ = clock_();
+  else
+    started_ = Clock::now();
 }
 
 void Timer::stop() {
   if (!running_) return;
-  if (sync_) sync_();
-  total_ += std::chrono::duration<double>(Clock::now() - started_).count();
   running_ = false;
+  if (!clock_) {
+    total_ += std::chrono::duration<double>(Clock::now() - started_).count();
+    return;
+  }
+  spans_.emplace_back(std::move(start_mark_), clock_());
+  constexpr size_t kMaxSpans = 256;
+  if (spans_.size() > kMaxSpans) fold_spans(kMaxSpans / 2);
+}
+
+void Timer::fold_spans(size_t keep) {
+  const size_t n = spans_.size() > keep ? spans_.size() - keep : 0;
+  for (size_t i = 0; i < n; ++i) total_ += spans_[i].second->seconds_since(*spans_[i].first);
+  spans_.erase(spans_.begin(), spans_.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 double Timer::elapsed(bool reset) {
   const bool was_running = running_;
   if (was_running) stop();
+  fold_spans(0);
   const double t = total_;
   if (reset) total_ = 0.0;
   if (was_running) start();
@@ -31,13 +45,13 @@ double Timer::elapsed(bool reset) {
 
 Timer& Timers::operator()(const std::string& name) {
   auto [it, inserted] = timers_.try_emplace(name);
-  if (inserted) it->second.set_sync(sync_);
+  if (inserted) it->second.set_device_clock(clock_);
   return it->second;
 }
 
-void Timers::set_sync(std::function<void()> sync) {
-  sync_ = std::move(sync);
-  for (auto& [name, timer] : timers_) timer.set_sync(sync_);
+void Timers::set_device_clock(DeviceClock clock) {
+  clock_ = std::move(clock);
+  for (auto& [name, timer] : timers_) timer.set_device_clock(clock_);
 }
 
 std::string Timers::report(double normalizer) {

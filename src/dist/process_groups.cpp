@@ -65,6 +65,7 @@ ProcessGroups build_process_groups(const RankGrid& grid, Backend backend, double
   bool in_emb = false;
   for (int r : emb) in_emb |= (r == rank);
   g.embedding = make_group(in_emb ? emb : std::vector<int>{rank}, rank, "embedding", backend, timeout_s);
+  g.host = make_group(all, rank, "host", Backend::kMpi, timeout_s);
   return g;
 }
 

@@ -23,6 +23,7 @@ struct ProcessGroups {
   CommunicatorPtr pp;
   CommunicatorPtr mp;         // tp x pp: one model replica
   CommunicatorPtr embedding;  // first + last pipeline stage (tied embeddings)
+  CommunicatorPtr host;       // MPI over the world for host values (the stop agreement): never waits for the device
 
   bool is_first_stage() const { return coords.pp == 0; }
   bool is_last_stage() const { return coords.pp == grid.pp_size() - 1; }

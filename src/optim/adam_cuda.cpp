@@ -60,6 +60,12 @@ void adam_step_fused(const torch::Tensor& master, const torch::Tensor& exp_avg, 
   h.bias_correction1 = step.bias_correction1;
   h.bias_correction2 = step.bias_correction2;
   h.grad_scale = step.grad_scale;
+  if (step.device_grad_scale.defined()) {
+    const torch::Tensor& d = step.device_grad_scale;
+    MEGATON_ASSERT(d.device() == master.device() && d.scalar_type() == torch::kFloat32 && d.numel() == 1,
+                   "fused Adam: the device grad scale must be one fp32 on ", master.device());
+    h.device_grad_scale = d.data_ptr<float>();
+  }
   const c10::cuda::CUDAGuard device_guard(master.device());
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(master.device().index()).stream();
   try {

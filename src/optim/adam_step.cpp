@@ -11,7 +11,10 @@ void adam_step_aten(const torch::Tensor& master, const torch::Tensor& exp_avg, c
                     const torch::Tensor& grad, const std::vector<Run>& decay_runs, const AdamScalars& s) {
   const torch::Tensor& g = grad;  // [S], used as scratch for the denominator below
   const double b1 = s.beta1, b2 = s.beta2, lr = s.lr;
-  if (s.grad_scale != 1.0) g.mul_(s.grad_scale);
+  if (s.device_grad_scale.defined())
+    g.mul_(s.device_grad_scale);
+  else if (s.grad_scale != 1.0)
+    g.mul_(s.grad_scale);
   exp_avg.mul_(b1).add_(g, 1.0 - b1);
   exp_avg_sq.mul_(b2).addcmul_(g, g, 1.0 - b2);
   // Decoupled weight decay on the old weights: p <- p - lr * (m_hat / (sqrt(v_hat) + eps) + wd * p).

@@ -76,7 +76,7 @@ bool MixedPrecisionOptimizer::unscale_and_check_for_inf() {
   return flag.item<float>() > 0.0f;
 }
 
-double MixedPrecisionOptimizer::grad_norm_and_clip(bool defer, double& grad_scale) {
+DeviceScalar MixedPrecisionOptimizer::grad_norm_and_clip(bool defer, torch::Tensor& grad_scale) {
   const torch::Tensor& g = dp_.shard_grad();  // [S]
   torch::Tensor sq;
   if (norm_runs_.empty()) {
@@ -88,16 +88,16 @@ double MixedPrecisionOptimizer::grad_norm_and_clip(bool defer, double& grad_scal
     sq = torch::stack(norms).to(torch::kFloat64).pow(2).sum().reshape({1});
   }
   all_reduce_over_model_and_shard(sq, dist::ReduceOp::kSum);
-  const double norm = std::sqrt(sq.item<double>());
-  const double coeff = options_.clip_grad / (norm + 1.0e-6);
-  grad_scale = 1.0;
-  if (coeff < 1.0) {
-    if (defer)
-      grad_scale = coeff;
-    else
-      g.mul_(coeff);
-  }
-  return norm;
+  // Norm and clip coefficient stay on the device (fp64 as before): reading the norm here made every step wait for
+  // the GPU. coeff = min(1, clip / (norm + 1e-6)); multiplying by exactly 1 leaves the grads bit-identical.
+  const torch::Tensor norm = sq.sqrt();  // [1] fp64
+  const torch::Tensor coeff =
+      torch::div(torch::full_like(norm, options_.clip_grad), norm + 1.0e-6).clamp_max(1.0).to(torch::kFloat32);
+  if (defer)
+    grad_scale = coeff;
+  else
+    g.mul_(coeff);
+  return DeviceScalar(norm);
 }
 
 int64_t MixedPrecisionOptimizer::count_zeros() {
@@ -109,7 +109,7 @@ int64_t MixedPrecisionOptimizer::count_zeros() {
   return static_cast<int64_t>(t.item<double>());
 }
 
-void MixedPrecisionOptimizer::adam_update(double grad_scale) {
+void MixedPrecisionOptimizer::adam_update(const torch::Tensor& grad_scale) {
   step_ += 1;
   AdamScalars s;
   s.lr = options_.lr;
@@ -119,12 +119,12 @@ void MixedPrecisionOptimizer::adam_update(double grad_scale) {
   s.weight_decay = options_.weight_decay;
   s.bias_correction1 = 1.0 - std::pow(s.beta1, static_cast<double>(step_));
   s.bias_correction2 = 1.0 - std::pow(s.beta2, static_cast<double>(step_));
-  s.grad_scale = grad_scale;
+  s.device_grad_scale = grad_scale;
   if (fused_adam_) {  // one pass; also writes the parameters when param_out_ is defined
     adam_step_fused(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), adam_chunks_, s, param_out_);
     return;
   }
-  MEGATON_ASSERT(grad_scale == 1.0, "the ATen Adam path takes gradients already clipped");
+  MEGATON_ASSERT(!grad_scale.defined(), "the ATen Adam path takes gradients already clipped");
   adam_step_aten(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), decay_runs_, s);
 }
 
@@ -164,7 +164,7 @@ StepResult MixedPrecisionOptimizer::step() {
   }
   // The fused Adam applies the clip coefficient as it reads the grads, saving a pass; the zero count reads the clipped
   // grads (a tiny grad can underflow to 0), so with it the clip stays a pass of its own.
-  double grad_scale = 1.0;
+  torch::Tensor grad_scale;  // fp32 [1] on the device when the fused Adam applies the clip
   const bool defer_clip = fused_adam_ && !options_.log_num_zeros_in_grad;
   if (options_.clip_grad > 0) r.grad_norm = grad_norm_and_clip(defer_clip, grad_scale);
   if (options_.log_num_zeros_in_grad) r.num_zeros = count_zeros();

@@ -23,16 +23,17 @@
 // buffer (it writes the rounded masters into the parameters). CPU masters always take the ATen path.
 // Note: step() uses the main-grad shard as scratch space; gradients are only valid until the step.
 #pragma once
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <map>
 #include <memory>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "cli/arguments.h"
+#include "core/device_scalar.h"
 #include "dist/process_groups.h"
 #include "optim/flat_runs.h"
 #include "optim/grad_scaler.h"
@@ -58,7 +59,7 @@ OptimizerOptions optimizer_options(const cli::TrainingArgs& t);
 /// What step() did: Megatron's (update_successful, grad_norm, num_zeros_in_grad).
 struct StepResult {
   bool updated = false;
-  std::optional<double> grad_norm;
+  DeviceScalar grad_norm;  // read lazily: the step itself never waits for the GPU (unless fp16's inf check does)
   std::optional<int64_t> num_zeros;
 };
 
@@ -106,12 +107,12 @@ class MixedPrecisionOptimizer {
 
  private:
   bool unscale_and_check_for_inf();
-  /// Returns the global grad norm. Clips the grads in place, or, with `defer`, leaves them and returns the clip
-  /// coefficient in `grad_scale` (1 when there is nothing to clip) for the fused Adam to apply.
-  double grad_norm_and_clip(bool defer, double& grad_scale);
+  /// Returns the global grad norm, on the device. Clips the grads in place, or, with `defer`, leaves them and returns
+  /// the clip coefficient (fp32 [1] on the device; 1 when there is nothing to clip) in `grad_scale` for the fused Adam.
+  DeviceScalar grad_norm_and_clip(bool defer, torch::Tensor& grad_scale);
   int64_t count_zeros();
-  /// grad_scale: multiplies the grads first (a deferred clip coefficient; the fused path only).
-  void adam_update(double grad_scale);
+  /// grad_scale: undefined, or fp32 [1] on the device multiplying the grads first (a deferred clip coefficient).
+  void adam_update(const torch::Tensor& grad_scale);
   void sgd_update();
   void all_reduce_over_model_and_shard(torch::Tensor& t, dist::ReduceOp op);
 

@@ -4,8 +4,7 @@
 
 namespace megaton::parallel {
 
-SelfCommunicator::SelfCommunicator(std::string name, int global_rank)
-    : name_(std::move(name)), members_{global_rank} {}
+SelfCommunicator::SelfCommunicator(std::string name, int global_rank) : name_(std::move(name)), members_{global_rank} {}
 
 void SelfCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
   MEGATON_ASSERT(out.numel() == in.numel(), "all_gather on ", describe(), ": out has ", out.numel(),
@@ -45,6 +44,7 @@ dist::ProcessGroups single_rank_groups() {
   g.pp = std::make_shared<SelfCommunicator>("pp");
   g.mp = std::make_shared<SelfCommunicator>("mp");
   g.embedding = std::make_shared<SelfCommunicator>("embedding");
+  g.host = std::make_shared<SelfCommunicator>("host");
   return g;
 }
 

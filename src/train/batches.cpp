@@ -10,15 +10,18 @@ model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vec
                                    const BatchOptions& o) {
   const int64_t b = static_cast<int64_t>(indices.size()), s = ds.seq_length();
   MEGATON_CHECK(b > 0, InternalError, "empty micro-batch");
-  torch::Tensor samples = torch::empty({b, s + 1}, torch::kInt64);  // [b, s+1]
+  // Pinned on a GPU run, so the one upload below is asynchronous: the host goes on queueing work meanwhile.
+  const bool cuda = o.device.is_cuda();
+  torch::Tensor samples = torch::empty({b, s + 1}, torch::TensorOptions().dtype(torch::kInt64).pinned_memory(cuda));
   int64_t* p = samples.data_ptr<int64_t>();
   for (int64_t i = 0; i < b; ++i) ds.get(indices[static_cast<size_t>(i)], p + i * (s + 1));
+  const torch::Tensor on_device = cuda ? samples.to(o.device, torch::kInt64, /*non_blocking=*/true) : samples;
   model::MicroBatch mb;
-  mb.tokens = samples.narrow(1, 0, s).contiguous().to(o.device);   // [b, s]
-  mb.labels = samples.narrow(1, 1, s).contiguous().to(o.device);   // [b, s]
-  torch::Tensor mask = torch::ones({b, s}, torch::kFloat32);
-  if (o.eod_mask_loss && o.eod >= 0) mask.masked_fill_(samples.narrow(1, 0, s) == o.eod, 0.0);
-  mb.loss_mask = mask.to(o.device);  // [b, s]
+  mb.tokens = on_device.narrow(1, 0, s).contiguous();  // [b, s]
+  mb.labels = on_device.narrow(1, 1, s).contiguous();  // [b, s]
+  mb.loss_mask = o.eod_mask_loss && o.eod >= 0
+                     ? (mb.tokens != o.eod).to(torch::kFloat32)
+                     : torch::ones({b, s}, torch::TensorOptions().device(o.device));  // [b, s]
   return mb;
 }
 
@@ -37,8 +40,7 @@ std::vector<std::pair<int64_t, int64_t>> parse_skip_ranges(const std::vector<std
       a = b = -1;
     }
     MEGATON_CHECK(dash != std::string::npos && end_a == dash && end_b == r.size() - dash - 1 && a >= 1 && a <= b,
-                  UsageError, "--skip-train-iteration-range: expected START-END with 1 <= START <= END, got '", r,
-                  "'");
+                  UsageError, "--skip-train-iteration-range: expected START-END with 1 <= START <= END, got '", r, "'");
     out.emplace_back(a, b);
   }
   return out;

@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "checkpoint/checkpoint.h"
+#include "core/device_clock.h"
 #include "core/device_memory.h"
 #include "core/error.h"
 #include "data/dataset_builder.h"
@@ -147,7 +148,7 @@ void Trainer::build() {
   skip_ranges_ = parse_skip_ranges(t.skip_train_iteration_range);
 
   const torch::Device device(dist::select_device(p.device, env_.local_rank));
-  if (device.is_cuda()) timers_.set_sync([index = device.index()] { torch::cuda::synchronize(index); });
+  timers_.set_device_clock(device_clock(device));  // CUDA events on the GPU: timing never waits for the device
   if (cfg_.precision.fp16 && !device.is_cuda()) {
     // LibTorch 1.13 has no fp16 matrix multiply on CPU: say so before anything is built, not mid-iteration.
     try {
@@ -294,7 +295,8 @@ void Trainer::load() {
 void Trainer::save() {
   const auto& c = cfg_.checkpoint;
   if (c.save.empty() || last_saved_ == iteration_) return;
-  timers_("save-checkpoint").start();
+  Timer took;  // host clock: the save is host work (device-to-host copies and file writes)
+  took.start();
   checkpoint::CheckpointState st;
   st.iteration = iteration_;
   st.state = {{"consumed_train_samples", consumed_train_},
@@ -313,10 +315,8 @@ void Trainer::save() {
   const checkpoint::RngState rng_state = rng_to_checkpoint(chunks_.front()->rng());
   const std::string dir = checkpoint::save_checkpoint(c.save, st, params_, so.save_optim ? &optim_state : nullptr,
                                                       so.save_rng ? &rng_state : nullptr, groups_, so, log_);
-  timers_("save-checkpoint").stop();
   last_saved_ = iteration_;
-  log_.info0("saved checkpoint at iteration ", iteration_, " to ", dir, " (",
-             fmt_f(timers_("save-checkpoint").elapsed() * 1e3, 1), " ms)");
+  log_.info0("saved checkpoint at iteration ", iteration_, " to ", dir, " (", fmt_f(took.elapsed() * 1e3, 1), " ms)");
 }
 
 StepOutcome Trainer::train_step() {
@@ -370,14 +370,12 @@ StepOutcome Trainer::train_step() {
   s.grad_norm = r.grad_norm;
   s.num_zeros = r.num_zeros;
   if (holds_loss()) {
-    // average_losses_across_data_parallel_group (one device-to-host copy for all micro-batches' losses)
-    double loss_sum = 0;
-    const torch::Tensor host = torch::stack(losses).to(torch::kFloat64).to(torch::kCPU);  // [m]
-    for (int64_t i = 0; i < host.numel(); ++i) loss_sum += host[i].item<double>();
-    torch::Tensor l = torch::tensor({loss_sum / m}, torch::TensorOptions().dtype(torch::kFloat64)).to(gpt_->device);
+    // average_losses_across_data_parallel_group, on the device (fp64 mean; fp32 over NCCL as before); the host reads
+    // it at the next log line (settle_losses), not here.
+    torch::Tensor l = torch::stack(losses).to(torch::kFloat64).mean().reshape({1});  // [1]
     if (gpt_->device.is_cuda()) l = l.to(torch::kFloat32);
     groups_.dp->all_reduce(l, dist::ReduceOp::kAvg);
-    s.loss = l.to(torch::kCPU).to(torch::kFloat64).item<double>();
+    s.loss = l;
   }
   return s;
 }
@@ -459,6 +457,22 @@ std::optional<double> Trainer::evaluate_dataset(const data::NamedDataset& valid)
   return loss;
 }
 
+void Trainer::settle_losses() {
+  if (pending_losses_.empty()) return;
+  std::vector<torch::Tensor> all;
+  all.reserve(pending_losses_.size());
+  for (const auto& [loss, updated] : pending_losses_) all.push_back(loss);
+  const torch::Tensor host = torch::cat(all).to(torch::kCPU, torch::kFloat64);  // [iterations]
+  const double* v = host.data_ptr<double>();
+  for (size_t i = 0; i < pending_losses_.size(); ++i) {
+    if (!std::isfinite(v[i]))
+      ++nan_in_interval_;
+    else if (pending_losses_[i].second)
+      loss_sum_ += v[i], ++loss_count_;
+  }
+  pending_losses_.clear();
+}
+
 void Trainer::log_iteration(const StepOutcome& s, double interval_s, int64_t iterations_in_interval) {
   const double ms = interval_s * 1e3 / double(std::max<int64_t>(iterations_in_interval, 1));
   const double flops = model_flops_per_iteration(cfg_.model, gpt_->padded_vocab_size, s.global_batch);
@@ -477,6 +491,7 @@ void Trainer::log_iteration(const StepOutcome& s, double interval_s, int64_t ite
     loss_sum_ = 0, loss_count_ = 0, skipped_in_interval_ = 0, nan_in_interval_ = 0;
     return;
   }
+  const std::optional<double> grad_norm = s.grad_norm ? std::optional<double>(*s.grad_norm) : std::nullopt;
   const std::optional<double> avg =
       loss_count_ > 0 ? std::optional<double>(loss_sum_ / double(loss_count_)) : std::nullopt;
   std::ostringstream line;
@@ -487,7 +502,7 @@ void Trainer::log_iteration(const StepOutcome& s, double interval_s, int64_t ite
        << " |";
   if (avg) line << " lm loss: " << fmt_e(*avg) << " |";
   if (optimizer_->grad_scaler()) line << " loss scale: " << fmt_f(optimizer_->loss_scale(), 1) << " |";
-  if (s.grad_norm) line << " grad norm: " << fmt_f(*s.grad_norm, 3) << " |";
+  if (grad_norm) line << " grad norm: " << fmt_f(*grad_norm, 3) << " |";
   if (s.num_zeros) line << " num zeros: " << *s.num_zeros << " |";
   line << " number of skipped iterations: " << std::setw(3) << skipped_in_interval_
        << " | number of nan iterations: " << std::setw(3) << nan_in_interval_
@@ -506,8 +521,7 @@ void Trainer::log_iteration(const StepOutcome& s, double interval_s, int64_t ite
     if (optimizer_->grad_scaler())
       tb_->add_scalar_vs_progress("loss-scale", optimizer_->loss_scale(), iteration_, consumed_train_,
                                   consumed_tokens_);
-    if (s.grad_norm)
-      tb_->add_scalar_vs_progress("grad-norm", *s.grad_norm, iteration_, consumed_train_, consumed_tokens_);
+    if (grad_norm) tb_->add_scalar_vs_progress("grad-norm", *grad_norm, iteration_, consumed_train_, consumed_tokens_);
     tb_->add_scalar("iteration-time", ms * 1e-3, iteration_);
     tb_->add_scalar("samples-per-second", samples_per_s, iteration_);
     tb_->add_scalar("tokens-per-second", tokens_per_s, iteration_);
@@ -527,7 +541,7 @@ void Trainer::log_iteration(const StepOutcome& s, double interval_s, int64_t ite
     im.global_batch_size = s.global_batch;
     im.lm_loss = avg;
     if (optimizer_->grad_scaler()) im.loss_scale = optimizer_->loss_scale();
-    im.grad_norm = s.grad_norm;
+    im.grad_norm = grad_norm;
     im.num_zeros = s.num_zeros;
     im.skipped_iterations = skipped_in_interval_;
     im.nan_iterations = nan_in_interval_;
@@ -554,9 +568,10 @@ int Trainer::agree_on_stop(double elapsed_min) {
   if (t.exit_duration_in_mins > 0 && elapsed_min > double(t.exit_duration_in_mins))
     reason = std::max<int>(reason, kDuration);
   if (t.exit_interval > 0 && iteration_ % t.exit_interval == 0) reason = std::max<int>(reason, kExitInterval);
-  torch::Tensor r = torch::tensor({float(reason)}).to(gpt_->device);
-  groups_.world->all_reduce(r, dist::ReduceOp::kMax);
-  return static_cast<int>(r.to(torch::kCPU).item<float>());
+  // Agreed over MPI on the host: a device all-reduce here would make every iteration wait for the GPU to drain.
+  torch::Tensor r = torch::tensor({float(reason)});
+  groups_.host->all_reduce(r, dist::ReduceOp::kMax);
+  return static_cast<int>(r.item<float>());
 }
 
 int Trainer::run() {
@@ -598,15 +613,10 @@ int Trainer::run() {
     optimizer_->set_lr(lr_->lr());
     if (!s.skipped_data) {
       if (!s.updated) ++skipped_in_interval_;
-      if (s.loss) {
-        if (std::isfinite(*s.loss)) {
-          if (s.updated) loss_sum_ += *s.loss, ++loss_count_;
-        } else {
-          ++nan_in_interval_;
-        }
-      }
+      if (s.loss.defined()) pending_losses_.emplace_back(s.loss, s.updated);
     }
     if (iteration_ % std::max(1, t.log_interval) == 0 || iteration_ == train_iters_) {
+      settle_losses();  // waits for the device: the interval's time below covers all of its work
       const double sec = interval.elapsed(true);
       log_iteration(s, sec, in_interval);
       in_interval = 0;

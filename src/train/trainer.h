@@ -17,6 +17,7 @@
 #include <ostream>
 #include <vector>
 
+#include "core/device_scalar.h"
 #include "core/log.h"
 #include "core/timer.h"
 #include "dist/launch_env.h"
@@ -50,10 +51,10 @@ class StopSignals;
 
 /// What one iteration did (train_step's return).
 struct StepOutcome {
-  bool skipped_data = false;   // --skip-train-iteration-range: data consumed, no step
-  bool updated = false;        // optimizer step taken (false: inf/NaN gradients, the step was skipped)
-  std::optional<double> loss;  // DP-averaged mean loss (last pipeline stage only)
-  std::optional<double> grad_norm;
+  bool skipped_data = false;  // --skip-train-iteration-range: data consumed, no step
+  bool updated = false;       // optimizer step taken (false: inf/NaN gradients, the step was skipped)
+  torch::Tensor loss;         // [1] on the device: the DP-averaged mean loss (last pipeline stage only; else undefined)
+  DeviceScalar grad_norm;     // read when the iteration is logged
   std::optional<int64_t> num_zeros;
   int64_t global_batch = 0;
 };
@@ -81,6 +82,8 @@ class Trainer {
   std::optional<double> evaluate();  // every validation dataset; returns the first one's loss
   std::optional<double> evaluate_dataset(const data::NamedDataset& valid);
   void log_iteration(const StepOutcome& s, double interval_s, int64_t iterations_in_interval);
+  /// Reads pending_losses_ (one device-to-host copy; waits for the device) into the interval's sums and counts.
+  void settle_losses();
   bool logging_rank() const;
   bool interleaved() const;
   void warn_if_gemm_epilogue_unused() const;  // --gemm-epilogue-fusion where the MLP cannot take it
@@ -125,6 +128,9 @@ class Trainer {
   // Accumulated since the last log line.
   double loss_sum_ = 0;
   int64_t loss_count_ = 0, skipped_in_interval_ = 0, nan_in_interval_ = 0;
+  // Each iteration's loss (on the device) and whether its step was taken, until settle_losses() reads them all at
+  // once at the next log line: a read per iteration would make every iteration wait for the GPU.
+  std::vector<std::pair<torch::Tensor, bool>> pending_losses_;
 };
 
 }  // namespace megaton::train

@@ -61,7 +61,7 @@ Run train(const dist::ProcessGroups& groups, bool zero1, bool reference, int ste
     }
     auto r = opt.step();
     EXPECT_TRUE(r.updated);
-    run.norms.push_back(r.grad_norm.value_or(-1));
+    run.norms.push_back(r.grad_norm ? *r.grad_norm : -1.0);
   }
   for (const auto& p : m.params) run.params.push_back(p.param.detach().clone());
   run.state = opt.state_dict();
@@ -71,7 +71,8 @@ Run train(const dist::ProcessGroups& groups, bool zero1, bool reference, int ste
 void expect_same(const Run& got, const Run& want, double tol, const std::string& what) {
   for (size_t i = 0; i < want.params.size(); ++i)
     EXPECT_LT(mpitest::max_abs_diff(got.params[i], want.params[i]), tol) << what << " param " << i;
-  for (size_t s = 0; s < want.norms.size(); ++s) EXPECT_NEAR(got.norms[s], want.norms[s], 1e-5) << what << " step " << s;
+  for (size_t s = 0; s < want.norms.size(); ++s)
+    EXPECT_NEAR(got.norms[s], want.norms[s], 1e-5) << what << " step " << s;
   for (const auto& [name, st] : want.state)
     for (const auto& [key, t] : st)
       EXPECT_LT(mpitest::max_abs_diff(got.state.at(name).at(key), t), tol) << what << " " << name << "/" << key;
