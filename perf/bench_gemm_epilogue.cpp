@@ -1,7 +1,8 @@
 // The transformer MLP (fc1 -> GELU (tanh) -> fc2, with biases) forward + backward through autograd at GPT-2 124M
 // ([32768 tokens = micro-batch 32 x seq 1024, h 768, ffn 3072]) and GPT 1.3B ([16384 = 8 x 2048, 2048, 8192]) training
-// sizes, bf16: ops::bias_gelu_mlp (bias + GELU in fc1's GEMM epilogue; --gemm-epilogue-fusion) against torch::linear
-// / torch::gelu / torch::linear (ATen's kernels, the model's default), timed alternately in the same iterations.
+// sizes, bf16: ops::bias_gelu_mlp (the model's MLP: GELU backward + fc1 bias gradient in one kernel; third argument 1:
+// bias + GELU in fc1's GEMM epilogue, --gemm-epilogue-fusion) against torch::linear / torch::gelu / torch::linear
+// (ATen's kernels), timed alternately in the same iterations.
 // Counters: aten_ms, fused_ms, speedup (aten / fused); the benchmark's own time is the fused path's.
 // BM_LinearGeluAux, BM_DgeluBgrad, BM_WgradBgrad: each cuBLASLt epilogue alone (ops/cublaslt_gemm.h) against the ATen
 // ops it would replace. On an H200 (2026-12-03): GELU_AUX_BIAS 1.15x / 1.10x, DGELU_BGRAD 0.53x / 0.55x, BGRADB
@@ -39,7 +40,7 @@ void BM_BiasGeluMlpFusedVsAten(benchmark::State& state) {
     for (torch::Tensor* t : {&x, &w1, &b1, &w2, &b2}) t->mutable_grad().reset();
   };
   perf::time_alternately(
-      state, clear, [&] { ops::bias_gelu_mlp(x, w1, b1, w2, b2).backward(dy); },
+      state, clear, [&] { ops::bias_gelu_mlp(x, w1, b1, w2, b2, state.range(2) != 0).backward(dy); },
       [&] { torch::linear(torch::gelu(torch::linear(x, w1, b1), "tanh"), w2, b2).backward(dy); }, 0, 0);
 }
 
@@ -100,9 +101,11 @@ BENCHMARK(BM_LinearGeluAux)->Args({32768, 768})->Args({16384, 2048})->UseManualT
 BENCHMARK(BM_DgeluBgrad)->Args({32768, 768})->Args({16384, 2048})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_WgradBgrad)->Args({32768, 768})->Args({16384, 2048})->UseManualTime()->Unit(benchmark::kMillisecond);
 #endif
-BENCHMARK(BM_BiasGeluMlpFusedVsAten)
-    ->Args({32768, 768})
-    ->Args({16384, 2048})
+BENCHMARK(BM_BiasGeluMlpFusedVsAten)  // {tokens, h, fc1 forward in the GEMM epilogue}
+    ->Args({32768, 768, 1})
+    ->Args({16384, 2048, 1})
+    ->Args({32768, 768, 0})
+    ->Args({16384, 2048, 0})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 

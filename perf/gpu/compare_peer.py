@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
 """Prints megaton's training step beside the peer's, with the ratio, from one session_batch.sh / train_step_batch.sh
-results folder: megaton's median ms/iteration over the unprofiled iterations after the first (train_<name>.jsonl;
-iterations in PROFILED, default "6 7", are left out), the peer's line of peer.log.
+results folder: megaton's median ms/iteration from the A/B runs' defaults (ab_<name>_base.jsonl: no profiler, a log
+line every few iterations, so the loop never waits for the GPU in between; log lines after iteration 10), else from
+the profiled run (train_<name>.jsonl: unprofiled iterations after the first; iterations in PROFILED, default "6 7",
+are left out); the peer's line of peer.log.
 
 usage: compare_peer.py RESULTS_DIR [NAME ...]   (names: 124M 1.3B; default both)"""
 import json
@@ -20,12 +22,14 @@ def main(d, names):
     print(f"{'model':6} {'megaton ms':>10} {'TFLOP/s':>8} {'mem GiB':>8} | {'peer ms':>8} {'TFLOP/s':>8} "
           f"{'mem GiB':>8} | speedup")
     for name in names:
-        path = os.path.join(d, f"train_{name}.jsonl")
+        base, path = os.path.join(d, f"ab_{name}_base.jsonl"), os.path.join(d, f"train_{name}.jsonl")
+        first, skip = (10, set()) if os.path.exists(base) else (1, profiled)
+        path = base if os.path.exists(base) else path
         if not os.path.exists(path):
             continue
         rows = [json.loads(l) for l in open(path)]
         its = [r for r in rows
-               if "elapsed_ms_per_iteration" in r and r["iteration"] > 1 and r["iteration"] not in profiled]
+               if "elapsed_ms_per_iteration" in r and r["iteration"] > first and r["iteration"] not in skip]
         if not its:
             continue
         ms = statistics.median(r["elapsed_ms_per_iteration"] for r in its)

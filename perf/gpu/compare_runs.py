@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """compare_runs.py A.jsonl B.jsonl [--tol T]: two `megaton train --metrics-file` runs of the same model, data and
 seed that differ only in how they compute (a fused kernel on or off): per iteration the lm loss and grad norm of both,
-the relative differences, and the median ms/iteration of each (iterations after the first two). Exits 1 when a loss
+the relative differences, and the median ms/iteration of each (log lines after the first two). Exits 1 when a loss
 differs by more than T (relative; default 1e-3) or an iteration is missing from one side."""
 import argparse
 import json
@@ -46,7 +46,7 @@ def main():
               f"{b[i].get('grad_norm', float('nan')):9.4f}")
 
     def median_ms(rows):
-        t = [r["elapsed_ms_per_iteration"] for k, r in sorted(rows.items()) if k > 2]
+        t = [r["elapsed_ms_per_iteration"] for _, r in sorted(rows.items())[2:]]
         return statistics.median(t) if t else float("nan")
 
     ma, mb = median_ms(a), median_ms(b)

@@ -81,8 +81,10 @@ AB_FLAGS=${AB_FLAGS---gemm-epilogue-fusion;--no-fused-layernorm}
 ab_run() {  # config tag flags...
   local c=$1 tag=$2; shift 2
   # shellcheck disable=SC2086
-  capped 90 "$BUILD/megaton" train "${common[@]}" "$@" --train-iters 10 ${dims[$c]} --metrics-file "$R/ab_${c}_$tag.jsonl" \
-    > "$R/ab_${c}_$tag.log" 2>&1
+  # 30 iterations, a log line every 5: the loop reads the device (losses, grad norm) only at log lines, as a long run
+  # does; compare_peer.py takes these defaults runs' medians as the headline numbers.
+  capped 90 "$BUILD/megaton" train "${common[@]}" "$@" --train-iters 30 --log-interval 5 ${dims[$c]} \
+    --metrics-file "$R/ab_${c}_$tag.jsonl" > "$R/ab_${c}_$tag.log" 2>&1
   stamp "megaton $c ${*:-(defaults)} exit code $?: $(grep -o 'elapsed time per iteration (ms): [0-9.]*\|TFLOPs: [0-9.]*' \
     "$R/ab_${c}_$tag.log" | tail -2 | tr '\n' ' ')"
 }

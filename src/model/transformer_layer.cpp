@@ -57,7 +57,8 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   const int64_t h = m.hidden_size, heads = m.num_attention_heads, d = m.kv_channels, ffn = m.ffn_hidden_size;
   const int n = tp->size();
   local_heads_ = heads / n;
-  fused_mlp_ = m.gemm_epilogue_fusion && act_ == ops::Activation::kGeluTanh;
+  bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh;
+  gemm_epilogue_ = m.gemm_epilogue_fusion;
   const std::string p = "layers." + std::to_string(index) + ".";
   auto ln = [&](const std::string& name, bool weight) {
     return f.make({p + name, {h}, -1, {}, weight ? InitSpec::ones() : InitSpec::zeros(), 0, true});
@@ -133,13 +134,14 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
 torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
   const parallel::ColumnParallelLinear& fc1 = *fc1_;
   const parallel::RowParallelLinear& fc2 = *fc2_;
-  if (fused_mlp_ && fc1.bias.defined() &&
-      ops::gemm_epilogue_supported({x, fc1.weight, fc1.bias, fc2.weight, fc2.bias})) {
-    // Megatron's bias-GeLU fusion in cuBLASLt epilogues; the TP mappings of fc1 (column) and fc2 (row) around it.
+  if (bias_gelu_mlp_ && fc1.bias.defined()) {
+    // Megatron's bias-GeLU fusion (GELU backward + fc1 bias gradient in one kernel; with --gemm-epilogue-fusion, fc1
+    // forward in a cuBLASLt epilogue); the TP mappings of fc1 (column) and fc2 (row) around it.
     const dist::CommunicatorPtr& tp = fc2.tp();
     const bool one_rank = tp->size() == 1;
+    // [s, b, h], partial over TP (fc2's bias added after the reduction)
     torch::Tensor y = ops::bias_gelu_mlp(parallel::copy_to_tp_region(x, tp), fc1.weight, fc1.bias, fc2.weight,
-                                         one_rank ? fc2.bias : torch::Tensor());  // [s, b, h], partial over TP
+                                         one_rank ? fc2.bias : torch::Tensor(), gemm_epilogue_);
     if (one_rank) return y;
     y = parallel::reduce_from_tp_region(y, tp);
     return fc2.bias.defined() ? y + fc2.bias : y;

@@ -59,8 +59,9 @@ class TransformerLayer {
   int index_;
   int64_t local_heads_;
   ops::Activation act_;
-  bool fused_mlp_ = false;                       // GELU (tanh) MLP through ops::bias_gelu_mlp where the tensors allow
-  torch::Tensor ln1_w_, ln1_b_, ln2_w_, ln2_b_;  // [h]
+  bool bias_gelu_mlp_ = false;  // tanh-GELU MLP: one autograd function, ops::bias_gelu_mlp (when fc1 has a bias)
+  bool gemm_epilogue_ = false;  // --gemm-epilogue-fusion: its fc1 forward in a cuBLASLt epilogue
+  torch::Tensor ln1_w_, ln1_b_, ln2_w_, ln2_b_;        // [h]
   std::optional<parallel::ColumnParallelLinear> qkv_;  // [3h/tp, h] = canonical [heads/tp, 3, d, h]
   std::optional<parallel::RowParallelLinear> dense_;   // [h, h/tp]
   std::optional<parallel::ColumnParallelLinear> fc1_;  // [f/tp, h] or GLU [2f/tp, h] = canonical [2, f/tp, h]

@@ -5,6 +5,7 @@
 #include <tuple>
 
 #include "ops/cublaslt_gemm.h"
+#include "ops/gelu_bias_grad.h"
 
 namespace megaton::ops {
 
@@ -18,14 +19,16 @@ torch::Tensor rows_of(const torch::Tensor& t) {
   return t.reshape({-1, t.size(-1)}).contiguous();
 }
 
-// act = gelu(pre), pre = x w^T + b. x [T, in], w [out, in], b [out].
+// act = gelu(pre), pre = x w^T + b. x [T, in], w [out, in], b [out]. epilogue: try cuBLASLt's GELU_AUX_BIAS.
 std::tuple<torch::Tensor, torch::Tensor> linear_gelu(const torch::Tensor& x, const torch::Tensor& w,
-                                                     const torch::Tensor& b) {
+                                                     const torch::Tensor& b, bool epilogue) {
 #ifdef MEGATON_HAVE_CUDA
-  if (gemm_epilogue_supported({x, w, b})) {
+  if (epilogue && gemm_epilogue_supported({x, w, b})) {
     torch::Tensor act = torch::empty({x.size(0), w.size(0)}, x.options()), pre = torch::empty_like(act);
     if (lt::linear_gelu_aux(x, w, b.contiguous(), act, pre)) return {act, pre};
   }
+#else
+  (void)epilogue;
 #endif
   torch::Tensor pre = torch::linear(x, w, b);
   return {torch::gelu(pre, "tanh"), pre};
@@ -35,9 +38,9 @@ struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
   // x [T, h] contiguous, w1 [f, h], b1 [f], w2 [h, f], b2 [h] or (no fc2 bias) an empty placeholder -> [T, h]. The
   // placeholder: autograd functions take no undefined tensors.
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w1, torch::Tensor b1,
-                               torch::Tensor w2, torch::Tensor b2) {
+                               torch::Tensor w2, torch::Tensor b2, bool epilogue) {
     torch::Tensor w1c = w1.contiguous(), w2c = w2.contiguous();
-    auto [act, pre] = linear_gelu(x, w1c, b1);  // [T, f] each
+    auto [act, pre] = linear_gelu(x, w1c, b1, epilogue);  // [T, f] each
     ctx->save_for_backward({x, w1c, w2c, act, pre});
     const bool has_b2 = b2.numel() > 0;
     ctx->saved_data["has_b2"] = has_b2;
@@ -48,15 +51,15 @@ struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
     auto saved = ctx->get_saved_variables();
     const torch::Tensor &x = saved[0], &w1 = saved[1], &w2 = saved[2], &act = saved[3], &pre = saved[4];
     torch::Tensor dy = grads[0].contiguous();  // [T, h]
-    // ATen's GEMMs and GELU backward: on the H200 the DGELU_BGRAD epilogue ran 1.9x slower than mm + gelu_backward +
-    // sum, BGRADB 2-4% slower than mm + sum (perf/bench_gemm_epilogue.cpp, docs/gpu.md).
+    // ATen's GEMMs (on the H200 the DGELU_BGRAD epilogue ran 1.9x slower than mm + gelu_backward + sum, BGRADB 2-4%
+    // slower than mm + sum: perf/bench_gemm_epilogue.cpp, docs/gpu.md); GELU backward and fc1's bias gradient in one
+    // pass (ops/gelu_bias_grad.h).
     torch::Tensor dw2 = torch::mm(dy.t(), act);  // [h, f]
     torch::Tensor db2 = ctx->saved_data["has_b2"].toBool() ? dy.sum(0) : torch::Tensor();
-    torch::Tensor d_pre = torch::gelu_backward(torch::mm(dy, w2), pre, "tanh");  // [T, f]
-    torch::Tensor db1 = d_pre.sum(0);                                            // [f]
-    torch::Tensor dw1 = torch::mm(d_pre.t(), x);                                 // [f, h]
+    auto [d_pre, db1] = gelu_backward_bias_grad(torch::mm(dy, w2), pre);  // [T, f], [f]
+    torch::Tensor dw1 = torch::mm(d_pre.t(), x);                          // [f, h]
     torch::Tensor dx = ctx->needs_input_grad(0) ? torch::mm(d_pre, w1) : torch::Tensor();
-    return {dx, dw1, db1, dw2, db2};
+    return {dx, dw1, db1, dw2, db2, torch::Tensor()};
   }
 };
 
@@ -80,9 +83,9 @@ bool gemm_epilogue_supported(std::initializer_list<torch::Tensor> tensors) {
 }
 
 torch::Tensor bias_gelu_mlp(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,
-                            const torch::Tensor& w2, const torch::Tensor& b2) {
+                            const torch::Tensor& w2, const torch::Tensor& b2, bool gemm_epilogue) {
   torch::Tensor b2_or_empty = b2.defined() ? b2 : torch::empty({0}, w2.options());
-  return BiasGeluMlp::apply(rows_of(x), w1, b1, w2, b2_or_empty).view(x.sizes());  // [.., h]
+  return BiasGeluMlp::apply(rows_of(x), w1, b1, w2, b2_or_empty, gemm_epilogue).view(x.sizes());  // [.., h]
 }
 
 }  // namespace megaton::ops

@@ -1,14 +1,16 @@
-// The transformer MLP with its bias + GELU in fc1's GEMM epilogue (cuBLASLt, ops/cublaslt_gemm.h), the same math as
+// The transformer MLP with bias + tanh GELU as one autograd function (Megatron's bias-GeLU fusion), the same math as
 // torch::linear -> torch::gelu(.., "tanh") -> torch::linear:
 //
-//   bias_gelu_mlp  y = gelu_tanh(x w1^T + b1) w2^T (+ b2). Forward: GELU and its input come out of fc1's GEMM
-//                  (epilogue GELU_AUX_BIAS, 1.10-1.15x ATen's GEMM + GELU on an H200). Backward: ATen's GEMMs and
-//                  gelu_backward (the DGELU_BGRAD and BGRADB epilogues measured slower, perf/bench_gemm_epilogue.cpp).
+//   bias_gelu_mlp  y = gelu_tanh(x w1^T + b1) w2^T (+ b2). Forward: with `gemm_epilogue`, GELU and its input come out
+//                  of fc1's GEMM (cuBLASLt epilogue GELU_AUX_BIAS, 1.10-1.15x ATen's GEMM + GELU on an H200), else
+//                  ATen's linear + gelu. Backward: ATen's GEMMs; GELU backward and fc1's bias gradient in one kernel
+//                  (ops/gelu_bias_grad.h; the DGELU_BGRAD and BGRADB epilogues measured slower,
+//                  perf/bench_gemm_epilogue.cpp).
 //
-// The model takes it with --gemm-epilogue-fusion (off by default: 124M measured 1.2% faster, 1.3B not yet) for
-// CUDA tensors of one dtype, bf16 or fp16, with feature sizes divisible by 8 (gemm_epilogue_supported); otherwise,
-// and for shapes cuBLASLt has no algorithm for, the same autograd function runs on ATen ops, which is also what the
-// CPU tests check the gradients of.
+// TransformerLayer takes it for every tanh-GELU MLP with an fc1 bias; the epilogue with --gemm-epilogue-fusion (off by
+// default: 124M measured 1.2% faster, 1.3B not yet) for CUDA tensors of one dtype, bf16 or fp16, with feature sizes
+// divisible by 8 (gemm_epilogue_supported). Otherwise, and for shapes cuBLASLt has no algorithm for, the same
+// function runs on ATen ops, which is also what the CPU tests check the gradients of.
 #pragma once
 #include <torch/torch.h>
 
@@ -19,8 +21,9 @@ namespace megaton::ops {
 bool gemm_epilogue_supported(std::initializer_list<torch::Tensor> tensors);
 
 /// x [.., h], w1 [f, h], b1 [f], w2 [h, f], b2 [h] or undefined -> [.., h] = gelu_tanh(x w1^T + b1) w2^T (+ b2), with
-/// autograd (gradients for x, w1, b1, w2 and b2).
+/// autograd (gradients for x, w1, b1, w2 and b2). gemm_epilogue: fc1's forward in cuBLASLt's GELU_AUX_BIAS epilogue
+/// where gemm_epilogue_supported.
 torch::Tensor bias_gelu_mlp(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,
-                            const torch::Tensor& w2, const torch::Tensor& b2);
+                            const torch::Tensor& w2, const torch::Tensor& b2, bool gemm_epilogue);
 
 }  // namespace megaton::ops

@@ -46,10 +46,11 @@ std::vector<torch::Tensor> leaves(const Inputs& in, torch::ScalarType dtype) {
   return out;
 }
 
-// [y, dx, dw1, db1, dw2, db2] of the MLP, fused (ops::bias_gelu_mlp) or through ATen's autograd in `dtype`.
-std::vector<torch::Tensor> mlp_results(const Inputs& in, bool fused, torch::ScalarType dtype) {
+// [y, dx, dw1, db1, dw2, db2] of the MLP, fused (ops::bias_gelu_mlp, its forward in the GEMM epilogue or not) or
+// through ATen's autograd in `dtype`.
+std::vector<torch::Tensor> mlp_results(const Inputs& in, bool fused, torch::ScalarType dtype, bool epilogue = true) {
   std::vector<torch::Tensor> p = leaves(in, dtype);
-  torch::Tensor y = fused ? ops::bias_gelu_mlp(p[0], p[1], p[2], p[3], p[4])
+  torch::Tensor y = fused ? ops::bias_gelu_mlp(p[0], p[1], p[2], p[3], p[4], epilogue)
                           : torch::linear(torch::gelu(torch::linear(p[0], p[1], p[2]), "tanh"), p[3], p[4]);
   y.backward(in.dy.to(dtype));
   return {y.detach(),  p[0].grad(), p[1].grad(),
@@ -135,12 +136,15 @@ TEST(KernelsGemmEpilogue, MlpMatchesAten) {
   if (!cuda()) GTEST_SKIP() << "no CUDA device";
   for (torch::ScalarType dtype : {torch::kBFloat16, torch::kFloat16}) {
     for (bool with_b2 : {true, false}) {
-      const auto o = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
-      Inputs in = make_inputs({128, 3, 96}, 384, o, with_b2);  // [s, b, h]
-      ASSERT_TRUE(ops::gemm_epilogue_supported({in.x, in.w1, in.b1, in.w2, in.b2}));
-      auto got = mlp_results(in, true, dtype), ref = mlp_results(in, false, torch::kFloat32);
-      for (size_t i = 0; i < got.size(); ++i)
-        EXPECT_TRUE(close(kMlpNames[i], got[i], ref[i], tolerance(dtype))) << c10::toString(dtype) << " b2 " << with_b2;
+      for (bool epilogue : {true, false}) {  // false: ATen's forward, the fused GELU + bias-gradient backward
+        const auto o = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+        Inputs in = make_inputs({128, 3, 96}, 384, o, with_b2);  // [s, b, h]
+        ASSERT_TRUE(ops::gemm_epilogue_supported({in.x, in.w1, in.b1, in.w2, in.b2}));
+        auto got = mlp_results(in, true, dtype, epilogue), ref = mlp_results(in, false, torch::kFloat32);
+        for (size_t i = 0; i < got.size(); ++i)
+          EXPECT_TRUE(close(kMlpNames[i], got[i], ref[i], tolerance(dtype)))
+              << c10::toString(dtype) << " b2 " << with_b2 << " epilogue " << epilogue;
+      }
     }
   }
 }

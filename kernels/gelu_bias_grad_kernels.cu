@@ -1,0 +1,143 @@
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "gelu_bias_grad_kernels.h"
+#include "kernel_util.cuh"
+
+namespace megaton::kernels {
+
+namespace {
+
+using util::from_float;
+using util::to_float;
+
+constexpr int kVec = 8;          // elements per 16-byte load
+constexpr int kColThreads = 32;  // threadIdx.x: a warp spans 32 * 8 = 256 columns of one row
+constexpr int kRowThreads = 8;   // threadIdx.y: rows handled side by side
+constexpr int kBlockCols = kColThreads * kVec;
+
+__device__ __forceinline__ float gelu_tanh_grad(float dy, float x) {
+  constexpr float kBeta = 0.7978845608028654f;  // M_SQRT2 * M_2_SQRTPI * 0.5
+  constexpr float kKappa = 0.044715f;
+  const float x_sq = x * x;
+  const float x_cube = x_sq * x;
+  const float inner = kBeta * (x + kKappa * x_cube);
+  const float tanh_inner = tanhf(inner);
+  const float left = 0.5f * x;
+  const float right = 1.0f + tanh_inner;
+  const float left_derivative = 0.5f * right;
+  const float tanh_derivative = 1.0f - tanh_inner * tanh_inner;
+  const float inner_derivative = kBeta * (1.0f + 3.0f * kKappa * x_sq);
+  const float right_derivative = left * tanh_derivative * inner_derivative;
+  return dy * (left_derivative + right_derivative);
+}
+
+template <typename T>
+struct alignas(16) Pack {
+  T v[kVec];
+};
+
+// grid (column blocks of 256, row blocks); block (32, 8). Block (cx, ry) handles columns [cx * 256, +256) of rows
+// ry, ry + gridDim.y, ... in steps of 8 rows per pass; writes its column sums to partial[ry, cols].
+template <typename T>
+__global__ void __launch_bounds__(kColThreads* kRowThreads)
+    gelu_bias_grad_kernel(const T* __restrict__ d_act, const T* __restrict__ pre, T* __restrict__ d_pre,
+                          float* __restrict__ partial, int64_t rows, int64_t cols) {
+  __shared__ float sums[kRowThreads][kBlockCols];
+  const int64_t col = static_cast<int64_t>(blockIdx.x) * kBlockCols + threadIdx.x * kVec;
+  float acc[kVec] = {};
+  if (col < cols) {
+    for (int64_t r = static_cast<int64_t>(blockIdx.y) * kRowThreads + threadIdx.y; r < rows;
+         r += static_cast<int64_t>(gridDim.y) * kRowThreads) {
+      const int64_t at = r * cols + col;
+      const Pack<T> dy = *reinterpret_cast<const Pack<T>*>(d_act + at);
+      const Pack<T> x = *reinterpret_cast<const Pack<T>*>(pre + at);
+      Pack<T> out;
+#pragma unroll
+      for (int k = 0; k < kVec; ++k) {
+        out.v[k] = from_float<T>(gelu_tanh_grad(to_float(dy.v[k]), to_float(x.v[k])));
+        acc[k] += to_float(out.v[k]);
+      }
+      *reinterpret_cast<Pack<T>*>(d_pre + at) = out;
+    }
+  }
+#pragma unroll
+  for (int k = 0; k < kVec; ++k) sums[threadIdx.y][threadIdx.x * kVec + k] = acc[k];
+  __syncthreads();
+  // 256 threads, 256 columns: thread i sums column i over the 8 row lanes in a fixed order.
+  const int i = threadIdx.y * kColThreads + threadIdx.x;
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * kBlockCols + i;
+  if (c < cols) {
+    float s = 0.0f;
+#pragma unroll
+    for (int y = 0; y < kRowThreads; ++y) s += sums[y][i];
+    partial[static_cast<int64_t>(blockIdx.y) * cols + c] = s;
+  }
+}
+
+// db[c] = sum over p of partial[p, c], in order.
+template <typename T>
+__global__ void sum_partials_kernel(const float* __restrict__ partial, int64_t partials, int64_t cols,
+                                    T* __restrict__ db) {
+  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (c >= cols) return;
+  float s = 0.0f;
+  for (int64_t p = 0; p < partials; ++p) s += partial[p * cols + c];
+  db[c] = from_float<T>(s);
+}
+
+bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
+template <typename T>
+void launch(const void* d_act, const void* pre, void* d_pre, void* db, float* workspace, int64_t partials, int64_t rows,
+            int64_t cols, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((cols + kBlockCols - 1) / kBlockCols), static_cast<unsigned>(partials));
+  const dim3 block(kColThreads, kRowThreads);
+  gelu_bias_grad_kernel<T><<<grid, block, 0, stream>>>(static_cast<const T*>(d_act), static_cast<const T*>(pre),
+                                                       static_cast<T*>(d_pre), workspace, rows, cols);
+  util::check(cudaGetLastError(), "gelu_backward_bias_grad launch");
+  constexpr int kThreads = 256;
+  sum_partials_kernel<T><<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
+      workspace, partials, cols, static_cast<T*>(db));
+  util::check(cudaGetLastError(), "gelu_backward_bias_grad partial sums launch");
+}
+
+}  // namespace
+
+int64_t gelu_bias_grad_partials(int64_t rows, int64_t cols) {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0)
+    sms = 108;
+  const int64_t col_blocks = (cols + kBlockCols - 1) / kBlockCols;
+  const int64_t want = (4 * static_cast<int64_t>(sms) + col_blocks - 1) / col_blocks;  // ~4 blocks per SM
+  const int64_t row_groups = (rows + kRowThreads - 1) / kRowThreads;
+  const int64_t p = want < row_groups ? want : row_groups;
+  return p < 1 ? 1 : (p > 65535 ? 65535 : p);
+}
+
+void gelu_backward_bias_grad(const void* d_act, const void* pre, void* d_pre, void* db, float* workspace,
+                             int64_t partials, FloatType type, int64_t rows, int64_t cols, cudaStream_t stream) {
+  if (rows <= 0 || cols <= 0 || cols % kVec != 0 || partials < 1 || partials > 65535)
+    throw std::invalid_argument("gelu_backward_bias_grad: rows " + std::to_string(rows) + ", cols " +
+                                std::to_string(cols) + " (a positive multiple of 8), partials " +
+                                std::to_string(partials) + " (1..65535)");
+  if (!aligned16(d_act) || !aligned16(pre) || !aligned16(d_pre))
+    throw std::invalid_argument("gelu_backward_bias_grad: d_act, pre and d_pre must be 16-byte aligned");
+  switch (type) {
+    case FloatType::kBFloat16:
+      return launch<__nv_bfloat16>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
+    case FloatType::kFloat16:
+      return launch<__half>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
+    case FloatType::kFloat32:
+      break;
+  }
+  throw std::invalid_argument("gelu_backward_bias_grad: fp32 is not taken (use ATen)");
+}
+
+}  // namespace megaton::kernels

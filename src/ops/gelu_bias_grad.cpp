@@ -1,0 +1,18 @@
+#include "ops/gelu_bias_grad.h"
+
+namespace megaton::ops {
+
+std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_aten(const torch::Tensor& d_act,
+                                                                     const torch::Tensor& pre) {
+  torch::Tensor d_pre = torch::gelu_backward(d_act, pre, "tanh");  // [T, f]
+  return {d_pre, d_pre.sum(0)};                                    // [f]
+}
+
+std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad(const torch::Tensor& d_act, const torch::Tensor& pre) {
+#ifdef MEGATON_HAVE_CUDA
+  if (gelu_bias_grad_fused_supported(d_act, pre)) return gelu_backward_bias_grad_fused(d_act, pre);
+#endif
+  return gelu_backward_bias_grad_aten(d_act, pre);
+}
+
+}  // namespace megaton::ops

@@ -1,0 +1,26 @@
+// Backward of act = gelu_tanh(pre) where pre = x w^T + b: d_pre and the bias gradient db = d_pre summed over rows.
+// On CUDA bf16/fp16 one kernel does both (kernels/gelu_bias_grad_kernels.cu: d_pre is not read a second time for the
+// sum); everywhere else ATen's gelu_backward + sum(0), which the kernel matches to rounding.
+#pragma once
+#include <torch/torch.h>
+
+#include <utility>
+
+namespace megaton::ops {
+
+/// d_act, pre [T, f] -> (d_pre [T, f], db [f]), in d_act's dtype.
+std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad(const torch::Tensor& d_act, const torch::Tensor& pre);
+
+/// ATen's two ops: the reference of the fused kernel (tests, benchmark) and the path for what it does not take.
+std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_aten(const torch::Tensor& d_act,
+                                                                     const torch::Tensor& pre);
+
+#ifdef MEGATON_HAVE_CUDA
+/// Whether the fused kernel takes these: CUDA, bf16 or fp16, one dtype and device, 2-D of one shape, f % 8 == 0.
+bool gelu_bias_grad_fused_supported(const torch::Tensor& d_act, const torch::Tensor& pre);
+/// The kernel (src/ops/gelu_bias_grad_cuda.cpp); requires gelu_bias_grad_fused_supported.
+std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_fused(const torch::Tensor& d_act,
+                                                                      const torch::Tensor& pre);
+#endif
+
+}  // namespace megaton::ops

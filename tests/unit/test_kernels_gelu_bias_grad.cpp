@@ -1,0 +1,80 @@
+// ops::gelu_backward_bias_grad (kernels/gelu_bias_grad_kernels.cu on CUDA bf16/fp16) against ATen's gelu_backward
+// (approximate "tanh") + sum(0) on the same inputs.
+//   GeluBiasGrad.*         the ATen path (CPU): d_pre is autograd's GELU gradient, db its column sums.
+//   KernelsGeluBiasGrad.*  the kernel on CUDA: d_pre within an ulp of ATen's, db to fp32 summation-order rounding;
+//                          shapes that are not a multiple of the kernel's tiles, a misaligned input, the fallback.
+//                          Skipped without CUDA; run on the GPU machine by perf/gpu/session_batch.sh.
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "ops/gelu_bias_grad.h"
+
+using namespace megaton;
+
+TEST(GeluBiasGrad, AtenPathIsAutogradsGeluGradientAndItsColumnSums) {
+  torch::manual_seed(3);
+  torch::Tensor pre = torch::randn({37, 24}, torch::kFloat64).requires_grad_();
+  torch::Tensor d_act = torch::randn({37, 24}, torch::kFloat64);
+  torch::gelu(pre, "tanh").backward(d_act);
+  auto [d_pre, db] = ops::gelu_backward_bias_grad(d_act, pre.detach());
+  EXPECT_TRUE(torch::allclose(d_pre, pre.grad(), 1e-12, 1e-12));
+  EXPECT_TRUE(torch::allclose(db, pre.grad().sum(0), 1e-12, 1e-12));
+  EXPECT_EQ(db.sizes(), (std::vector<int64_t>{24}));
+}
+
+#ifdef MEGATON_HAVE_CUDA
+namespace {
+
+// d_pre bit-equal to ATen's but for rare 1-ulp differences (the compilers may contract the arithmetic differently);
+// db within fp32 summation-order rounding of the sum of ATen's d_pre.
+void expect_matches_aten(const torch::Tensor& d_act, const torch::Tensor& pre, const std::string& what) {
+  auto [d_pre, db] = ops::gelu_backward_bias_grad(d_act, pre);
+  auto [ref, ref_db] = ops::gelu_backward_bias_grad_aten(d_act, pre);
+  ASSERT_EQ(d_pre.sizes(), ref.sizes()) << what;
+  ASSERT_EQ(db.sizes(), ref_db.sizes()) << what;
+  const double differ = (d_pre != ref).to(torch::kFloat64).mean().item<double>();
+  EXPECT_LT(differ, 1e-3) << what << ": fraction of d_pre elements differing from ATen's";
+  const double max_rel =
+      ((d_pre.to(torch::kFloat32) - ref.to(torch::kFloat32)).abs() / (ref.to(torch::kFloat32).abs() + 1e-6))
+          .max()
+          .item<double>();
+  EXPECT_LT(max_rel, 1.6e-2) << what << ": an element more than one bf16 ulp away";
+  const torch::Tensor sum32 = ref.to(torch::kFloat32).sum(0);
+  const double err = (db.to(torch::kFloat32) - sum32).norm().item<double>() / sum32.norm().item<double>();
+  EXPECT_LT(err, 1e-2) << what << ": db relative error";
+  EXPECT_EQ(db.scalar_type(), d_act.scalar_type()) << what;
+}
+
+}  // namespace
+
+TEST(KernelsGeluBiasGrad, MatchesAtenInBf16AndFp16) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (torch::ScalarType dtype : {torch::kBFloat16, torch::kFloat16}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1001, 264}, {8, 8}, {4096, 3072}}) {
+      torch::manual_seed(11);
+      const auto o = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+      torch::Tensor pre = torch::randn({rows, cols}, o) * 2, d_act = torch::randn({rows, cols}, o);
+      ASSERT_TRUE(ops::gelu_bias_grad_fused_supported(d_act, pre));
+      expect_matches_aten(d_act, pre,
+                          c10::toString(dtype) + std::string(" ") + std::to_string(rows) + "x" + std::to_string(cols));
+    }
+  }
+}
+
+TEST(KernelsGeluBiasGrad, MisalignedInputIsCopiedAndUnsupportedFallsBack) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto o = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  torch::manual_seed(5);
+  // Contiguous but 2 bytes off a 16-byte boundary.
+  torch::Tensor big = torch::randn({65 * 32 + 1}, o);
+  torch::Tensor pre = big.narrow(0, 1, 65 * 32).view({65, 32}), d_act = torch::randn({65, 32}, o);
+  ASSERT_NE(reinterpret_cast<uintptr_t>(pre.data_ptr()) % 16, 0u);
+  expect_matches_aten(d_act, pre, "misaligned");
+  torch::Tensor odd = torch::randn({9, 12}, o);  // 12 columns: not a multiple of 8
+  EXPECT_FALSE(ops::gelu_bias_grad_fused_supported(odd, odd));
+  auto [d_pre, db] = ops::gelu_backward_bias_grad(odd, odd);
+  auto [ref, ref_db] = ops::gelu_backward_bias_grad_aten(odd, odd);
+  EXPECT_TRUE(torch::equal(d_pre, ref));
+  EXPECT_TRUE(torch::equal(db, ref_db));
+}
+#endif  // MEGATON_HAVE_CUDA
