@@ -40,28 +40,44 @@ struct alignas(16) Pack {
   T v[kVec];
 };
 
-// grid (column blocks of 256, row blocks); block (32, 8). Block (cx, ry) handles columns [cx * 256, +256) of rows
-// ry, ry + gridDim.y, ... in steps of 8 rows per pass; writes its column sums to partial[ry, cols].
+constexpr int kUnroll = 4;  // rows per thread per pass, all loaded before any is computed (16 loads in flight)
+constexpr int kBlocksPerSm = 2;
+
+// grid (column blocks of 256, row blocks); block (32, 8). Block (cx, ry) handles columns [cx * 256, +256) of the
+// rows r = ry * 8 + ty + k * stride (stride = gridDim.y * 8), kUnroll of them per pass; writes its column sums to
+// partial[ry, cols]. The unrolled loads keep enough bytes in flight at 2 blocks per SM to run at memory speed.
 template <typename T>
-__global__ void __launch_bounds__(kColThreads* kRowThreads)
+__global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocksPerSm)
     gelu_bias_grad_kernel(const T* __restrict__ d_act, const T* __restrict__ pre, T* __restrict__ d_pre,
                           float* __restrict__ partial, int64_t rows, int64_t cols) {
   __shared__ float sums[kRowThreads][kBlockCols];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kBlockCols + threadIdx.x * kVec;
+  const int64_t stride = static_cast<int64_t>(gridDim.y) * kRowThreads;
   float acc[kVec] = {};
   if (col < cols) {
-    for (int64_t r = static_cast<int64_t>(blockIdx.y) * kRowThreads + threadIdx.y; r < rows;
-         r += static_cast<int64_t>(gridDim.y) * kRowThreads) {
-      const int64_t at = r * cols + col;
-      const Pack<T> dy = *reinterpret_cast<const Pack<T>*>(d_act + at);
-      const Pack<T> x = *reinterpret_cast<const Pack<T>*>(pre + at);
-      Pack<T> out;
+    for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowThreads + threadIdx.y; r0 < rows;
+         r0 += stride * kUnroll) {
+      Pack<T> dy[kUnroll], x[kUnroll];
 #pragma unroll
-      for (int k = 0; k < kVec; ++k) {
-        out.v[k] = from_float<T>(gelu_tanh_grad(to_float(dy.v[k]), to_float(x.v[k])));
-        acc[k] += to_float(out.v[k]);
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t r = r0 + u * stride;
+        if (r < rows) {
+          dy[u] = *reinterpret_cast<const Pack<T>*>(d_act + r * cols + col);
+          x[u] = *reinterpret_cast<const Pack<T>*>(pre + r * cols + col);
+        }
       }
-      *reinterpret_cast<Pack<T>*>(d_pre + at) = out;
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int64_t r = r0 + u * stride;
+        if (r >= rows) break;
+        Pack<T> out;
+#pragma unroll
+        for (int k = 0; k < kVec; ++k) {
+          out.v[k] = from_float<T>(gelu_tanh_grad(to_float(dy[u].v[k]), to_float(x[u].v[k])));
+          acc[k] += to_float(out.v[k]);
+        }
+        *reinterpret_cast<Pack<T>*>(d_pre + r * cols + col) = out;
+      }
     }
   }
 #pragma unroll
@@ -115,7 +131,8 @@ int64_t gelu_bias_grad_partials(int64_t rows, int64_t cols) {
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0)
     sms = 108;
   const int64_t col_blocks = (cols + kBlockCols - 1) / kBlockCols;
-  const int64_t want = (4 * static_cast<int64_t>(sms) + col_blocks - 1) / col_blocks;  // ~4 blocks per SM
+  // One wave: as many blocks as are resident at once (kBlocksPerSm per SM), so no SM idles through a tail.
+  const int64_t want = (kBlocksPerSm * static_cast<int64_t>(sms) + col_blocks / 2) / col_blocks;
   const int64_t row_groups = (rows + kRowThreads - 1) / kRowThreads;
   const int64_t p = want < row_groups ? want : row_groups;
   return p < 1 ? 1 : (p > 65535 ? 65535 : p);

@@ -54,9 +54,9 @@ if grep -q 'FAILED .*KernelsLayerNorm' "$R/kernels.log"; then
 fi
 synth_dataset /tmp/synth_text_document
 common=(--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
-  --hidden-dropout 0 --attention-dropout 0 --log-interval 1 --eval-interval 100000 --eval-iters 1
+  --hidden-dropout 0 --attention-dropout 0 --eval-interval 100000 --eval-iters 1
   --device cuda --distributed-backend nccl --seed 1234)
-prof=(--train-iters 8 --profile --profile-step-start 5 --profile-step-end 7 --profile-dir "$R/prof")
+prof=(--train-iters 8 --log-interval 1 --profile --profile-step-start 5 --profile-step-end 7 --profile-dir "$R/prof")
 declare -A dims=(
   [124M]="--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 32 --global-batch-size 32"
   [1.3B]="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8 --global-batch-size 8")
@@ -104,11 +104,11 @@ fi
 # A checkpoint written on the GPU (124M, bf16, with optimizer state) loads and training continues from it.
 if [[ " $SKIP " != *" ckpt "* ]]; then
 # shellcheck disable=SC2086
-capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --lr-decay-iters 100 --train-iters 4 --save /tmp/ckpt124 \
+capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --lr-decay-iters 100 --train-iters 4 --log-interval 1 --save /tmp/ckpt124 \
   --save-interval 4 > "$R/save_124M.log" 2>&1
 stamp "save exit code $?: $(grep -o 'saved checkpoint.*' "$R/save_124M.log" | tail -1 | head -c 160)"
 # shellcheck disable=SC2086
-capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --lr-decay-iters 100 --train-iters 6 --load /tmp/ckpt124 \
+capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --lr-decay-iters 100 --train-iters 6 --log-interval 1 --load /tmp/ckpt124 \
   > "$R/resume_124M.log" 2>&1
 stamp "resume exit code $?: $(grep -o 'loaded .* at iteration [0-9]*\|iteration *6/.*lm loss: [0-9.E+-]*' "$R/resume_124M.log" | head -c 300)"
 rm -rf /tmp/ckpt124
