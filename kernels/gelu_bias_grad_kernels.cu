@@ -55,8 +55,7 @@ __global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocksPerSm)
   const int64_t stride = static_cast<int64_t>(gridDim.y) * kRowThreads;
   float acc[kVec] = {};
   if (col < cols) {
-    for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowThreads + threadIdx.y; r0 < rows;
-         r0 += stride * kUnroll) {
+    for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowThreads + threadIdx.y; r0 < rows; r0 += stride * kUnroll) {
       Pack<T> dy[kUnroll], x[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {

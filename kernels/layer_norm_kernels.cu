@@ -302,14 +302,20 @@ struct Config {
   int threads() const { return group * rows_per_block; }
 };
 
+// Floats of a row each thread caches in registers: the forward caches x (32: 4 bf16/fp16 vectors, 8 fp32 ones); the
+// backward caches x and dy, so it takes half as many per tensor to stay at the same register count and occupancy.
+enum class Pass { kForward, kBackward };
+
 // h is supported (layer_norm_supported_width) and a multiple of vec.
-Config choose(int64_t h, int vec) {
+Config choose(int64_t h, int vec, Pass pass) {
   const int units = static_cast<int>(h / vec);
   if (units <= kWarpRowUnits) return {true, (units + 31) / 32, 32, kMaxThreads / 32};
-  // As many vectors per thread as the fp32 register cache holds (32 floats: 4 bf16/fp16 vectors, 8 fp32 ones), so
-  // that each thread has several 16-byte loads in flight and a row needs few threads: h = 2048 bf16 is 64 threads of
-  // 4 vectors, 8 rows per block. (One vector per thread, 256 threads per row, reached 1.4 TB/s on an H200.)
-  int packs = std::min(32 / vec, (units + 31) / 32);
+  // As many vectors per thread as the fp32 register cache holds, so that each thread has several 16-byte loads in
+  // flight and a row needs few threads: forward h = 2048 bf16 is 64 threads of 4 vectors, 8 rows per block. (One
+  // vector per thread, 256 threads per row, reached 1.4 TB/s on an H200; 4 per thread 3.2 TB/s forward, but the
+  // backward with 4 went from 88 to 126 us per call at 1.3B, a third more bytes: 2.1 TB/s.)
+  const int cache = pass == Pass::kForward ? 32 : 16;
+  int packs = std::min(cache / vec, (units + 31) / 32);
   packs = std::max(packs, (units + kMaxThreads - 1) / kMaxThreads);  // group <= kMaxThreads
   if (packs == 5 || packs == 7) ++packs;                             // instantiated: 1, 2, 3, 4, 6, 8
   const int group = ((units + packs - 1) / packs + 31) / 32 * 32;    // <= kMaxThreads
@@ -365,7 +371,7 @@ int64_t ceil_div(int64_t a, int64_t b) {
 template <typename T>
 void launch_forward(const void* x, const void* res, void* sum, const void* gamma, const void* beta, void* y,
                     float* mean, float* rstd, int64_t rows, int64_t h, float eps, cudaStream_t stream) {
-  const Config c = choose(h, Pack<T>::kVec);
+  const Config c = choose(h, Pack<T>::kVec, Pass::kForward);
   const int64_t blocks = std::min<int64_t>(ceil_div(rows, c.rows_per_block), 1 << 30);
   dispatch<T>(c, [&](auto packs, auto warp) {
     forward_kernel<T, decltype(packs)::value, decltype(warp)::value>
@@ -378,7 +384,7 @@ void launch_forward(const void* x, const void* res, void* sum, const void* gamma
 
 template <typename T>
 int64_t backward_partials(int64_t rows, int64_t h) {
-  const Config c = choose(h, Pack<T>::kVec);
+  const Config c = choose(h, Pack<T>::kVec, Pass::kBackward);
   const size_t smem = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
   int per_sm = 0;
   dispatch<T>(c, [&](auto packs, auto warp) {
@@ -397,7 +403,7 @@ template <typename T>
 void launch_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
                      const void* dres, void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials,
                      int64_t rows, int64_t h, cudaStream_t stream) {
-  const Config c = choose(h, Pack<T>::kVec);
+  const Config c = choose(h, Pack<T>::kVec, Pass::kBackward);
   const size_t smem = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
   dispatch<T>(c, [&](auto packs, auto warp) {
     backward_kernel<T, decltype(packs)::value, decltype(warp)::value>

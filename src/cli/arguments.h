@@ -39,7 +39,8 @@ struct ModelArgs {
   bool no_bias_gelu_fusion = false;
   bool no_fused_layernorm = false;    // ATen's LayerNorm on CUDA instead of kernels/layer_norm_kernels.cu (not saved)
   bool gemm_epilogue_fusion = false;  // CUDA: the MLP through ops/gemm_epilogue.h (not saved; experimental)
-  bool apply_query_key_layer_scaling = true;  // --no-query-key-layer-scaling clears it
+  bool no_gradient_accumulation_fusion = false;  // weight gradients via autograd + DataParallel's hook (not saved)
+  bool apply_query_key_layer_scaling = true;     // --no-query-key-layer-scaling clears it
   bool attention_softmax_in_fp32 = false;
   bool untie_embeddings_and_output_weights = false;
   bool abort_on_unmet_fused_kernel_constraints = false;  // accepted: no silent slow fallback exists (docs/model.md)

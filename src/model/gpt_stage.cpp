@@ -149,11 +149,12 @@ torch::Tensor GptStage::embed(const torch::Tensor& ids, const torch::Tensor& pos
   return x.transpose(0, 1).contiguous();  // [s, b, h]
 }
 
-torch::Tensor GptStage::run_layers(torch::Tensor h, const LayerContext& ctx) {
+SplitHidden GptStage::run_layers(torch::Tensor h, const LayerContext& ctx) {
   const bool recompute = c_.model.checkpoint_activations && training_;
-  if (!recompute) {
-    for (const auto& layer : layers_) h = layer->forward(h, ctx);
-    return h;
+  if (!recompute) {  // each layer's output add happens in the next LayerNorm's kernel
+    SplitHidden x{h, {}};
+    for (const auto& layer : layers_) x = layer->forward_split(x, ctx);
+    return x;
   }
   const int chunk = std::max(1, c_.model.checkpoint_num_layers);
   for (size_t begin = 0; begin < layers_.size(); begin += chunk) {
@@ -165,7 +166,7 @@ torch::Tensor GptStage::run_layers(torch::Tensor h, const LayerContext& ctx) {
     };
     h = checkpointed(fn, h, *rng_);
   }
-  return h;
+  return {h, {}};
 }
 
 torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor& position_ids) {
@@ -179,9 +180,12 @@ torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor&
                   first_layer_, "+ expects hidden states [s, b, ", c_.model.hidden_size, "], got ", input.sizes());
     h = input;
   }
-  h = run_layers(h, layer_context(h.size(0)));
-  if (!last_) return h;
-  h = ops::layer_norm(h, final_ln_w_, final_ln_b_, c_.model.layernorm_epsilon, !c_.model.no_fused_layernorm);
+  const SplitHidden out = run_layers(h, layer_context(h.size(0)));
+  if (!last_) return out.sum();  // [s, b, h] to the next pipeline stage
+  const bool fused = !c_.model.no_fused_layernorm;
+  const double eps = c_.model.layernorm_epsilon;
+  h = out.delta.defined() ? ops::add_layer_norm(out.delta, out.residual, final_ln_w_, final_ln_b_, eps, fused).y
+                          : ops::layer_norm(out.residual, final_ln_w_, final_ln_b_, eps, fused);
   torch::Tensor logits = parallel::parallel_lm_logits(h, output_weight_, tp_);  // [s, b, V/tp]
   // Training logits only feed token_losses, whose cross-entropy treats the padding columns as -inf itself: masking
   // here too would cost a pass over [s, b, V/tp] each way.

@@ -80,6 +80,9 @@ class GptStage {
 
   /// Every parameter shard of this stage, canonical names with global layer numbers.
   const parallel::ParamList& params() const { return factory_->params(); }
+  /// The table through which the linear layers find their weights' fp32 main grads (gradient accumulation fusion):
+  /// the trainer binds DataParallel's buffers to it.
+  parallel::MainGrads& main_grads() const { return *factory_->main_grads(); }
   /// Sets every parameter's .grad to undefined.
   void zero_grad();
 
@@ -95,7 +98,7 @@ class GptStage {
 
  private:
   torch::Tensor embed(const torch::Tensor& ids, const torch::Tensor& position_ids) const;  // -> [s, b, h]
-  torch::Tensor run_layers(torch::Tensor h, const LayerContext& ctx);
+  SplitHidden run_layers(torch::Tensor h, const LayerContext& ctx);
   LayerContext layer_context(int64_t s);
 
   GptConfig c_;

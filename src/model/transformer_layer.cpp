@@ -140,8 +140,9 @@ torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
     const dist::CommunicatorPtr& tp = fc2.tp();
     const bool one_rank = tp->size() == 1;
     // [s, b, h], partial over TP (fc2's bias added after the reduction)
-    torch::Tensor y = ops::bias_gelu_mlp(parallel::copy_to_tp_region(x, tp), fc1.weight, fc1.bias, fc2.weight,
-                                         one_rank ? fc2.bias : torch::Tensor(), gemm_epilogue_);
+    torch::Tensor y =
+        ops::bias_gelu_mlp(parallel::copy_to_tp_region(x, tp), fc1.weight, fc1.bias, fc2.weight,
+                           one_rank ? fc2.bias : torch::Tensor(), gemm_epilogue_, fc1.main_grad(), fc2.main_grad());
     if (one_rank) return y;
     y = parallel::reduce_from_tp_region(y, tp);
     return fc2.bias.defined() ? y + fc2.bias : y;
@@ -151,14 +152,18 @@ torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
 }
 
 torch::Tensor TransformerLayer::forward(const torch::Tensor& x, const LayerContext& ctx) const {
+  return forward_impl({x, {}}, ctx, nullptr).sum();
+}
+
+SplitHidden TransformerLayer::forward_split(const SplitHidden& x, const LayerContext& ctx) const {
   return forward_impl(x, ctx, nullptr);
 }
 
 torch::Tensor TransformerLayer::forward_cached(const torch::Tensor& x, const LayerContext& ctx, LayerKv& kv) const {
-  return forward_impl(x, ctx, &kv);
+  return forward_impl({x, {}}, ctx, &kv).sum();
 }
 
-torch::Tensor TransformerLayer::forward_impl(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv) const {
+SplitHidden TransformerLayer::forward_impl(const SplitHidden& in, const LayerContext& ctx, LayerKv* kv) const {
   const auto& m = c_.model;
   const double eps = m.layernorm_epsilon;
   at::Generator* gen = ctx.rng ? &ctx.rng->default_generator() : nullptr;
@@ -167,14 +172,23 @@ torch::Tensor TransformerLayer::forward_impl(const torch::Tensor& x, const Layer
     MEGATON_ASSERT(gen != nullptr, "hidden dropout without a generator");
     return parallel::dropout(t, m.hidden_dropout, true, *gen);
   };
-  torch::Tensor ln1 = ops::layer_norm(x, ln1_w_, ln1_b_, eps, !m.no_fused_layernorm);
+  // x = in.residual + in.delta, added inside LN1's kernel where the fused LayerNorm applies.
+  torch::Tensor x, ln1;
+  if (in.delta.defined()) {
+    const ops::AddLayerNorm x_ln1 =
+        ops::add_layer_norm(in.delta, in.residual, ln1_w_, ln1_b_, eps, !m.no_fused_layernorm);
+    x = x_ln1.sum, ln1 = x_ln1.y;  // [s, b, h] each
+  } else {
+    x = in.residual;
+    ln1 = ops::layer_norm(x, ln1_w_, ln1_b_, eps, !m.no_fused_layernorm);
+  }
   torch::Tensor residual = m.apply_residual_connection_post_layernorm ? ln1 : x;
   // a = residual + attention; the add runs inside LN2's kernel (ops::add_layer_norm) where the fused LayerNorm applies.
   const ops::AddLayerNorm a_ln2 = ops::add_layer_norm(hidden_dropout(attention(ln1, ctx, kv)), residual, ln2_w_, ln2_b_,
                                                       eps, !m.no_fused_layernorm);
   const torch::Tensor &a = a_ln2.sum, &ln2 = a_ln2.y;  // [s, b, h] each
   residual = m.apply_residual_connection_post_layernorm ? ln2 : a;
-  return residual + hidden_dropout(mlp(ln2));
+  return {residual, hidden_dropout(mlp(ln2))};  // the add is the next LayerNorm's (or the caller's sum())
 }
 
 }  // namespace megaton::model

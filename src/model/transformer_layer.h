@@ -28,6 +28,14 @@ struct LayerContext {
   torch::Tensor rotary_sin;
 };
 
+/// A residual stream left as two addends: the hidden state is residual + delta (delta undefined: residual alone).
+/// Layers hand the sum on unformed so that the next LayerNorm adds it in its kernel (ops::add_layer_norm).
+struct SplitHidden {
+  torch::Tensor residual, delta;  // [s, b, h] each
+  /// residual + delta, as one tensor.
+  torch::Tensor sum() const { return delta.defined() ? residual + delta : residual; }
+};
+
 /// One layer's keys and values of the positions seen so far (generation's KV cache), after rotary.
 struct LayerKv {
   torch::Tensor k, v;  // [s_past, b, heads/tp, d]; undefined before the first step
@@ -42,6 +50,11 @@ class TransformerLayer {
   /// x [s, b, h] -> [s, b, h].
   torch::Tensor forward(const torch::Tensor& x, const LayerContext& ctx) const;
 
+  /// The same with the input and the output as two addends each: the input's add runs inside LN1's kernel and the
+  /// output's final residual add is left to the next LayerNorm (the previous layer's output add, one kernel forward
+  /// and one gradient add backward per layer, disappears). forward(x) == forward_split({x, {}}).sum().
+  SplitHidden forward_split(const SplitHidden& x, const LayerContext& ctx) const;
+
   /// Incremental forward for generation: x [s, b, h] holds positions [past, past + s), past = kv.length(); this
   /// step's keys/values are appended to `kv` and the queries attend over all past + s keys (causally). ctx.rotary_*
   /// must hold the rows of positions [past, past + s); ctx.alibi at least past + s keys. Same math as forward().
@@ -52,7 +65,7 @@ class TransformerLayer {
  private:
   // [s, b, h] -> [s, b, h]; with kv: appends to it and attends over the cached keys too.
   torch::Tensor attention(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv = nullptr) const;
-  torch::Tensor forward_impl(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv) const;
+  SplitHidden forward_impl(const SplitHidden& x, const LayerContext& ctx, LayerKv* kv) const;
   torch::Tensor mlp(const torch::Tensor& x) const;  // [s, b, h] -> [s, b, h]
 
   GptConfig c_;

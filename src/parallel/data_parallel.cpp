@@ -99,17 +99,20 @@ torch::Tensor DataParallel::main_grad(size_t i) const {
 
 void DataParallel::on_grad_accumulated(size_t i) {
   const ParamSlot& s = layout_.slots()[i];
+  // No gradient here: the layer added it to the main grad itself (gradient accumulation fusion, parallel/main_grads.h),
+  // or it is zero. Either way this parameter is done for the micro-batch.
   torch::Tensor& grad = params_[i].param.mutable_grad();
-  if (!grad.defined()) return;
   MEGATON_CHECK(!started_[s.bucket], InternalError, "data parallel: a gradient for '", params_[i].name,
                 "' arrived after its bucket's reduction started; call set_last_microbatch(false) before every "
                 "micro-batch but the last, and zero_grad() between iterations");
-  {
-    torch::NoGradGuard no_grad;
-    torch::Tensor main = main_grad(i);
-    accumulate_main_grad(main, grad);  // fp32 accumulation whatever the model dtype
+  if (grad.defined()) {
+    {
+      torch::NoGradGuard no_grad;
+      torch::Tensor main = main_grad(i);
+      accumulate_main_grad(main, grad);  // fp32 accumulation whatever the model dtype
+    }
+    grad.reset();  // no model-dtype copy is kept across micro-batches
   }
-  grad.reset();  // no model-dtype copy is kept across micro-batches
   if (!last_microbatch_) return;
   const Bucket& b = layout_.buckets()[s.bucket];
   if (++ready_[s.bucket] < static_cast<int>(b.params.size()) || !options_.overlap_grad_reduce) return;

@@ -9,18 +9,19 @@
 #include <string>
 #include <vector>
 
+#include "parallel/main_grads.h"
 #include "parallel/param_info.h"
 #include "parallel/sharded_init.h"
 
 namespace megaton::parallel {
 
 struct ParamRequest {
-  std::string name;                    // canonical, global layer numbers
-  std::vector<int64_t> global_shape;   // canonical layout
-  int partition_dim = -1;              // -1: replicated over TP
-  std::vector<int64_t> local_shape;    // working shape of the shard; empty: the canonical shard shape
+  std::string name;                   // canonical, global layer numbers
+  std::vector<int64_t> global_shape;  // canonical layout
+  int partition_dim = -1;             // -1: replicated over TP
+  std::vector<int64_t> local_shape;   // working shape of the shard; empty: the canonical shard shape
   InitSpec init;
-  int64_t global_unpadded_rows = 0;    // vocabulary rows that are real (word embeddings only)
+  int64_t global_unpadded_rows = 0;  // vocabulary rows that are real (word embeddings only)
   bool no_weight_decay = false;
   bool tied_embedding = false;
 };
@@ -39,6 +40,8 @@ class ParamFactory {
   int tp_size() const { return tp_size_; }
   torch::ScalarType dtype() const { return dtype_; }
   torch::Device device() const { return device_; }
+  /// The main-grad table shared with the layers built from this factory (empty until the trainer binds it).
+  const MainGradsPtr& main_grads() const { return main_grads_; }
 
  private:
   uint64_t seed_;
@@ -46,6 +49,7 @@ class ParamFactory {
   torch::ScalarType dtype_;
   torch::Device device_;
   ParamList params_;
+  MainGradsPtr main_grads_ = std::make_shared<MainGrads>();
 };
 
 }  // namespace megaton::parallel

@@ -1,6 +1,7 @@
 #include "parallel/tensor/layers.h"
 
 #include "core/error.h"
+#include "ops/linear.h"
 #include "parallel/tensor/mappings.h"
 
 namespace megaton::parallel {
@@ -14,7 +15,7 @@ std::vector<int64_t> drop_last(std::vector<int64_t> v) {
 
 ColumnParallelLinear::ColumnParallelLinear(ParamFactory& f, const std::string& name, ColumnParallelOptions o,
                                            dist::CommunicatorPtr tp)
-    : o_(std::move(o)), tp_(std::move(tp)) {
+    : o_(std::move(o)), tp_(std::move(tp)), main_grads_(f.main_grads()) {
   const int n = tp_->size();
   MEGATON_CHECK(o_.out % n == 0, UsageError, name, ": output features (", o_.out,
                 ") must be divisible by --tensor-model-parallel-size (", n, ")");
@@ -40,13 +41,13 @@ ColumnParallelLinear::ColumnParallelLinear(ParamFactory& f, const std::string& n
 torch::Tensor ColumnParallelLinear::forward(const torch::Tensor& x) const {
   // at::linear, not torch::nn::functional::linear: the latter runs matmul + a broadcast `+= bias` for 3-D inputs, the
   // former folds [s, b, in] to 2-D and adds the bias in the GEMM's epilogue (one pass less over the output).
-  torch::Tensor y = torch::linear(copy_to_tp_region(x, tp_), weight, bias);  // [.., out/tp]
+  torch::Tensor y = ops::linear(copy_to_tp_region(x, tp_), weight, bias, main_grad());  // [.., out/tp]
   return o_.gather_output ? gather_from_tp_region(y, tp_) : y;
 }
 
 RowParallelLinear::RowParallelLinear(ParamFactory& f, const std::string& name, RowParallelOptions o,
                                      dist::CommunicatorPtr tp)
-    : o_(std::move(o)), tp_(std::move(tp)) {
+    : o_(std::move(o)), tp_(std::move(tp)), main_grads_(f.main_grads()) {
   const int n = tp_->size();
   MEGATON_CHECK(o_.in % n == 0, UsageError, name, ": input features (", o_.in,
                 ") must be divisible by --tensor-model-parallel-size (", n, ")");
@@ -57,8 +58,8 @@ RowParallelLinear::RowParallelLinear(ParamFactory& f, const std::string& name, R
 torch::Tensor RowParallelLinear::forward(const torch::Tensor& x) const {
   torch::Tensor xp = o_.input_is_parallel ? x : scatter_to_tp_region(x, tp_);
   // One rank: the bias goes into the GEMM's epilogue. Several: it is added once, after the reduction (Megatron).
-  if (tp_->size() == 1) return torch::linear(xp, weight, bias);             // [.., out]
-  torch::Tensor y = reduce_from_tp_region(torch::linear(xp, weight), tp_);  // [.., out]
+  if (tp_->size() == 1) return ops::linear(xp, weight, bias, main_grad());                 // [.., out]
+  torch::Tensor y = reduce_from_tp_region(ops::linear(xp, weight, {}, main_grad()), tp_);  // [.., out]
   return bias.defined() ? y + bias : y;
 }
 

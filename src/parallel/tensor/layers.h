@@ -38,9 +38,13 @@ class ColumnParallelLinear {
 
   torch::Tensor weight;  // [out/tp, in]
   torch::Tensor bias;    // [out/tp] (undefined without bias)
+  /// The weight's fp32 main grad once bound (gradient accumulation fusion), else undefined (parallel/main_grads.h).
+  torch::Tensor main_grad() const { return main_grads_->of(weight); }
+
  private:
   ColumnParallelOptions o_;
   dist::CommunicatorPtr tp_;
+  MainGradsPtr main_grads_;
 };
 
 // ~~~ RowParallelLinear ~~~
@@ -61,10 +65,13 @@ class RowParallelLinear {
   torch::Tensor weight;  // [out, in/tp]
   torch::Tensor bias;    // [out], replicated
   const dist::CommunicatorPtr& tp() const { return tp_; }
+  /// As ColumnParallelLinear::main_grad.
+  torch::Tensor main_grad() const { return main_grads_->of(weight); }
 
  private:
   RowParallelOptions o_;
   dist::CommunicatorPtr tp_;
+  MainGradsPtr main_grads_;
 };
 
 // ~~~ VocabParallelEmbedding ~~~

@@ -1,0 +1,36 @@
+// The CUDA path of ops::weight_grad's accumulation: one cublasGemmEx with bf16/fp16 inputs and an fp32 output that
+// it adds to (beta = 1), on ATen's cuBLAS handle and current stream.
+#include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAGuard.h>
+#include <cublas_v2.h>
+
+#include "core/error.h"
+#include "ops/linear.h"
+
+namespace megaton::ops {
+
+bool accumulate_weight_grad_cuda(const torch::Tensor& main, const torch::Tensor& dy, const torch::Tensor& x) {
+  const auto t = dy.scalar_type();
+  if (!main.is_cuda() || !dy.is_cuda() || !x.is_cuda() || dy.device() != main.device() || x.device() != main.device())
+    return false;
+  if ((t != torch::kBFloat16 && t != torch::kFloat16) || x.scalar_type() != t) return false;
+  if (!main.is_contiguous() || !dy.is_contiguous() || !x.is_contiguous() || dy.dim() != 2 || x.dim() != 2) return false;
+  const int64_t rows = dy.size(0), out = dy.size(1), in = x.size(1);
+  if (rows > INT_MAX || out > INT_MAX || in > INT_MAX) return false;
+  if (rows == 0) return true;
+  const c10::cuda::CUDAGuard guard(main.device());
+  // Row-major main [out, in] is column-major [in, out]: main^T = x^T dy, i.e. C (in x out) = A (in x T) B^T, with A
+  // the column-major view [in, T] of x and B the column-major view [out, T] of dy.
+  const cudaDataType_t ab = t == torch::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
+  const float alpha = 1.0f, beta = 1.0f;
+  const cublasStatus_t st = cublasGemmEx(
+      at::cuda::getCurrentCUDABlasHandle(), CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(in), static_cast<int>(out),
+      static_cast<int>(rows), &alpha, x.data_ptr(), ab, static_cast<int>(in), dy.data_ptr(), ab, static_cast<int>(out),
+      &beta, main.data_ptr(), CUDA_R_32F, static_cast<int>(in), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+  MEGATON_CHECK(st == CUBLAS_STATUS_SUCCESS, RuntimeError,
+                "weight-gradient GEMM into the fp32 main grad: cuBLAS status ", static_cast<int>(st), " (dy ",
+                dy.sizes(), ", x ", x.sizes(), ")");
+  return true;
+}
+
+}  // namespace megaton::ops
