@@ -46,6 +46,17 @@ source "$BUILD/env.sh"
 } > "$R/kernels.log" 2>&1
 grep -E '^\[ +(OK|FAILED|SKIPPED) +\]|exit code|^BM_' "$R/kernels.log" | sed 's/ ms / ms /' | tee -a "$OUT/summary.txt"
 
+# The GPU's SM clock, power and temperature every 250 ms from here on, with a line per phase (gpu_clocks.py sums them
+# up at the end): a sustained bf16 training step runs the H200 at its power cap, where it lowers the SM clock.
+CLOCKS=$R/gpu_clocks.csv
+phase() { echo "PHASE $*" >> "$CLOCKS"; }
+if command -v nvidia-smi > /dev/null; then
+  nvidia-smi --query-gpu=timestamp,clocks.sm,power.draw,temperature.gpu,clocks_throttle_reasons.active \
+    --format=csv,noheader,nounits -lms 250 >> "$CLOCKS" 2>/dev/null &
+  CLOCKS_PID=$!
+  trap 'kill $CLOCKS_PID 2>/dev/null; pack' EXIT
+fi
+phase idle after the kernel benchmarks
 # A kernel whose GPU test failed must not decide the training numbers: fall back to ATen for it then.
 ln_flag=()
 if grep -q 'FAILED .*KernelsLayerNorm' "$R/kernels.log"; then
@@ -62,6 +73,7 @@ declare -A dims=(
   [1.3B]="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8 --global-batch-size 8")
 for c in $CONFIGS; do
   [[ " $SKIP " == *" train "* ]] && continue
+  phase "megaton $c profiled (8 iterations)"
   # shellcheck disable=SC2086
   capped 120 "$BUILD/megaton" train "${common[@]}" "${ln_flag[@]}" "${prof[@]}" ${dims[$c]} --metrics-file "$R/train_$c.jsonl" \
     --tensorboard-dir "$R/tb_$c" --log-timers-to-tensorboard > "$R/train_$c.log" 2>&1
@@ -80,6 +92,7 @@ done
 AB_FLAGS=${AB_FLAGS---gemm-epilogue-fusion;--no-fused-layernorm}
 ab_run() {  # config tag flags...
   local c=$1 tag=$2; shift 2
+  phase "megaton $c A/B $tag ${*:-(defaults)}"
   # shellcheck disable=SC2086
   # 30 iterations, a log line every 5: the loop reads the device (losses, grad norm) only at log lines, as a long run
   # does; compare_peer.py takes these defaults runs' medians as the headline numbers.
@@ -119,6 +132,7 @@ if [[ " $SKIP " != *" train "* ]]; then
 fi
 
 if [[ " $SKIP " != *" peer "* ]]; then
+phase "peer $CONFIGS"
 PEER_PROFILE_DIR="$R/prof" PYTHONUNBUFFERED=1 capped 150 python3 "$SRC/perf/gpu/torch_gpt_bench.py" $CONFIGS \
   > "$R/peer.log" 2>&1
 stamp "peer exit code $?"
@@ -126,6 +140,8 @@ grep -E "TFLOP|Error" "$R/peer.log" | tee -a "$OUT/summary.txt"
 python3 "$SRC/perf/gpu/compare_peer.py" "$R" $CONFIGS 2>&1 | tee -a "$OUT/summary.txt"  # medians and the ratio
 for f in "$R"/prof/peer_*.summary.txt; do head -25 "$f"; done
 fi
+phase after
+[ -f "$CLOCKS" ] && python3 "$SRC/perf/gpu/gpu_clocks.py" "$CLOCKS" 2>&1 | tee -a "$OUT/summary.txt"
 
 if [[ " $SKIP " != *" generate "* ]]; then
   BUILD=$BUILD VOCAB_DIR="$REPO/data/downloaded/gpt2" capped 200 bash "$SRC/perf/generate/run.sh" "$R/generate" \
