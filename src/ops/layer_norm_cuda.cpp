@@ -58,18 +58,10 @@ struct FusedLayerNorm : torch::autograd::Function<FusedLayerNorm> {
 struct FusedAddLayerNorm : torch::autograd::Function<FusedAddLayerNorm> {
   static variable_list forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor residual, torch::Tensor weight,
                                torch::Tensor bias, double eps) {
-    const c10::cuda::CUDAGuard guard(x.device());
-    torch::Tensor xc = aligned_contiguous(x), rc = aligned_contiguous(residual);  // [rows, h] in memory
-    torch::Tensor w = aligned_contiguous(weight), b = aligned_contiguous(bias);   // [h]
-    const int64_t h = xc.size(-1), rows = xc.numel() / h;
-    auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(xc.device());
-    torch::Tensor sum = torch::empty_like(xc), y = torch::empty_like(xc);
-    torch::Tensor mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
-    kernels::layer_norm_forward(xc.data_ptr(), w.data_ptr(), b.data_ptr(), y.data_ptr(), mean.data_ptr<float>(),
-                                rstd.data_ptr<float>(), float_type(xc), rows, h, static_cast<float>(eps), stream_of(xc),
-                                rc.data_ptr(), sum.data_ptr());
-    ctx->save_for_backward({sum, w, mean, rstd});
-    return {sum, y};
+    torch::Tensor w = aligned_contiguous(weight);
+    FusedLayerNormOutput out = fused_layer_norm_forward(x, w, bias, eps, residual);
+    ctx->save_for_backward({out.sum, w, out.mean, out.rstd});
+    return {out.sum, out.y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
@@ -119,19 +111,24 @@ torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weig
 }
 
 FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x_in, const torch::Tensor& weight,
-                                              const torch::Tensor& bias, double eps) {
+                                              const torch::Tensor& bias, double eps, const torch::Tensor& residual) {
   MEGATON_ASSERT(fused_layer_norm_supported(x_in, weight, bias), "fused layer norm: unsupported input ", x_in.sizes(),
                  " ", c10::toString(x_in.scalar_type()), " on ", x_in.device());
+  MEGATON_ASSERT(
+      !residual.defined() || (residual.sizes() == x_in.sizes() && residual.scalar_type() == x_in.scalar_type() &&
+                              residual.device() == x_in.device()),
+      "fused add + layer norm: residual ", residual.sizes(), " does not match x ", x_in.sizes());
   const c10::cuda::CUDAGuard guard(x_in.device());
-  torch::Tensor x = aligned_contiguous(x_in);                                  // [rows, h] in memory
-  torch::Tensor w = aligned_contiguous(weight), b = aligned_contiguous(bias);  // [h]
+  torch::Tensor x = aligned_contiguous(x_in);                                             // [rows, h] in memory
+  torch::Tensor w = aligned_contiguous(weight), b = aligned_contiguous(bias);             // [h]
+  torch::Tensor r = residual.defined() ? aligned_contiguous(residual) : torch::Tensor();  // [rows, h] in memory
   const int64_t h = x.size(-1), rows = x.numel() / h;
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(x.device());
   FusedLayerNormOutput out{torch::empty_like(x) /* contiguous as x */, torch::empty({rows}, f32),
-                           torch::empty({rows}, f32)};
+                           torch::empty({rows}, f32), r.defined() ? torch::empty_like(x) : torch::Tensor()};
   kernels::layer_norm_forward(x.data_ptr(), w.data_ptr(), b.data_ptr(), out.y.data_ptr(), out.mean.data_ptr<float>(),
-                              out.rstd.data_ptr<float>(), float_type(x), rows, h, static_cast<float>(eps),
-                              stream_of(x));
+                              out.rstd.data_ptr<float>(), float_type(x), rows, h, static_cast<float>(eps), stream_of(x),
+                              r.defined() ? r.data_ptr() : nullptr, r.defined() ? out.sum.data_ptr() : nullptr);
   return out;
 }
 

@@ -17,12 +17,16 @@ bool fused_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& wei
 torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                double eps);
 
-/// The two halves without autograd. Forward: y [.., h] like x, mean and rstd [rows] fp32 (rows = x.numel() / h).
+/// The two halves without autograd. Forward: y [.., h] like x, mean and rstd [rows] fp32 (rows = x.numel() / h). With
+/// `residual` (x's shape, dtype and device): sum = x + residual (rounded as ATen's add) is normalised instead of x and
+/// returned too.
 struct FusedLayerNormOutput {
   torch::Tensor y, mean, rstd;
+  torch::Tensor sum;  // [.., h] like x, with a residual only
 };
 FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x, const torch::Tensor& weight,
-                                              const torch::Tensor& bias, double eps);
+                                              const torch::Tensor& bias, double eps,
+                                              const torch::Tensor& residual = torch::Tensor());
 
 /// Backward from the forward's mean and rstd: (dx [.., h] like x, dweight [h], dbias [h]) in x's dtype. With
 /// `dresidual` (like x): dx + dresidual, summed before rounding.
