@@ -7,6 +7,7 @@
 #include "core/error.h"
 #include "core/kernel_float_type.h"
 #include "gelu_bias_grad_kernels.h"  // kernels/
+#include "ops/aligned.h"
 #include "ops/gelu_bias_grad.h"
 
 namespace megaton::ops {
@@ -23,12 +24,7 @@ std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_fused(const torc
   MEGATON_ASSERT(gelu_bias_grad_fused_supported(d_act, pre), "gelu_backward_bias_grad_fused: d_act ", d_act.sizes(),
                  " ", c10::toString(d_act.scalar_type()), ", pre ", pre.sizes(), " ", c10::toString(pre.scalar_type()));
   const c10::cuda::CUDAGuard guard(d_act.device());
-  // Fresh contiguous tensors are 16-byte aligned; a contiguous view with an odd offset is copied.
-  auto aligned = [](const torch::Tensor& t) {
-    torch::Tensor c = t.contiguous();
-    return reinterpret_cast<uintptr_t>(c.data_ptr()) % 16 == 0 ? c : c.clone();
-  };
-  const torch::Tensor dy = aligned(d_act), x = aligned(pre);  // [T, f]
+  const torch::Tensor dy = aligned_contiguous(d_act), x = aligned_contiguous(pre);  // [T, f]
   const int64_t rows = dy.size(0), cols = dy.size(1);
   torch::Tensor d_pre = torch::empty_like(dy);            // [T, f]
   torch::Tensor db = torch::empty({cols}, dy.options());  // [f]

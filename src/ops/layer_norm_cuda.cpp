@@ -12,6 +12,7 @@
 #include "core/error.h"
 #include "core/kernel_float_type.h"
 #include "layer_norm_kernels.h"  // kernels/
+#include "ops/aligned.h"
 
 namespace megaton::ops {
 
@@ -22,16 +23,6 @@ using torch::autograd::variable_list;
 
 kernels::FloatType float_type(const torch::Tensor& t) {
   return kernel_float_type(t, "fused layer norm");
-}
-
-bool aligned16(const torch::Tensor& t) {
-  return reinterpret_cast<uintptr_t>(t.data_ptr()) % 16 == 0;
-}
-
-// t itself when contiguous and 16-byte aligned, else a contiguous copy (fresh allocations are aligned).
-torch::Tensor aligned_contiguous(const torch::Tensor& t) {
-  torch::Tensor c = t.contiguous();
-  return aligned16(c) ? c : c.clone();
 }
 
 cudaStream_t stream_of(const torch::Tensor& t) {
