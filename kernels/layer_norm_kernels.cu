@@ -1,10 +1,12 @@
 // Fused LayerNorm kernels (kernels/layer_norm_kernels.h). A row is handled by a group of `group` threads: one warp
-// (no block-wide synchronisation) when the row is at most 96 16-byte vectors (h <= 768 bf16/fp16, h <= 384 fp32),
-// otherwise a group of threads (as few as the register cache allows, at most 512) reducing through shared memory;
-// each thread owns the same `P` vectors of every row it handles (vector p = t + i * group, i < P), so the backward can
-// keep its dgamma/dbeta sums in registers across rows.
-// A block holds `rows_per_block` groups (512 threads at most) and strides over the rows; the backward's grid is
-// persistent (as many blocks as fit at once) so that there are few partial sums to add up.
+// (no synchronisation beyond shuffles) or several warps reducing through shared memory behind a named barrier of their
+// own (`bar.sync 1 + g, group`), so that the rows of one block never wait for each other: while one group reduces,
+// the others' loads are in flight. Each thread owns the same `P` vectors of every row it handles (vector p = t + i *
+// group, i < P), so the backward keeps its dgamma/dbeta sums in registers across rows; the backward's group takes `R`
+// rows per pass (their loads issued together, one barrier for both reductions). A block holds `rows_per_block`
+// groups (512 threads at most); each group strides over the rows on its own; the backward's grid is persistent (as
+// many blocks as fit at once) so that there are few partial sums to add up. How many vectors a thread takes is
+// LayerNormTuning's choice (layer_norm_kernels.h; perf/bench_layer_norm.cpp measures the alternatives).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -25,10 +27,10 @@ using util::check;
 using util::from_float;
 using util::to_float;
 
-constexpr int kMaxThreads = 512;   // threads per block at most (every kernel's launch bound)
-constexpr int kWarpRowUnits = 96;  // a warp per row up to this many vectors per row (3 per lane)
-constexpr int kReduceCols = 16;    // gamma_beta_kernel: columns per block
-constexpr int kReduceRows = 32;    // gamma_beta_kernel: threads over the partials per column
+constexpr int kMaxThreads = 512;             // threads per block at most (every kernel's launch bound)
+constexpr int kMaxWarps = kMaxThreads / 32;  // warps per block at most
+constexpr int kReduceCols = 16;              // gamma_beta_kernel: columns per block
+constexpr int kReduceRows = 32;              // gamma_beta_kernel: threads over the partials per column
 
 // One 16-byte load or store: 8 bf16/fp16 or 4 fp32.
 template <typename T>
@@ -42,37 +44,36 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;  // the same bits in every lane
 }
 
-// Sum of v over the calling thread's group of `group` threads (a multiple of 32; groups are consecutive threads).
-// kWarp: group == 32, no block synchronisation. Otherwise every thread of the block must call it. red: one float per
-// warp of the block.
-template <bool kWarp>
-__device__ __forceinline__ float group_sum(float v, float* red, int group) {
-  v = warp_sum(v);
-  if (kWarp) return v;
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  const int per = group >> 5, first = (threadIdx.x / group) * per;
-  float s = 0.f;
-  for (int w = 0; w < per; ++w) s += red[first + w];
-  __syncthreads();  // red is reused by the next call
-  return s;
+// Waits for the `threads` threads (whole warps) of group g only: hardware barrier 1 + g (0 is __syncthreads'; at most
+// 15 groups per block, which kMaxThreads / 64 keeps).
+__device__ __forceinline__ void group_barrier(int g, int threads) {
+  asm volatile("bar.sync %0, %1;" ::"r"(1 + g), "r"(threads) : "memory");
 }
 
-template <bool kWarp>
-__device__ __forceinline__ float2 group_sum2(float2 v, float2* red, int group) {
-  v.x = warp_sum(v.x);
-  v.y = warp_sum(v.y);
-  if (kWarp) return v;
-  if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = v;
-  __syncthreads();
-  const int per = group >> 5, first = (threadIdx.x / group) * per;
-  float2 s = make_float2(0.f, 0.f);
-  for (int w = 0; w < per; ++w) {
-    s.x += red[first + w].x;
-    s.y += red[first + w].y;
+// Sums each of v[0..N) over the calling thread's group of `group` threads (a multiple of 32; groups are consecutive
+// threads); every thread gets the sums. kWarp: group == 32, shuffles only. Otherwise each warp's lane 0 writes its
+// partial sums to red (double-buffered: [2][N][kMaxWarps], `phase` alternates between the halves, so the next call can
+// write while slower threads still read this one's) and the group meets at its barrier.
+template <int N, bool kWarp>
+__device__ __forceinline__ void group_sum(float (&v)[N], float* red, int group, int& phase) {
+#pragma unroll
+  for (int n = 0; n < N; ++n) v[n] = warp_sum(v[n]);
+  if constexpr (kWarp) return;
+  float* buf = red + phase * N * kMaxWarps;
+  phase ^= 1;
+  const int warp = threadIdx.x >> 5, g = threadIdx.x / group;
+  if ((threadIdx.x & 31) == 0) {
+#pragma unroll
+    for (int n = 0; n < N; ++n) buf[n * kMaxWarps + warp] = v[n];
   }
-  __syncthreads();
-  return s;
+  group_barrier(g, group);
+  const int per = group >> 5, first = g * per;
+#pragma unroll
+  for (int n = 0; n < N; ++n) {
+    float s = 0.f;
+    for (int w = 0; w < per; ++w) s += buf[n * kMaxWarps + first + w];
+    v[n] = s;
+  }
 }
 
 // x, y [rows, h]; gamma, beta [h]; mean, rstd [rows]. Caches the thread's P vectors of the row as fp32 (P * kVec <=
@@ -83,25 +84,24 @@ __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  /
                    const T* __restrict__ beta, T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
                    int64_t rows, int h, int group, float eps) {
   constexpr int V = Pack<T>::kVec;
-  __shared__ float red[kMaxThreads / 32];
+  __shared__ float red[2 * kMaxWarps];
   const int units = h / V, rows_per_block = blockDim.x / group;
   const int g = threadIdx.x / group, t = threadIdx.x - g * group;
   const float inv_h = 1.f / static_cast<float>(h);
   const auto* gp = reinterpret_cast<const Pack<T>*>(gamma);  // [units]
   const auto* bp = reinterpret_cast<const Pack<T>*>(beta);   // [units]
-  // The trip count depends on blockIdx only: every thread of the block runs the same iterations (group_sum syncs).
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * rows_per_block; base < rows;
-       base += static_cast<int64_t>(gridDim.x) * rows_per_block) {
-    const int64_t r = base + g;
-    const bool active = r < rows;
-    const int64_t off = (active ? r : 0) * h;
+  int phase = 0;
+  // The row depends on the group only: every thread of a group runs the same iterations (group_sum waits for them).
+  for (int64_t r = static_cast<int64_t>(blockIdx.x) * rows_per_block + g; r < rows;
+       r += static_cast<int64_t>(gridDim.x) * rows_per_block) {
+    const int64_t off = r * h;
     const auto* xr = reinterpret_cast<const Pack<T>*>(x + off);  // [units]
     float v[P][V];
-    float row_sum = 0.f;
+    float stat[1] = {0.f};
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       const int p = t + i * group;
-      if (active && p < units) {
+      if (p < units) {
         Pack<T> pk = xr[p];
         if (res != nullptr) {  // the residual add, rounded to T as ATen's x + res, normalised from the rounded sum
           const Pack<T> rk = reinterpret_cast<const Pack<T>*>(res + off)[p];
@@ -112,32 +112,33 @@ __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  /
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           v[i][k] = to_float(pk.v[k]);
-          row_sum += v[i][k];
+          stat[0] += v[i][k];
         }
       } else {
 #pragma unroll
         for (int k = 0; k < V; ++k) v[i][k] = 0.f;
       }
     }
-    const float mu = group_sum<kWarp>(row_sum, red, group) * inv_h;
-    float sq = 0.f;
+    group_sum<1, kWarp>(stat, red, group, phase);
+    const float mu = stat[0] * inv_h;
+    stat[0] = 0.f;
 #pragma unroll
     for (int i = 0; i < P; ++i) {
-      if (active && t + i * group < units) {
+      if (t + i * group < units) {
 #pragma unroll
         for (int k = 0; k < V; ++k) {
           const float d = v[i][k] - mu;
-          sq += d * d;
+          stat[0] += d * d;
         }
       }
     }
-    const float rs = rsqrtf(group_sum<kWarp>(sq, red, group) * inv_h + eps);
-    if (!active) continue;
+    group_sum<1, kWarp>(stat, red, group, phase);
+    const float rs = rsqrtf(stat[0] * inv_h + eps);
     if (t == 0) {
       mean[r] = mu;
       rstd[r] = rs;
     }
-    auto* yr = reinterpret_cast<Pack<T>*>(y + r * h);  // [units]
+    auto* yr = reinterpret_cast<Pack<T>*>(y + off);  // [units]
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       const int p = t + i * group;
@@ -155,76 +156,108 @@ __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  /
 // dy, x, dx [rows, h]; gamma [h]; mean, rstd [rows]; part [2, gridDim.x, h] fp32 (dgamma partials, then dbeta).
 // Each thread sums dy * xhat and dy over the rows it handles for its own columns in registers; at the end the block's
 // groups are folded in a fixed order through shared memory (`fold`, [2, h] floats, when rows_per_block > 1) and the
-// block writes its row of partials. x and dy of the current row stay in registers between the two passes when they
-// fit (kCache), otherwise the second pass reads them again (from L1/L2: the row was just read).
-template <typename T, int P, bool kWarp>
-__global__ void __launch_bounds__(kMaxThreads)
+// block writes its row of partials. A group takes R consecutive rows per pass: x and dy of all R rows are loaded
+// (and kept in registers for the second half when they fit), then one group_sum reduces the 2 R row sums.
+template <typename T, int P, int R, bool kWarp>
+__global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)  // <= 64 registers at 8 floats
     backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ gamma,
                     const float* __restrict__ mean, const float* __restrict__ rstd, const T* __restrict__ dres,
                     T* __restrict__ dx, float* __restrict__ part, int64_t rows, int h, int group) {
   constexpr int V = Pack<T>::kVec;
-  constexpr bool kCache = 8 * P + 2 * P * V <= 72;  // registers: two raw vectors + two float sums per element
-  extern __shared__ float fold[];                   // [2, h] when rows_per_block > 1
-  __shared__ float2 red[kMaxThreads / 32];
+  extern __shared__ float fold[];  // [2, h] when rows_per_block > 1
+  __shared__ float red[2 * 2 * R * kMaxWarps];
   const int units = h / V, rows_per_block = blockDim.x / group;
   const int g = threadIdx.x / group, t = threadIdx.x - g * group;
   const float inv_h = 1.f / static_cast<float>(h);
+  // This thread's gamma vectors, the same for every row: kept in registers up to 16 floats per thread (beyond, the
+  // registers go to the sums and each use reads gamma again, from L1).
+  constexpr bool kGammaCached = P * R * V <= 16;
+  // x and dy of the pass's rows stay in registers between the two halves up to 16 floats per tensor; beyond, the
+  // second half reads them again (from L1/L2: they were just read).
+  constexpr bool kCache = P * R * V <= 16;
   const auto* gp = reinterpret_cast<const Pack<T>*>(gamma);  // [units]
-  float dg[P][V], db[P][V];                                  // this thread's columns, summed over its rows
+  Pack<T> gk[kGammaCached ? P : 1];
+  if constexpr (kGammaCached) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int p = t + i * group;
+      if (p < units) gk[i] = gp[p];
+    }
+  }
+  auto gamma_of = [&](int i, int p) -> Pack<T> {
+    if constexpr (kGammaCached) return gk[i];
+    return gp[p];
+  };
+  float dg[P][V], db[P][V];  // this thread's columns, summed over its rows
 #pragma unroll
   for (int i = 0; i < P; ++i) {
 #pragma unroll
     for (int k = 0; k < V; ++k) dg[i][k] = db[i][k] = 0.f;
   }
-  for (int64_t base = static_cast<int64_t>(blockIdx.x) * rows_per_block; base < rows;
-       base += static_cast<int64_t>(gridDim.x) * rows_per_block) {
-    const int64_t r = base + g;
-    const bool active = r < rows;
-    const int64_t off = (active ? r : 0) * h;
-    const auto* xr = reinterpret_cast<const Pack<T>*>(x + off);    // [units]
-    const auto* dyr = reinterpret_cast<const Pack<T>*>(dy + off);  // [units]
-    const float mu = active ? mean[r] : 0.f, rs = active ? rstd[r] : 0.f;
-    Pack<T> xc[kCache ? P : 1], dc[kCache ? P : 1];
-    float2 s = make_float2(0.f, 0.f);  // sum g, sum g * xhat
+  int phase = 0;
+  for (int64_t r0 = (static_cast<int64_t>(blockIdx.x) * rows_per_block + g) * R; r0 < rows;
+       r0 += static_cast<int64_t>(gridDim.x) * rows_per_block * R) {
+    Pack<T> xc[R][P], dc[R][P];
+    float mu[R], rs[R];
+    float s[2 * R];  // per row: sum g, sum g * xhat (g = dy * gamma)
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int p = t + i * group;
-      if (active && p < units) {
-        const Pack<T> xk = xr[p], dk = dyr[p], gk = gp[p];
-        if constexpr (kCache) xc[i] = xk, dc[i] = dk;
+    for (int j = 0; j < R; ++j) {
+      const int64_t r = r0 + j;
+      const bool active = r < rows;
+      mu[j] = active ? mean[r] : 0.f;
+      rs[j] = active ? rstd[r] : 0.f;
+      s[2 * j] = s[2 * j + 1] = 0.f;
+      const auto* xr = reinterpret_cast<const Pack<T>*>(x + (active ? r : 0) * h);    // [units]
+      const auto* dyr = reinterpret_cast<const Pack<T>*>(dy + (active ? r : 0) * h);  // [units]
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        const int p = t + i * group;
+        if (active && p < units) xc[j][i] = xr[p], dc[j][i] = dyr[p];
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < R; ++j) {
+      if (r0 + j >= rows) continue;
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        const int p = t + i * group;
+        if (p >= units) continue;
+        const Pack<T> gv = gamma_of(i, p);
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-          const float xh = (to_float(xk.v[k]) - mu) * rs, d = to_float(dk.v[k]), gd = d * to_float(gk.v[k]);
-          s.x += gd;
-          s.y += gd * xh;
+          const float xh = (to_float(xc[j][i].v[k]) - mu[j]) * rs[j], d = to_float(dc[j][i].v[k]);
+          const float gd = d * to_float(gv.v[k]);
+          s[2 * j] += gd;
+          s[2 * j + 1] += gd * xh;
           dg[i][k] += d * xh;
           db[i][k] += d;
         }
       }
     }
-    s = group_sum2<kWarp>(s, red, group);
-    const float a = s.x * inv_h, b = s.y * inv_h;
-    if (!active) continue;
-    auto* dxr = reinterpret_cast<Pack<T>*>(dx + off);  // [units]
+    group_sum<2 * R, kWarp>(s, red, group, phase);
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int p = t + i * group;
-      if (p < units) {
-        Pack<T> xk, dk;
-        if constexpr (kCache) {
-          xk = xc[i], dk = dc[i];
-        } else {
-          xk = xr[p], dk = dyr[p];
-        }
-        const Pack<T> gk = gp[p];
+    for (int j = 0; j < R; ++j) {
+      const int64_t r = r0 + j;
+      if (r >= rows) continue;
+      const float a = s[2 * j] * inv_h, b = s[2 * j + 1] * inv_h;
+      const int64_t off = r * h;
+      auto* dxr = reinterpret_cast<Pack<T>*>(dx + off);  // [units]
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        const int p = t + i * group;
+        if (p >= units) continue;
         Pack<T> rk;  // the residual branch's gradient, added before rounding
         if (dres != nullptr) rk = reinterpret_cast<const Pack<T>*>(dres + off)[p];
+        const Pack<T> gv = gamma_of(i, p);
+        const Pack<T> xk = kCache ? xc[j][i] : reinterpret_cast<const Pack<T>*>(x + off)[p];
+        const Pack<T> dk = kCache ? dc[j][i] : reinterpret_cast<const Pack<T>*>(dy + off)[p];
         Pack<T> o;
 #pragma unroll
         for (int k = 0; k < V; ++k) {
-          const float xh = (to_float(xk.v[k]) - mu) * rs, gd = to_float(dk.v[k]) * to_float(gk.v[k]);
+          const float xh = (to_float(xk.v[k]) - mu[j]) * rs[j];
+          const float gd = to_float(dk.v[k]) * to_float(gv.v[k]);
           const float extra = dres != nullptr ? to_float(rk.v[k]) : 0.f;
-          o.v[k] = from_float<T>(rs * (gd - a - xh * b) + extra);
+          o.v[k] = from_float<T>(rs[j] * (gd - a - xh * b) + extra);
         }
         dxr[p] = o;
       }
@@ -297,32 +330,36 @@ __global__ void __launch_bounds__(kReduceCols* kReduceRows)
 struct Config {
   bool warp;           // a warp per row
   int packs;           // P: 16-byte vectors per thread per row
+  int rows;            // R: rows per pass of a group (the backward's)
   int group;           // threads per row
   int rows_per_block;  // groups per block
   int threads() const { return group * rows_per_block; }
 };
 
-// Floats of a row each thread caches in registers: the forward caches x (32: 4 bf16/fp16 vectors, 8 fp32 ones); the
-// backward caches x and dy, so it takes half as many per tensor to stay at the same register count and occupancy.
-enum class Pass { kForward, kBackward };
-
-// h is supported (layer_norm_supported_width) and a multiple of vec.
-Config choose(int64_t h, int vec, Pass pass) {
+// h is supported (layer_norm_supported_width) and a multiple of vec. `floats`: the elements of a row each thread
+// takes (LayerNormTuning), rounded to whole vectors; more when a row would need more than kMaxThreads threads. A row
+// whose threads fit in one warp gets one. rows: the backward's rows per pass (1 for the forward). A block holds as many
+// groups as fit in block_threads (at least one).
+Config choose(int64_t h, int vec, int floats, int rows, int block_threads) {
+  block_threads = std::clamp(block_threads, 32, kMaxThreads);
   const int units = static_cast<int>(h / vec);
-  if (units <= kWarpRowUnits) return {true, (units + 31) / 32, 32, kMaxThreads / 32};
-  // As many vectors per thread as the fp32 register cache holds, so that each thread has several 16-byte loads in
-  // flight and a row needs few threads: forward h = 2048 bf16 is 64 threads of 4 vectors, 8 rows per block. (One
-  // vector per thread, 256 threads per row, reached 1.4 TB/s on an H200; 4 per thread 3.2 TB/s forward, but the
-  // backward with 4 went from 88 to 126 us per call at 1.3B, a third more bytes: 2.1 TB/s.)
-  const int cache = pass == Pass::kForward ? 32 : 16;
-  int packs = std::min(cache / vec, (units + 31) / 32);
+  int packs = std::min(std::max(1, floats / vec), (units + 31) / 32);
   packs = std::max(packs, (units + kMaxThreads - 1) / kMaxThreads);  // group <= kMaxThreads
   if (packs == 5 || packs == 7) ++packs;                             // instantiated: 1, 2, 3, 4, 6, 8
   const int group = ((units + packs - 1) / packs + 31) / 32 * 32;    // <= kMaxThreads
+  if (packs * vec > 8) rows = 1;                                     // R = 2 is instantiated up to 8 floats
+  if (group == 32) return {true, packs, rows, 32, block_threads / 32};
   // Several rows per block fold their dgamma/dbeta sums through [2, h] floats of shared memory: at most the 48 KiB a
-  // launch gets without opting in (h <= 6144), else one row per block.
+  // launch gets without opting in (h <= 6144), else one row per block. (Forward: the same, harmlessly.)
   const bool fold_fits = 2 * h * static_cast<int64_t>(sizeof(float)) <= 48 * 1024;
-  return {false, packs, group, fold_fits ? std::max(1, kMaxThreads / group) : 1};
+  return {false, packs, rows, group, fold_fits ? std::max(1, block_threads / group) : 1};
+}
+
+Config forward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
+  return choose(h, vec, tuning.forward_floats, 1, tuning.block_threads);
+}
+Config backward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
+  return choose(h, vec, tuning.backward_floats, std::clamp(tuning.backward_rows, 1, 2), tuning.block_threads);
 }
 
 void check_args(int64_t rows, int64_t h, std::initializer_list<const void*> pointers, const char* what) {
@@ -335,16 +372,24 @@ void check_args(int64_t rows, int64_t h, std::initializer_list<const void*> poin
       throw std::invalid_argument(std::string(what) + ": a pointer is not 16-byte aligned");
 }
 
-// Calls f(std::integral_constant<int, P>, std::bool_constant<kWarp>) for the instantiated kernel of `c`.
+// Calls f(std::integral_constant<int, P>, std::integral_constant<int, R>, std::bool_constant<kWarp>) for the
+// instantiated kernel of `c` (the forward's lambdas ignore R, which is 1 for them).
 template <typename T, typename F>
 void dispatch(const Config& c, F&& f) {
   auto go = [&](auto packs) {
     constexpr int P = decltype(packs)::value;
     if constexpr (P * Pack<T>::kVec <= 32) {
-      if (!c.warp) return f(packs, std::false_type{});
-      if constexpr (P * 32 <= kWarpRowUnits) return f(packs, std::true_type{});
+      auto rows = [&](auto r) {
+        if (c.warp) return f(packs, r, std::true_type{});
+        return f(packs, r, std::false_type{});
+      };
+      if (c.rows == 1) return rows(std::integral_constant<int, 1>{});
+      if constexpr (P * Pack<T>::kVec <= 8) {
+        if (c.rows == 2) return rows(std::integral_constant<int, 2>{});
+      }
     }
-    throw std::logic_error("layer_norm: no kernel instantiated for " + std::to_string(c.packs) + " vectors per thread");
+    throw std::logic_error("layer_norm: no kernel instantiated for " + std::to_string(c.packs) + " vectors and " +
+                           std::to_string(c.rows) + " rows per thread");
   };
   switch (c.packs) {
     case 1:
@@ -370,10 +415,11 @@ int64_t ceil_div(int64_t a, int64_t b) {
 
 template <typename T>
 void launch_forward(const void* x, const void* res, void* sum, const void* gamma, const void* beta, void* y,
-                    float* mean, float* rstd, int64_t rows, int64_t h, float eps, cudaStream_t stream) {
-  const Config c = choose(h, Pack<T>::kVec, Pass::kForward);
+                    float* mean, float* rstd, int64_t rows, int64_t h, float eps, cudaStream_t stream,
+                    const LayerNormTuning& tuning) {
+  const Config c = forward_config(h, Pack<T>::kVec, tuning);
   const int64_t blocks = std::min<int64_t>(ceil_div(rows, c.rows_per_block), 1 << 30);
-  dispatch<T>(c, [&](auto packs, auto warp) {
+  dispatch<T>(c, [&](auto packs, auto, auto warp) {
     forward_kernel<T, decltype(packs)::value, decltype(warp)::value>
         <<<static_cast<unsigned>(blocks), c.threads(), 0, stream>>>(
             static_cast<const T*>(x), static_cast<const T*>(res), static_cast<T*>(sum), static_cast<const T*>(gamma),
@@ -383,30 +429,32 @@ void launch_forward(const void* x, const void* res, void* sum, const void* gamma
 }
 
 template <typename T>
-int64_t backward_partials(int64_t rows, int64_t h) {
-  const Config c = choose(h, Pack<T>::kVec, Pass::kBackward);
+int64_t backward_partials(int64_t rows, int64_t h, const LayerNormTuning& tuning) {
+  const Config c = backward_config(h, Pack<T>::kVec, tuning);
   const size_t smem = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
   int per_sm = 0;
-  dispatch<T>(c, [&](auto packs, auto warp) {
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-              &per_sm, backward_kernel<T, decltype(packs)::value, decltype(warp)::value>, c.threads(), smem),
-          "layer_norm_backward occupancy");
+  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp) {
+    check(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+            &per_sm, backward_kernel<T, decltype(packs)::value, decltype(rows_per_pass)::value, decltype(warp)::value>,
+            c.threads(), smem),
+        "layer_norm_backward occupancy");
   });
   int device = 0, sms = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
   check(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device), "cudaDeviceGetAttribute");
   const int64_t resident = static_cast<int64_t>(std::max(per_sm, 1)) * sms;
-  return std::max<int64_t>(1, std::min(ceil_div(rows, c.rows_per_block), resident));
+  return std::max<int64_t>(1, std::min(ceil_div(rows, int64_t{c.rows_per_block} * c.rows), resident));
 }
 
 template <typename T>
 void launch_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
                      const void* dres, void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials,
-                     int64_t rows, int64_t h, cudaStream_t stream) {
-  const Config c = choose(h, Pack<T>::kVec, Pass::kBackward);
+                     int64_t rows, int64_t h, cudaStream_t stream, const LayerNormTuning& tuning) {
+  const Config c = backward_config(h, Pack<T>::kVec, tuning);
   const size_t smem = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
-  dispatch<T>(c, [&](auto packs, auto warp) {
-    backward_kernel<T, decltype(packs)::value, decltype(warp)::value>
+  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp) {
+    backward_kernel<T, decltype(packs)::value, decltype(rows_per_pass)::value, decltype(warp)::value>
         <<<static_cast<unsigned>(partials), c.threads(), smem, stream>>>(
             static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean, rstd,
             static_cast<const T*>(dres), static_cast<T*>(dx), workspace, rows, static_cast<int>(h), c.group);
@@ -421,7 +469,7 @@ void launch_backward(const void* dy, const void* x, const void* gamma, const flo
 
 void layer_norm_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean, float* rstd,
                         FloatType type, int64_t rows, int64_t h, float eps, cudaStream_t stream, const void* residual,
-                        void* sum) {
+                        void* sum, const LayerNormTuning& tuning) {
   check_args(rows, h, {x, gamma, beta, y}, "layer_norm_forward");
   if ((residual == nullptr) != (sum == nullptr))
     throw std::invalid_argument("layer_norm_forward: residual and sum go together");
@@ -429,30 +477,31 @@ void layer_norm_forward(const void* x, const void* gamma, const void* beta, void
   if (rows == 0) return;
   switch (type) {
     case FloatType::kFloat32:
-      return launch_forward<float>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream);
+      return launch_forward<float>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning);
     case FloatType::kBFloat16:
-      return launch_forward<__nv_bfloat16>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream);
+      return launch_forward<__nv_bfloat16>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning);
     case FloatType::kFloat16:
-      return launch_forward<__half>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream);
+      return launch_forward<__half>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning);
   }
 }
 
-int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h) {
+int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, const LayerNormTuning& tuning) {
   check_args(rows, h, {}, "layer_norm_backward_partials");
   switch (type) {
     case FloatType::kFloat32:
-      return backward_partials<float>(rows, h);
+      return backward_partials<float>(rows, h, tuning);
     case FloatType::kBFloat16:
-      return backward_partials<__nv_bfloat16>(rows, h);
+      return backward_partials<__nv_bfloat16>(rows, h, tuning);
     case FloatType::kFloat16:
-      return backward_partials<__half>(rows, h);
+      return backward_partials<__half>(rows, h, tuning);
   }
   return 1;
 }
 
 void layer_norm_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
                          void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials, FloatType type,
-                         int64_t rows, int64_t h, cudaStream_t stream, const void* dresidual) {
+                         int64_t rows, int64_t h, cudaStream_t stream, const void* dresidual,
+                         const LayerNormTuning& tuning) {
   check_args(rows, h, {dy, x, gamma, dx}, "layer_norm_backward");
   if (dresidual != nullptr) check_args(rows, h, {dresidual}, "layer_norm_backward");
   if (partials < 1 || partials > (int64_t{1} << 30))
@@ -460,13 +509,13 @@ void layer_norm_backward(const void* dy, const void* x, const void* gamma, const
   switch (type) {
     case FloatType::kFloat32:
       return launch_backward<float>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, workspace, partials, rows,
-                                    h, stream);
+                                    h, stream, tuning);
     case FloatType::kBFloat16:
       return launch_backward<__nv_bfloat16>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, workspace, partials,
-                                            rows, h, stream);
+                                            rows, h, stream, tuning);
     case FloatType::kFloat16:
       return launch_backward<__half>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, workspace, partials, rows,
-                                     h, stream);
+                                     h, stream, tuning);
   }
 }
 

@@ -32,6 +32,21 @@ inline bool layer_norm_supported_width(int64_t h) {
   return h >= kLayerNormMinWidth && h <= kLayerNormMaxWidth && h % 8 == 0;
 }
 
+/// How the kernels split a row among threads. Each thread takes `floats` elements of a row (rounded to whole 16-byte
+/// vectors; more when a row would need more than 512 threads) and keeps them in registers: more per thread means more
+/// loads in flight per thread but more registers (fewer threads per SM). A row whose threads fit in one warp gets one
+/// warp (shuffles only), otherwise a group of warps per row. The backward keeps two fp32 sums per element it owns
+/// across rows and takes `backward_rows` rows (1 or 2) per pass. A thread block holds as many rows' groups as fit in
+/// `block_threads` (32..512; smaller blocks let more of them share an SM when registers are the limit).
+/// perf/bench_layer_norm.cpp measures the choices; the defaults are its best on an H200 at the GPT-2 124M and 1.3B
+/// widths (docs/gpu.md).
+struct LayerNormTuning {
+  int forward_floats = 32;
+  int backward_floats = 16;
+  int backward_rows = 1;
+  int block_threads = 512;
+};
+
 /// Forward. x, y [rows, h] row-major (contiguous), gamma, beta [h]; writes y and mean, rstd [rows] fp32.
 /// With `residual` and `sum` ([rows, h], both or neither): sum = x + residual (rounded to the element type, as ATen's
 /// add) is written and normalised instead of x (the transformer's residual add fused into the next LayerNorm).
@@ -39,12 +54,12 @@ inline bool layer_norm_supported_width(int64_t h) {
 /// std::runtime_error when the launch fails.
 void layer_norm_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean, float* rstd,
                         FloatType type, int64_t rows, int64_t h, float eps, cudaStream_t stream,
-                        const void* residual = nullptr, void* sum = nullptr);
+                        const void* residual = nullptr, void* sum = nullptr, const LayerNormTuning& tuning = {});
 
-/// Rows of the backward's fp32 workspace per gradient: the backward needs `workspace` of 2 * partials * h floats.
-/// One per thread block of the backward's grid (as many as fit on the current device at once, at most one per group
-/// of rows).
-int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h);
+/// Rows of the backward's fp32 workspace per gradient (for the same `tuning` as the backward's): the backward needs
+/// `workspace` of 2 * partials * h floats. One per thread block of the backward's grid (as many as fit on the current
+/// device at once, at most one per group of rows).
+int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, const LayerNormTuning& tuning = {});
 
 /// Backward. dy, x, dx [rows, h], gamma [h], mean, rstd [rows] from the forward; writes dx, dgamma and dbeta [h] (in
 /// `type`); workspace: 2 * partials * h floats from layer_norm_backward_partials (any partials >= 1 gives the same
@@ -53,6 +68,7 @@ int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h);
 /// as the forward.
 void layer_norm_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
                          void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials, FloatType type,
-                         int64_t rows, int64_t h, cudaStream_t stream, const void* dresidual = nullptr);
+                         int64_t rows, int64_t h, cudaStream_t stream, const void* dresidual = nullptr,
+                         const LayerNormTuning& tuning = {});
 
 }  // namespace megaton::kernels

@@ -6,16 +6,21 @@
 // aten_fwd_us, fused_fwd_us (forward alone), speedup = aten / fused, fused_GBps (the 5 * rows * h elements the
 // fused pair must move: x read and y written forward, x and dy read and dx written backward).
 // BM_LayerNormAutogradFusedVsAten: ops::layer_norm(use_fused) and backward() through autograd, as the model runs it.
+// BM_LayerNormTuning: the kernels' LayerNormTuning choices, as training calls them (with the residual add).
 // The benchmarks' own times are the fused ones.
 //   build/perf/bench_layer_norm [--benchmark_min_time=1]     (reports an error row without a CUDA device/build)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
+
+#include <iterator>
+#include <string>
 
 #include "ops/layer_norm.h"
 #ifdef MEGATON_HAVE_CUDA
 #include <c10/cuda/CUDAStream.h>
 #include <cuda_runtime_api.h>
 
+#include "layer_norm_kernels.h"
 #include "ops/layer_norm_cuda.h"
 #endif
 
@@ -134,8 +139,83 @@ void BM_LayerNormAutogradFusedVsAten(benchmark::State& state) {
 #endif
 }
 
+#ifdef MEGATON_HAVE_CUDA
+// The LayerNormTuning choices BM_LayerNormTuning compares; index 0 is the default.
+const kernels::LayerNormTuning kTunings[] = {
+    {},                // the default
+    {32, 16, 1, 256},  // smaller blocks: more of them per SM when registers limit
+    {16, 8, 1, 512},   // fewer elements per thread
+    {16, 8, 2, 512},   // the backward takes two rows per pass
+    {16, 8, 2, 256},   //
+    {8, 8, 1, 512},    //
+    {32, 8, 2, 256},   //
+    {24, 24, 1, 512},  // 3 vectors per thread (h = 768 bf16: a warp per row)
+    {32, 32, 1, 512},  // 4 vectors per thread backward
+};
+#endif
+
+// The kernels as training runs them (bf16, forward with the residual add, backward with the residual gradient added)
+// for each kTunings entry (range 2): forward and backward GPU time per call and the bytes they move per second
+// (4 rows x h tensors each way: x and residual read, sum and y written; dy, x and the residual gradient read, dx
+// written).
+void BM_LayerNormTuning(benchmark::State& state) {
+  if (skip(state)) return;
+#ifdef MEGATON_HAVE_CUDA
+  const int64_t rows = state.range(0), h = state.range(1);
+  const kernels::LayerNormTuning tuning = kTunings[state.range(2)];
+  const Inputs in = make_inputs(rows, h);
+  const torch::Tensor res = torch::randn_like(in.x), dres = torch::randn_like(in.dy);
+  torch::Tensor y = torch::empty_like(in.x), sum = torch::empty_like(in.x), dx = torch::empty_like(in.x);
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCUDA);
+  torch::Tensor mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
+  torch::Tensor dw = torch::empty_like(in.w), db = torch::empty_like(in.b);
+  const auto type = kernels::FloatType::kBFloat16;
+  const int64_t partials = kernels::layer_norm_backward_partials(type, rows, h, tuning);
+  torch::Tensor workspace = torch::empty({2, partials, h}, f32);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  auto fwd = [&] {
+    kernels::layer_norm_forward(in.x.data_ptr(), in.w.data_ptr(), in.b.data_ptr(), y.data_ptr(), mean.data_ptr<float>(),
+                                rstd.data_ptr<float>(), type, rows, h, kEps, stream, res.data_ptr(), sum.data_ptr(),
+                                tuning);
+  };
+  auto bwd = [&] {
+    kernels::layer_norm_backward(in.dy.data_ptr(), sum.data_ptr(), in.w.data_ptr(), mean.data_ptr<float>(),
+                                 rstd.data_ptr<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
+                                 workspace.data_ptr<float>(), partials, type, rows, h, stream, dres.data_ptr(), tuning);
+  };
+  gpu_seconds(fwd, 2), gpu_seconds(bwd, 2);  // warm-up
+  double f = 0, b = 0;
+  int64_t n = 0;
+  for (auto _ : state) {
+    const double tf = gpu_seconds(fwd, kReps), tb = gpu_seconds(bwd, kReps);
+    f += tf, b += tb, ++n;
+    state.SetIterationTime(tf + tb);
+  }
+  const double bytes = 4.0 * static_cast<double>(rows * h) * 2;  // each way, bf16
+  state.counters["fwd_us"] = f / double(n) * 1e6;
+  state.counters["bwd_us"] = b / double(n) * 1e6;
+  state.counters["fwd_GBps"] = bytes * double(n) / f / 1e9;
+  state.counters["bwd_GBps"] = bytes * double(n) / b / 1e9;
+  state.counters["partials"] = static_cast<double>(partials);
+  state.SetLabel("floats " + std::to_string(tuning.forward_floats) + "/" + std::to_string(tuning.backward_floats) +
+                 " rows " + std::to_string(tuning.backward_rows) + " block " + std::to_string(tuning.block_threads));
+#endif
+}
+
+void tuning_args(benchmark::internal::Benchmark* b) {
+#ifdef MEGATON_HAVE_CUDA
+  for (int64_t v = 0; v < static_cast<int64_t>(std::size(kTunings)); ++v) {
+    b->Args({32768, 768, v});
+    b->Args({16384, 2048, v});
+  }
+#else
+  b->Args({32768, 768, 0});
+#endif
+}
+
 }  // namespace
 
+BENCHMARK(BM_LayerNormTuning)->Apply(tuning_args)->UseManualTime()->Iterations(100)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_LayerNormFusedVsAten)
     ->Args({32768, 768})
     ->Args({16384, 2048})

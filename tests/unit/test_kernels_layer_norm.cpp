@@ -2,8 +2,9 @@
 // output and the gradients of x, weight and bias (autograd backward of a random upstream gradient) for fp32 (tight),
 // bf16 and fp16 (loose: both round fp32 results to 16 bits), over row counts 1..32768 and widths 8..16384 (each kernel
 // configuration: a warp per row with 1-3 vectors per lane, multi-row blocks, one row per block, registers or a second
-// read for x and dy); inputs ATen keeps (misaligned, unsupported width, mixed dtypes) and a non-contiguous input.
-// Skipped without CUDA (CPU builds and machines); run on the GPU machine by the lead.
+// read for x and dy; every LayerNormTuning choice on the kernels directly); inputs ATen keeps (misaligned, unsupported
+// width, mixed dtypes) and a non-contiguous input. Skipped without CUDA (CPU builds and machines); run on the GPU
+// machine by the lead.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -12,6 +13,11 @@
 
 #include "ops/layer_norm.h"
 #include "ops/layer_norm_cuda.h"  // declares the fused path in CUDA builds only
+#ifdef MEGATON_HAVE_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include "layer_norm_kernels.h"
+#endif
 
 using namespace megaton;
 
@@ -262,3 +268,59 @@ TEST(KernelsLayerNorm, FusedAddMatchesAten) {
     }
   }
 }
+
+#ifdef MEGATON_HAVE_CUDA
+// Every kernel configuration LayerNormTuning can pick (vectors per thread, a warp or a group of warps per row, one or
+// two rows per backward pass, block sizes) on the kernels directly, as training calls them (forward with the residual
+// add, backward with the residual gradient): sum, y, dx, dweight and dbias against ATen's x + r and layer_norm.
+TEST(KernelsLayerNorm, EveryTuningMatchesAten) {
+  if (skip()) GTEST_SKIP() << "no CUDA device or not a CUDA build";
+  const kernels::LayerNormTuning tunings[] = {{},
+                                              {32, 16, 1, 256},
+                                              {16, 8, 1, 512},
+                                              {16, 8, 2, 512},
+                                              {8, 8, 2, 128},
+                                              {32, 8, 2, 256},
+                                              {24, 24, 1, 512},
+                                              {32, 32, 1, 64}};
+  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{7, 768}, {1000, 768}, {333, 2048}, {65, 5120}}) {
+      torch::manual_seed(31 + shape.back());
+      const Inputs in = make_inputs(dtype, shape);
+      const torch::Tensor r0 = torch::randn(in.x.sizes(), in.x.options()), dres = torch::randn_like(in.dy);
+      torch::Tensor x = in.x.detach().requires_grad_(true), r = r0.detach().requires_grad_(true);
+      torch::Tensor w = in.w.detach().requires_grad_(true), b = in.b.detach().requires_grad_(true);
+      const ops::AddLayerNorm ref = ops::add_layer_norm(x, r, w, b, kEps, /*use_fused=*/false);
+      torch::autograd::backward({ref.sum, ref.y}, {dres, in.dy});
+      const int64_t rows = shape[0], h = shape[1];
+      const auto type = dtype == torch::kFloat32 ? kernels::FloatType::kFloat32 : kernels::FloatType::kBFloat16;
+      auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCUDA);
+      const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+      const Tol t = tolerance(dtype);
+      for (const kernels::LayerNormTuning& tuning : tunings) {
+        const std::string where = describe(dtype, shape) + " floats " + std::to_string(tuning.forward_floats) + "/" +
+                                  std::to_string(tuning.backward_floats) + " rows " +
+                                  std::to_string(tuning.backward_rows) + " block " +
+                                  std::to_string(tuning.block_threads);
+        torch::Tensor y = torch::empty_like(in.x), sum = torch::empty_like(in.x), dx = torch::empty_like(in.x);
+        torch::Tensor mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
+        torch::Tensor dw = torch::empty_like(in.w), db = torch::empty_like(in.b);
+        kernels::layer_norm_forward(in.x.data_ptr(), in.w.data_ptr(), in.b.data_ptr(), y.data_ptr(),
+                                    mean.data_ptr<float>(), rstd.data_ptr<float>(), type, rows, h, kEps, stream,
+                                    r0.data_ptr(), sum.data_ptr(), tuning);
+        const int64_t partials = kernels::layer_norm_backward_partials(type, rows, h, tuning);
+        torch::Tensor workspace = torch::empty({2, partials, h}, f32);
+        kernels::layer_norm_backward(in.dy.data_ptr(), sum.data_ptr(), in.w.data_ptr(), mean.data_ptr<float>(),
+                                     rstd.data_ptr<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
+                                     workspace.data_ptr<float>(), partials, type, rows, h, stream, dres.data_ptr(),
+                                     tuning);
+        EXPECT_TRUE(torch::equal(sum, ref.sum.detach())) << where << ": sum differs from ATen's x + r";
+        EXPECT_TRUE(close(where + " y", y, ref.y.detach(), t.atol, t.rtol));
+        EXPECT_TRUE(close(where + " dx", dx, x.grad(), t.atol, t.rtol));
+        EXPECT_TRUE(close_norm(where + " dweight", dw, w.grad(), t.norm));
+        EXPECT_TRUE(close_norm(where + " dbias", db, b.grad(), t.norm));
+      }
+    }
+  }
+}
+#endif
