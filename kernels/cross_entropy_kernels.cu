@@ -21,7 +21,6 @@ using util::to_float;
 
 constexpr int kThreads = 512;
 
-
 // (max, sum of exp(x - max)) pairs: the online-softmax monoid. An empty pair is (-inf, 0).
 struct MaxSum {
   float m, s;

@@ -40,42 +40,54 @@ struct alignas(16) Pack {
   T v[kVec];
 };
 
-constexpr int kUnroll = 4;  // rows per thread per pass, all loaded before any is computed (16 loads in flight)
 constexpr int kBlocksPerSm = 2;
+
+// Rows per thread per pass, all loaded before any is used: the GELU backward reads two tensors (4 rows: 8 loads in
+// flight), the plain column sum one (8 rows).
+template <bool kGelu>
+constexpr int kUnroll = kGelu ? 4 : 8;
 
 // grid (column blocks of 256, row blocks); block (32, 8). Block (cx, ry) handles columns [cx * 256, +256) of the
 // rows r = ry * 8 + ty + k * stride (stride = gridDim.y * 8), kUnroll of them per pass; writes its column sums to
 // partial[ry, cols]. The unrolled loads keep enough bytes in flight at 2 blocks per SM to run at memory speed.
-template <typename T>
+// kGelu: d_pre = gelu_tanh'(pre) * d_act is written and summed; otherwise d_act itself is summed (pre and d_pre are
+// not touched: a linear layer's bias gradient).
+template <typename T, bool kGelu>
 __global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocksPerSm)
-    gelu_bias_grad_kernel(const T* __restrict__ d_act, const T* __restrict__ pre, T* __restrict__ d_pre,
-                          float* __restrict__ partial, int64_t rows, int64_t cols) {
+    bias_grad_kernel(const T* __restrict__ d_act, const T* __restrict__ pre, T* __restrict__ d_pre,
+                     float* __restrict__ partial, int64_t rows, int64_t cols) {
+  constexpr int U = kUnroll<kGelu>;
   __shared__ float sums[kRowThreads][kBlockCols];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kBlockCols + threadIdx.x * kVec;
   const int64_t stride = static_cast<int64_t>(gridDim.y) * kRowThreads;
   float acc[kVec] = {};
   if (col < cols) {
-    for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowThreads + threadIdx.y; r0 < rows; r0 += stride * kUnroll) {
-      Pack<T> dy[kUnroll], x[kUnroll];
+    for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowThreads + threadIdx.y; r0 < rows; r0 += stride * U) {
+      Pack<T> dy[U], x[kGelu ? U : 1];
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < U; ++u) {
         const int64_t r = r0 + u * stride;
         if (r < rows) {
           dy[u] = *reinterpret_cast<const Pack<T>*>(d_act + r * cols + col);
-          x[u] = *reinterpret_cast<const Pack<T>*>(pre + r * cols + col);
+          if constexpr (kGelu) x[u] = *reinterpret_cast<const Pack<T>*>(pre + r * cols + col);
         }
       }
 #pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
+      for (int u = 0; u < U; ++u) {
         const int64_t r = r0 + u * stride;
         if (r >= rows) break;
-        Pack<T> out;
+        if constexpr (kGelu) {
+          Pack<T> out;
 #pragma unroll
-        for (int k = 0; k < kVec; ++k) {
-          out.v[k] = from_float<T>(gelu_tanh_grad(to_float(dy[u].v[k]), to_float(x[u].v[k])));
-          acc[k] += to_float(out.v[k]);
+          for (int k = 0; k < kVec; ++k) {
+            out.v[k] = from_float<T>(gelu_tanh_grad(to_float(dy[u].v[k]), to_float(x[u].v[k])));
+            acc[k] += to_float(out.v[k]);
+          }
+          *reinterpret_cast<Pack<T>*>(d_pre + r * cols + col) = out;
+        } else {
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) acc[k] += to_float(dy[u].v[k]);
         }
-        *reinterpret_cast<Pack<T>*>(d_pre + r * cols + col) = out;
       }
     }
   }
@@ -108,18 +120,25 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-template <typename T>
+template <typename T, bool kGelu>
 void launch(const void* d_act, const void* pre, void* d_pre, void* db, float* workspace, int64_t partials, int64_t rows,
             int64_t cols, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((cols + kBlockCols - 1) / kBlockCols), static_cast<unsigned>(partials));
   const dim3 block(kColThreads, kRowThreads);
-  gelu_bias_grad_kernel<T><<<grid, block, 0, stream>>>(static_cast<const T*>(d_act), static_cast<const T*>(pre),
-                                                       static_cast<T*>(d_pre), workspace, rows, cols);
-  util::check(cudaGetLastError(), "gelu_backward_bias_grad launch");
+  bias_grad_kernel<T, kGelu><<<grid, block, 0, stream>>>(static_cast<const T*>(d_act), static_cast<const T*>(pre),
+                                                         static_cast<T*>(d_pre), workspace, rows, cols);
+  util::check(cudaGetLastError(), kGelu ? "gelu_backward_bias_grad launch" : "bias_grad launch");
   constexpr int kThreads = 256;
   sum_partials_kernel<T><<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       workspace, partials, cols, static_cast<T*>(db));
-  util::check(cudaGetLastError(), "gelu_backward_bias_grad partial sums launch");
+  util::check(cudaGetLastError(), "bias gradient partial sums launch");
+}
+
+void check_shape(const char* what, int64_t rows, int64_t cols, int64_t partials) {
+  if (rows <= 0 || cols <= 0 || cols % kVec != 0 || partials < 1 || partials > 65535)
+    throw std::invalid_argument(std::string(what) + ": rows " + std::to_string(rows) + ", cols " +
+                                std::to_string(cols) + " (a positive multiple of 8), partials " +
+                                std::to_string(partials) + " (1..65535)");
 }
 
 }  // namespace
@@ -139,21 +158,33 @@ int64_t gelu_bias_grad_partials(int64_t rows, int64_t cols) {
 
 void gelu_backward_bias_grad(const void* d_act, const void* pre, void* d_pre, void* db, float* workspace,
                              int64_t partials, FloatType type, int64_t rows, int64_t cols, cudaStream_t stream) {
-  if (rows <= 0 || cols <= 0 || cols % kVec != 0 || partials < 1 || partials > 65535)
-    throw std::invalid_argument("gelu_backward_bias_grad: rows " + std::to_string(rows) + ", cols " +
-                                std::to_string(cols) + " (a positive multiple of 8), partials " +
-                                std::to_string(partials) + " (1..65535)");
+  check_shape("gelu_backward_bias_grad", rows, cols, partials);
   if (!aligned16(d_act) || !aligned16(pre) || !aligned16(d_pre))
     throw std::invalid_argument("gelu_backward_bias_grad: d_act, pre and d_pre must be 16-byte aligned");
   switch (type) {
     case FloatType::kBFloat16:
-      return launch<__nv_bfloat16>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
+      return launch<__nv_bfloat16, true>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
     case FloatType::kFloat16:
-      return launch<__half>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
+      return launch<__half, true>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
     case FloatType::kFloat32:
       break;
   }
   throw std::invalid_argument("gelu_backward_bias_grad: fp32 is not taken (use ATen)");
+}
+
+void bias_grad(const void* dy, void* db, float* workspace, int64_t partials, FloatType type, int64_t rows, int64_t cols,
+               cudaStream_t stream) {
+  check_shape("bias_grad", rows, cols, partials);
+  if (!aligned16(dy)) throw std::invalid_argument("bias_grad: dy must be 16-byte aligned");
+  switch (type) {
+    case FloatType::kBFloat16:
+      return launch<__nv_bfloat16, false>(dy, nullptr, nullptr, db, workspace, partials, rows, cols, stream);
+    case FloatType::kFloat16:
+      return launch<__half, false>(dy, nullptr, nullptr, db, workspace, partials, rows, cols, stream);
+    case FloatType::kFloat32:
+      break;
+  }
+  throw std::invalid_argument("bias_grad: fp32 is not taken (use ATen)");
 }
 
 }  // namespace megaton::kernels

@@ -13,7 +13,6 @@ namespace {
 
 using util::to_float;
 
-
 // Vector part: element groups of 8 (16 bytes of bf16/fp16, 32 of fp32 grads; 32 bytes of fp32 main grads), then a
 // scalar tail. Used only when both pointers are 16-byte aligned.
 template <typename T>

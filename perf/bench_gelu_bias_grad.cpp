@@ -3,6 +3,7 @@
 // kernels/gelu_bias_grad_kernels.cu) against ATen's gelu_backward + sum(0), timed alternately in the same iterations.
 // Counters: fused_ms, aten_ms, speedup (aten / fused), GB/s (fused: read d_act and pre, write d_pre; ATen: the same
 // plus the sum's second read of d_pre).
+// BM_BiasGradVsAtenSum: ops::bias_grad (the column sums alone, a linear layer's bias gradient) against ATen's sum(0).
 //   build/perf/bench_gelu_bias_grad [--benchmark_min_time=1]     (reports an error row without a CUDA device)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
@@ -28,8 +29,38 @@ void BM_GeluBiasGradFusedVsAten(benchmark::State& state) {
       [&] { ops::gelu_backward_bias_grad_aten(d_act, pre); }, bytes, bytes * 4.0 / 3.0);
 }
 
+// A linear layer's bias gradient: ops::bias_grad (the same kernel without the GELU) against ATen's sum(0), at the
+// 124M and 1.3B QKV ([T, 3h]) and dense/fc2 ([T, h]) widths. Both read dy once; times are for 20 calls.
+void BM_BiasGradVsAtenSum(benchmark::State& state) {
+  if (!torch::cuda::is_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t tokens = state.range(0), n = state.range(1);
+  const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  torch::Tensor dy = torch::randn({tokens, n}, o);
+  constexpr int kCalls = 20;  // per timing: one call is tens of microseconds, near the host timer's own cost
+  const double bytes = double(tokens * n) * 2.0 * kCalls;
+  perf::time_alternately(
+      state, [] {},
+      [&] {
+        for (int i = 0; i < kCalls; ++i) ops::bias_grad(dy);
+      },
+      [&] {
+        for (int i = 0; i < kCalls; ++i) dy.sum(0);
+      },
+      bytes, bytes);
+}
+
 }  // namespace
 
+BENCHMARK(BM_BiasGradVsAtenSum)
+    ->Args({32768, 2304})
+    ->Args({32768, 768})
+    ->Args({16384, 6144})
+    ->Args({16384, 2048})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_GeluBiasGradFusedVsAten)
     ->Args({32768, 3072})
     ->Args({16384, 8192})

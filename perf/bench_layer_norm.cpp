@@ -142,15 +142,15 @@ void BM_LayerNormAutogradFusedVsAten(benchmark::State& state) {
 #ifdef MEGATON_HAVE_CUDA
 // The LayerNormTuning choices BM_LayerNormTuning compares; index 0 is the default.
 const kernels::LayerNormTuning kTunings[] = {
-    {},                // the default
-    {32, 16, 1, 256},  // smaller blocks: more of them per SM when registers limit
-    {16, 8, 1, 512},   // fewer elements per thread
-    {16, 8, 2, 512},   // the backward takes two rows per pass
-    {16, 8, 2, 256},   //
-    {8, 8, 1, 512},    //
-    {32, 8, 2, 256},   //
+    {},                // the default: forward 32 per thread up to h = 1024, else 16; backward 8; blocks of 256
+    {32, 16, 1, 512},  // the first named-barrier version's (2026-12-03 third session, run 2)
+    {32, 16, 1, 256},  //
+    {16, 8, 1, 512},   //
+    {16, 16, 1, 256},  //
+    {16, 8, 2, 256},   // the backward takes two rows per pass
+    {8, 8, 1, 256},    //
     {24, 24, 1, 512},  // 3 vectors per thread (h = 768 bf16: a warp per row)
-    {32, 32, 1, 512},  // 4 vectors per thread backward
+    {0, 8, 1, 128},    // smaller blocks
 };
 #endif
 

@@ -15,4 +15,11 @@ std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad(const torch::Ten
   return gelu_backward_bias_grad_aten(d_act, pre);
 }
 
+torch::Tensor bias_grad(const torch::Tensor& dy) {
+#ifdef MEGATON_HAVE_CUDA
+  if (gelu_bias_grad_fused_supported(dy, dy)) return bias_grad_fused(dy);
+#endif
+  return dy.sum(0);  // [n]
+}
+
 }  // namespace megaton::ops

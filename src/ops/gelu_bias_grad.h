@@ -1,6 +1,7 @@
 // Backward of act = gelu_tanh(pre) where pre = x w^T + b: d_pre and the bias gradient db = d_pre summed over rows.
 // On CUDA bf16/fp16 one kernel does both (kernels/gelu_bias_grad_kernels.cu: d_pre is not read a second time for the
-// sum); everywhere else ATen's gelu_backward + sum(0), which the kernel matches to rounding.
+// sum); everywhere else ATen's gelu_backward + sum(0), which the kernel matches to rounding. bias_grad: the same
+// column sums alone, for the linear layers' biases.
 #pragma once
 #include <torch/torch.h>
 
@@ -10,6 +11,11 @@ namespace megaton::ops {
 
 /// d_act, pre [T, f] -> (d_pre [T, f], db [f]), in d_act's dtype.
 std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad(const torch::Tensor& d_act, const torch::Tensor& pre);
+
+/// dy [T, n] -> db [n] = dy summed over rows (a linear layer's bias gradient), in dy's dtype: the column-sum kernel
+/// where gelu_bias_grad_fused_supported(dy, dy) holds, else ATen's sum(0) (which the kernel matches to summation
+/// order).
+torch::Tensor bias_grad(const torch::Tensor& dy);
 
 /// ATen's two ops: the reference of the fused kernel (tests, benchmark) and the path for what it does not take.
 std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_aten(const torch::Tensor& d_act,
@@ -21,6 +27,8 @@ bool gelu_bias_grad_fused_supported(const torch::Tensor& d_act, const torch::Ten
 /// The kernel (src/ops/gelu_bias_grad_cuda.cpp); requires gelu_bias_grad_fused_supported.
 std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_fused(const torch::Tensor& d_act,
                                                                       const torch::Tensor& pre);
+/// bias_grad's kernel; requires gelu_bias_grad_fused_supported(dy, dy).
+torch::Tensor bias_grad_fused(const torch::Tensor& dy);
 #endif
 
 }  // namespace megaton::ops

@@ -1,4 +1,5 @@
-// The CUDA path of ops::gelu_backward_bias_grad: kernels/gelu_bias_grad_kernels.cu on the current stream.
+// The CUDA paths of ops::gelu_backward_bias_grad and ops::bias_grad: kernels/gelu_bias_grad_kernels.cu on the current
+// stream.
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
@@ -38,6 +39,25 @@ std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_fused(const torc
     throw RuntimeError(str("gelu_backward_bias_grad: ", e.what()));
   }
   return {d_pre, db};
+}
+
+torch::Tensor bias_grad_fused(const torch::Tensor& dy_in) {
+  MEGATON_ASSERT(gelu_bias_grad_fused_supported(dy_in, dy_in), "bias_grad_fused: dy ", dy_in.sizes(), " ",
+                 c10::toString(dy_in.scalar_type()));
+  const c10::cuda::CUDAGuard guard(dy_in.device());
+  const torch::Tensor dy = aligned_contiguous(dy_in);  // [T, n]
+  const int64_t rows = dy.size(0), cols = dy.size(1);
+  torch::Tensor db = torch::empty({cols}, dy.options());  // [n]
+  const int64_t partials = kernels::gelu_bias_grad_partials(rows, cols);
+  torch::Tensor workspace = torch::empty({partials, cols}, dy.options().dtype(torch::kFloat32));  // [P, n]
+  try {
+    kernels::bias_grad(dy.data_ptr(), db.data_ptr(), workspace.data_ptr<float>(), partials,
+                       kernel_float_type(dy, "bias grad"), rows, cols,
+                       c10::cuda::getCurrentCUDAStream(dy.device().index()).stream());
+  } catch (const std::exception& e) {
+    throw RuntimeError(str("bias_grad: ", e.what()));
+  }
+  return db;
 }
 
 }  // namespace megaton::ops

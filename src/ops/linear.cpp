@@ -3,6 +3,7 @@
 #include <torch/csrc/autograd/custom_function.h>
 
 #include "core/error.h"
+#include "ops/gelu_bias_grad.h"
 
 namespace megaton::ops {
 
@@ -29,8 +30,8 @@ struct LinearMainGrad : torch::autograd::Function<LinearMainGrad> {
     const torch::Tensor dy2 = dy.reshape({-1, dy.size(-1)}).contiguous();  // [T, out]
     const torch::Tensor x2 = x.reshape({-1, x.size(-1)}).contiguous();     // [T, in]
     torch::Tensor dx = ctx->needs_input_grad(0) ? torch::matmul(dy, w) : torch::Tensor();
-    weight_grad(dy2, x2, ctx->saved_data["main"].toTensor());  // into the main grad
-    torch::Tensor db = ctx->saved_data["has_b"].toBool() ? dy2.sum(0) : torch::Tensor();
+    weight_grad(dy2, x2, ctx->saved_data["main"].toTensor());                                 // into the main grad
+    torch::Tensor db = ctx->saved_data["has_b"].toBool() ? bias_grad(dy2) : torch::Tensor();  // [out]
     return {dx, torch::Tensor(), db, torch::Tensor()};
   }
 };

@@ -2,10 +2,13 @@
 // (approximate "tanh") + sum(0) on the same inputs.
 //   GeluBiasGrad.*         the ATen path (CPU): d_pre is autograd's GELU gradient, db its column sums.
 //   KernelsGeluBiasGrad.*  the kernel on CUDA: d_pre within an ulp of ATen's, db to fp32 summation-order rounding;
-//                          shapes that are not a multiple of the kernel's tiles, a misaligned input, the fallback.
+//                          shapes that are not a multiple of the kernel's tiles, a misaligned input, the fallback;
+//                          ops::bias_grad (the column sums alone).
 //                          Skipped without CUDA; run on the GPU machine by perf/gpu/session_batch.sh.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include <cmath>
 
 #include "ops/gelu_bias_grad.h"
 
@@ -77,4 +80,30 @@ TEST(KernelsGeluBiasGrad, MisalignedInputIsCopiedAndUnsupportedFallsBack) {
   EXPECT_TRUE(torch::equal(d_pre, ref));
   EXPECT_TRUE(torch::equal(db, ref_db));
 }
+// ops::bias_grad: the column sums alone (a linear layer's bias gradient) against the fp32 sum of the same values, for
+// row counts that are not a multiple of the kernel's 8 x 8 rows per pass, and the ATen fallback bit for bit.
+TEST(KernelsGeluBiasGrad, BiasGradMatchesColumnSums) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (torch::ScalarType dtype : {torch::kBFloat16, torch::kFloat16}) {
+    for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1001, 264}, {1, 8}, {16384, 2304}}) {
+      torch::manual_seed(13);
+      const auto o = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
+      torch::Tensor dy = torch::randn({rows, cols}, o) + 0.25;  // column sums away from 0
+      ASSERT_TRUE(ops::gelu_bias_grad_fused_supported(dy, dy));
+      const std::string what =
+          c10::toString(dtype) + std::string(" ") + std::to_string(rows) + "x" + std::to_string(cols);
+      const torch::Tensor db = ops::bias_grad(dy), ref = dy.to(torch::kFloat32).sum(0);
+      ASSERT_EQ(db.sizes(), ref.sizes()) << what;
+      EXPECT_EQ(db.scalar_type(), dtype) << what;
+      // Both round an fp32 sum to 16 bits: within 1 ulp of bf16 (2^-8 relative) plus summation order.
+      const double max_rel =
+          ((db.to(torch::kFloat32) - ref).abs() / (ref.abs() + 1e-3 * std::sqrt(double(rows)))).max().item<double>();
+      EXPECT_LT(max_rel, 8e-3) << what;
+    }
+  }
+  const auto o = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  torch::Tensor odd = torch::randn({9, 12}, o);  // 12 columns: ATen's sum
+  EXPECT_TRUE(torch::equal(ops::bias_grad(odd), odd.sum(0)));
+}
+
 #endif  // MEGATON_HAVE_CUDA
