@@ -358,10 +358,10 @@ Config choose(int64_t h, int vec, int floats, int rows, int block_threads) {
 Config forward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
   // 0: a warp per row where a warp holds the row at <= 32 elements per thread, else 16 per thread.
   const int floats = tuning.forward_floats > 0 ? tuning.forward_floats : (h <= 32 * 32 ? 32 : 16);
-  return choose(h, vec, floats, 1, tuning.block_threads);
+  return choose(h, vec, floats, 1, tuning.forward_block);
 }
 Config backward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
-  return choose(h, vec, tuning.backward_floats, std::clamp(tuning.backward_rows, 1, 2), tuning.block_threads);
+  return choose(h, vec, tuning.backward_floats, std::clamp(tuning.backward_rows, 1, 2), tuning.backward_block);
 }
 
 void check_args(int64_t rows, int64_t h, std::initializer_list<const void*> pointers, const char* what) {

@@ -37,16 +37,19 @@ inline bool layer_norm_supported_width(int64_t h) {
 /// loads in flight per thread but more registers (fewer threads per SM). A row whose threads fit in one warp gets one
 /// warp (shuffles only), otherwise a group of warps per row. The backward keeps two fp32 sums per element it owns
 /// across rows and takes `backward_rows` rows (1 or 2) per pass. A thread block holds as many rows' groups as fit in
-/// `block_threads` (32..512; smaller blocks let more of them share an SM when registers are the limit).
+/// its block size (32..512 threads; smaller blocks let more of them share an SM when registers are the limit, larger
+/// ones leave the backward fewer dgamma/dbeta partial sums).
 /// perf/bench_layer_norm.cpp (BM_LayerNormTuning) measures the choices; the defaults are its best on an H200 at the
-/// GPT-2 124M and 1.3B widths (docs/gpu.md): forward_floats 0 = a warp per row up to h = 1024 (32 per thread: 55 us
-/// at h = 768, 3.66 TB/s), else 16 (h = 2048: 76 us, 3.53 TB/s, where 32 per thread in blocks of 512 took 98 us);
-/// the backward 8 (h = 768: 73 us, 2.76 TB/s, against 93-97 with 16-24; h = 2048: 101 us).
+/// GPT-2 124M and 1.3B widths (bf16, with the residual add; docs/gpu.md): forward_floats 0 = a warp per row up to
+/// h = 1024 (32 per thread: 55 us at h = 768, 3.67 TB/s), else 16 (h = 2048: 76 us, 3.54 TB/s, where 32 per thread in
+/// blocks of 512 took 98 us); the backward 8 in blocks of 512 (h = 768: 73 us, 2.76 TB/s, against 93-97 with 16-24
+/// or 80 in blocks of 256; h = 2048: 101 us against 103-112).
 struct LayerNormTuning {
   int forward_floats = 0;
   int backward_floats = 8;
   int backward_rows = 1;
-  int block_threads = 256;
+  int forward_block = 256;
+  int backward_block = 512;
 };
 
 /// Forward. x, y [rows, h] row-major (contiguous), gamma, beta [h]; writes y and mean, rstd [rows] fp32.

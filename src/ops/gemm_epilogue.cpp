@@ -64,9 +64,9 @@ struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
       return m.numel() > 0 ? m : torch::Tensor();
     };
     torch::Tensor dw2 = weight_grad(dy, act, main_grad("main2"));  // [h, f], or undefined: added to the main grad
-    torch::Tensor db2 = ctx->saved_data["has_b2"].toBool() ? dy.sum(0) : torch::Tensor();
-    auto [d_pre, db1] = gelu_backward_bias_grad(torch::mm(dy, w2), pre);  // [T, f], [f]
-    torch::Tensor dw1 = weight_grad(d_pre, x, main_grad("main1"));        // [f, h] (or into the main grad)
+    torch::Tensor db2 = ctx->saved_data["has_b2"].toBool() ? bias_grad(dy) : torch::Tensor();  // [h]
+    auto [d_pre, db1] = gelu_backward_bias_grad(torch::mm(dy, w2), pre);                       // [T, f], [f]
+    torch::Tensor dw1 = weight_grad(d_pre, x, main_grad("main1"));  // [f, h] (or into the main grad)
     torch::Tensor dx = ctx->needs_input_grad(0) ? torch::mm(d_pre, w1) : torch::Tensor();
     return {dx, dw1, db1, dw2, db2, torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }
