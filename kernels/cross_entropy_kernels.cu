@@ -75,10 +75,29 @@ __global__ void __launch_bounds__(kThreads)
   const T* row = logits + r * cols;
   MaxSum acc{-INFINITY, 0.f};
   const int64_t packs = valid_cols / VEC;
-  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-    const Pack<T, VEC> pk = reinterpret_cast<const Pack<T, VEC>*>(row)[p];
+  const auto* rp = reinterpret_cast<const Pack<T, VEC>*>(row);
+  // kUnroll packs per pass, loaded before any is used; each pack joins acc as one (max, sum) pair: its max first, then
+  // one rescale of acc and VEC independent exponentials (a tree, not a chain of VEC dependent updates).
+  constexpr int kUnroll = 4;
+  for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kUnroll * static_cast<int64_t>(blockDim.x)) {
+    Pack<T, VEC> pk[kUnroll];
 #pragma unroll
-    for (int k = 0; k < VEC; ++k) add(acc, to_float(pk.v[k]));
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
+      if (p < packs) pk[u] = rp[p];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      if (p0 + u * static_cast<int64_t>(blockDim.x) >= packs) break;
+      float x[VEC], m = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) x[k] = to_float(pk[u].v[k]), m = fmaxf(m, x[k]);
+      if (m == -INFINITY) continue;  // an all -inf pack adds nothing
+      float e = 0.f;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) e += __expf(x[k] - m);
+      acc = combine(acc, MaxSum{m, e});
+    }
   }
   for (int64_t c = packs * VEC + threadIdx.x; c < valid_cols; c += blockDim.x) add(acc, to_float(row[c]));
   acc = block_reduce(acc);
