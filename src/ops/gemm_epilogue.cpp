@@ -40,7 +40,7 @@ struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
   // placeholder: autograd functions take no undefined tensors.
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w1, torch::Tensor b1,
                                torch::Tensor w2, torch::Tensor b2, bool epilogue, torch::Tensor main1,
-                               torch::Tensor main2) {
+                               torch::Tensor overwrite1, torch::Tensor main2, torch::Tensor overwrite2) {
     torch::Tensor w1c = w1.contiguous(), w2c = w2.contiguous();
     auto [act, pre] = linear_gelu(x, w1c, b1, epilogue);  // [T, f] each
     ctx->save_for_backward({x, w1c, w2c, act, pre});
@@ -48,7 +48,9 @@ struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
     ctx->saved_data["has_b2"] = has_b2;
     // The weights' fp32 main grads (gradient accumulation fusion), or empty: the weight gradients are returned.
     ctx->saved_data["main1"] = main1;
+    ctx->saved_data["overwrite1"] = overwrite1;
     ctx->saved_data["main2"] = main2;
+    ctx->saved_data["overwrite2"] = overwrite2;
     return torch::linear(act, w2c, has_b2 ? b2 : torch::Tensor());  // [T, h]
   }
 
@@ -59,16 +61,14 @@ struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
     // ATen's GEMMs (on the H200 the DGELU_BGRAD epilogue ran 1.9x slower than mm + gelu_backward + sum, BGRADB 2-4%
     // slower than mm + sum: perf/bench_gemm_epilogue.cpp, docs/gpu.md); GELU backward and fc1's bias gradient in one
     // pass (ops/gelu_bias_grad.h).
-    auto main_grad = [&](const char* key) {
-      torch::Tensor m = ctx->saved_data[key].toTensor();
-      return m.numel() > 0 ? m : torch::Tensor();
-    };
-    torch::Tensor dw2 = weight_grad(dy, act, main_grad("main2"));  // [h, f], or undefined: added to the main grad
+    torch::Tensor dw2 =
+        weight_grad(dy, act, saved_main_grad(ctx, "main2", "overwrite2"));  // [h, f], or into the main grad
     torch::Tensor db2 = ctx->saved_data["has_b2"].toBool() ? bias_grad(dy) : torch::Tensor();  // [h]
     auto [d_pre, db1] = gelu_backward_bias_grad(torch::mm(dy, w2), pre);                       // [T, f], [f]
-    torch::Tensor dw1 = weight_grad(d_pre, x, main_grad("main1"));  // [f, h] (or into the main grad)
+    torch::Tensor dw1 = weight_grad(d_pre, x, saved_main_grad(ctx, "main1", "overwrite1"));    // [f, h] (or into it)
     torch::Tensor dx = ctx->needs_input_grad(0) ? torch::mm(d_pre, w1) : torch::Tensor();
-    return {dx, dw1, db1, dw2, db2, torch::Tensor(), torch::Tensor(), torch::Tensor()};
+    const torch::Tensor none;
+    return {dx, dw1, db1, dw2, db2, none, none, none, none, none};
   }
 };
 
@@ -93,13 +93,11 @@ bool gemm_epilogue_supported(std::initializer_list<torch::Tensor> tensors) {
 
 torch::Tensor bias_gelu_mlp(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,
                             const torch::Tensor& w2, const torch::Tensor& b2, bool gemm_epilogue,
-                            const torch::Tensor& w1_main_grad, const torch::Tensor& w2_main_grad) {
-  auto or_empty = [](const torch::Tensor& t, const torch::Tensor& like) {
-    return t.defined() ? t : torch::empty({0}, like.options());
-  };
-  const torch::Tensor f32 = torch::empty({0}, w1.options().dtype(torch::kFloat32));
-  return BiasGeluMlp::apply(rows_of(x), w1, b1, w2, or_empty(b2, w2), gemm_epilogue, or_empty(w1_main_grad, f32),
-                            or_empty(w2_main_grad, f32))
+                            const MainGrad& w1_main_grad, const MainGrad& w2_main_grad) {
+  const torch::Tensor b2_or_empty = b2.defined() ? b2 : torch::empty({0}, w2.options());
+  auto [main1, overwrite1] = main_grad_inputs(w1_main_grad);
+  auto [main2, overwrite2] = main_grad_inputs(w2_main_grad);
+  return BiasGeluMlp::apply(rows_of(x), w1, b1, w2, b2_or_empty, gemm_epilogue, main1, overwrite1, main2, overwrite2)
       .view(x.sizes());  // [.., h]
 }
 

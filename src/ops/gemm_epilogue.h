@@ -14,6 +14,8 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "ops/linear.h"
+
 namespace megaton::ops {
 
 /// Whether the cuBLASLt path takes these tensors (all defined ones on one CUDA device, bf16 or fp16, one dtype, the
@@ -23,9 +25,9 @@ bool gemm_epilogue_supported(std::initializer_list<torch::Tensor> tensors);
 /// x [.., h], w1 [f, h], b1 [f], w2 [h, f], b2 [h] or undefined -> [.., h] = gelu_tanh(x w1^T + b1) w2^T (+ b2), with
 /// autograd (gradients for x, w1, b1, w2 and b2). gemm_epilogue: fc1's forward in cuBLASLt's GELU_AUX_BIAS epilogue
 /// where gemm_epilogue_supported. w1_main_grad, w2_main_grad: undefined, or the weights' fp32 main grads, into which
-/// the backward then adds their gradients (ops/linear.h) instead of returning them.
+/// the backward then adds (or first writes) their gradients (ops/linear.h) instead of returning them.
 torch::Tensor bias_gelu_mlp(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,
                             const torch::Tensor& w2, const torch::Tensor& b2, bool gemm_epilogue,
-                            const torch::Tensor& w1_main_grad = {}, const torch::Tensor& w2_main_grad = {});
+                            const MainGrad& w1_main_grad = {}, const MainGrad& w2_main_grad = {});
 
 }  // namespace megaton::ops

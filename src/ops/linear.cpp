@@ -13,13 +13,15 @@ using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
 struct LinearMainGrad : torch::autograd::Function<LinearMainGrad> {
-  // b: [out] or an empty placeholder (autograd functions take no undefined tensors); main: fp32 [out, in].
+  // b: [out] or an empty placeholder (autograd functions take no undefined tensors); main: fp32 [out, in]; overwrite:
+  // its CPU flag [1] or an empty placeholder.
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w, torch::Tensor b,
-                               torch::Tensor main) {
+                               torch::Tensor main, torch::Tensor overwrite) {
     const bool has_b = b.numel() > 0;
     ctx->save_for_backward({x, w});
     ctx->saved_data["has_b"] = has_b;
     ctx->saved_data["main"] = main;
+    ctx->saved_data["overwrite"] = overwrite;
     return torch::linear(x, w, has_b ? b : torch::Tensor());  // [.., out]
   }
 
@@ -30,32 +32,53 @@ struct LinearMainGrad : torch::autograd::Function<LinearMainGrad> {
     const torch::Tensor dy2 = dy.reshape({-1, dy.size(-1)}).contiguous();  // [T, out]
     const torch::Tensor x2 = x.reshape({-1, x.size(-1)}).contiguous();     // [T, in]
     torch::Tensor dx = ctx->needs_input_grad(0) ? torch::matmul(dy, w) : torch::Tensor();
-    weight_grad(dy2, x2, ctx->saved_data["main"].toTensor());                                 // into the main grad
+    weight_grad(dy2, x2, saved_main_grad(ctx, "main", "overwrite"));                          // into the main grad
     torch::Tensor db = ctx->saved_data["has_b"].toBool() ? bias_grad(dy2) : torch::Tensor();  // [out]
-    return {dx, torch::Tensor(), db, torch::Tensor()};
+    return {dx, torch::Tensor(), db, torch::Tensor(), torch::Tensor()};
   }
 };
 
+torch::Tensor or_empty(const torch::Tensor& t, const torch::TensorOptions& o) {
+  return t.defined() ? t : torch::empty({0}, o);
+}
+
 }  // namespace
 
-torch::Tensor weight_grad(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& main_grad) {
-  if (!main_grad.defined()) return torch::mm(dy.t(), x);  // [out, in]
+MainGrad saved_main_grad(torch::autograd::AutogradContext* ctx, const char* grad_key, const char* overwrite_key) {
+  torch::Tensor g = ctx->saved_data[grad_key].toTensor(), o = ctx->saved_data[overwrite_key].toTensor();
+  return {g.numel() > 0 ? g : torch::Tensor(), o.numel() > 0 ? o : torch::Tensor()};
+}
+
+std::pair<torch::Tensor, torch::Tensor> main_grad_inputs(const MainGrad& m) {
+  return {or_empty(m.grad, torch::TensorOptions().dtype(torch::kFloat32)),
+          or_empty(m.overwrite, torch::TensorOptions().dtype(torch::kBool))};
+}
+
+torch::Tensor weight_grad(const torch::Tensor& dy, const torch::Tensor& x, const MainGrad& target) {
+  if (!target.defined()) return torch::mm(dy.t(), x);  // [out, in]
+  const torch::Tensor& main_grad = target.grad;
   MEGATON_ASSERT(main_grad.scalar_type() == torch::kFloat32 && main_grad.dim() == 2 &&
                      main_grad.size(0) == dy.size(1) && main_grad.size(1) == x.size(1) && dy.size(0) == x.size(0),
                  "weight_grad: main grad ", main_grad.sizes(), " for dy ", dy.sizes(), " and x ", x.sizes());
   torch::NoGradGuard no_grad;
+  const bool overwrite = target.overwrite.defined() && target.overwrite.item<bool>();
+  bool done = false;
 #ifdef MEGATON_HAVE_CUDA
-  if (accumulate_weight_grad_cuda(main_grad, dy, x)) return {};
+  done = accumulate_weight_grad_cuda(main_grad, dy, x, overwrite);
 #endif
-  torch::Tensor main = main_grad;
-  main.addmm_(dy.t().to(torch::kFloat32), x.to(torch::kFloat32));
+  if (!done) {
+    torch::Tensor main = main_grad;
+    main.addmm_(dy.t().to(torch::kFloat32), x.to(torch::kFloat32), /*beta=*/overwrite ? 0 : 1);
+  }
+  if (overwrite) target.overwrite.fill_(false);
   return {};
 }
 
 torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                     const torch::Tensor& main_grad) {
+                     const MainGrad& main_grad) {
   if (!main_grad.defined() || !w.requires_grad() || !torch::GradMode::is_enabled()) return torch::linear(x, w, b);
-  return LinearMainGrad::apply(x, w, b.defined() ? b : torch::empty({0}, w.options()), main_grad);
+  auto [main, overwrite] = main_grad_inputs(main_grad);
+  return LinearMainGrad::apply(x, w, b.defined() ? b : torch::empty({0}, w.options()), main, overwrite);
 }
 
 }  // namespace megaton::ops

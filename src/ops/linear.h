@@ -6,21 +6,44 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <utility>
+
+namespace torch::autograd {
+struct AutogradContext;
+}
+
 namespace megaton::ops {
 
-/// x [.., in], w [out, in], b [out] or undefined -> [.., out] = x w^T + b. main_grad undefined: torch::linear. Else
-/// fp32 [out, in] (w's main grad): the backward adds dy^T x into it and gives w no gradient.
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                     const torch::Tensor& main_grad);
+/// Where a weight's gradient goes under gradient accumulation fusion: `grad`, its fp32 main grad [out, in] (undefined:
+/// no fusion), and `overwrite`, undefined or a CPU bool [1] (parallel::MainGrads): while true, grad holds nothing of
+/// the current iteration (it was not zeroed) and the next weight gradient writes it instead of adding (GEMM beta 0),
+/// then clears the flag.
+struct MainGrad {
+  MainGrad(torch::Tensor g = {}, torch::Tensor o = {}) : grad(std::move(g)), overwrite(std::move(o)) {}  // NOLINT
+  bool defined() const { return grad.defined(); }
+  torch::Tensor grad, overwrite;
+};
 
-/// The weight gradient dy^T x of y = x w^T: added into main_grad (fp32 [out, in]) when it is defined, returning
-/// undefined; else returned (dy's dtype). dy [T, out], x [T, in].
-torch::Tensor weight_grad(const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& main_grad);
+/// For autograd functions that carry a MainGrad (apply() takes no undefined tensors): the two tensors to pass (empty
+/// placeholders for undefined ones), saved in forward into ctx->saved_data under two keys, and the MainGrad back in
+/// backward.
+std::pair<torch::Tensor, torch::Tensor> main_grad_inputs(const MainGrad& m);
+MainGrad saved_main_grad(torch::autograd::AutogradContext* ctx, const char* grad_key, const char* overwrite_key);
+
+/// x [.., in], w [out, in], b [out] or undefined -> [.., out] = x w^T + b. main_grad undefined: torch::linear. Else
+/// the backward adds (or first writes) dy^T x into main_grad.grad and gives w no gradient.
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, const MainGrad& main_grad);
+
+/// The weight gradient dy^T x of y = x w^T: added into main_grad.grad (fp32 [out, in], written when its overwrite flag
+/// is set) when it is defined, returning undefined; else returned (dy's dtype). dy [T, out], x [T, in].
+torch::Tensor weight_grad(const torch::Tensor& dy, const torch::Tensor& x, const MainGrad& main_grad);
 
 #ifdef MEGATON_HAVE_CUDA
-/// main [out, in] fp32 += dy^T x with dy [T, out], x [T, in] bf16/fp16 contiguous on main's device, in one cuBLAS GEMM
-/// (fp16/bf16 inputs, fp32 accumulation and output). False (nothing done) for anything else. src/ops/linear_cuda.cpp.
-bool accumulate_weight_grad_cuda(const torch::Tensor& main, const torch::Tensor& dy, const torch::Tensor& x);
+/// main [out, in] fp32 = dy^T x + (overwrite ? 0 : main) with dy [T, out], x [T, in] bf16/fp16 contiguous on main's
+/// device, in one cuBLAS GEMM (fp16/bf16 inputs, fp32 accumulation and output; beta 0 or 1). False (nothing done) for
+/// anything else. src/ops/linear_cuda.cpp.
+bool accumulate_weight_grad_cuda(const torch::Tensor& main, const torch::Tensor& dy, const torch::Tensor& x,
+                                 bool overwrite = false);
 #endif
 
 }  // namespace megaton::ops

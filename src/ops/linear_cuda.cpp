@@ -1,5 +1,6 @@
 // The CUDA path of ops::weight_grad's accumulation: one cublasGemmEx with bf16/fp16 inputs and an fp32 output that
-// it adds to (beta = 1), on ATen's cuBLAS handle and current stream.
+// it adds to (beta = 1) or, on a main grad's first write of an iteration, overwrites (beta = 0), on ATen's cuBLAS
+// handle and current stream.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <cublas_v2.h>
@@ -9,7 +10,8 @@
 
 namespace megaton::ops {
 
-bool accumulate_weight_grad_cuda(const torch::Tensor& main, const torch::Tensor& dy, const torch::Tensor& x) {
+bool accumulate_weight_grad_cuda(const torch::Tensor& main, const torch::Tensor& dy, const torch::Tensor& x,
+                                 bool overwrite) {
   const auto t = dy.scalar_type();
   if (!main.is_cuda() || !dy.is_cuda() || !x.is_cuda() || dy.device() != main.device() || x.device() != main.device())
     return false;
@@ -17,12 +19,15 @@ bool accumulate_weight_grad_cuda(const torch::Tensor& main, const torch::Tensor&
   if (!main.is_contiguous() || !dy.is_contiguous() || !x.is_contiguous() || dy.dim() != 2 || x.dim() != 2) return false;
   const int64_t rows = dy.size(0), out = dy.size(1), in = x.size(1);
   if (rows > INT_MAX || out > INT_MAX || in > INT_MAX) return false;
-  if (rows == 0) return true;
+  if (rows == 0) {
+    if (overwrite) main.zero_();  // the empty product
+    return true;
+  }
   const c10::cuda::CUDAGuard guard(main.device());
   // Row-major main [out, in] is column-major [in, out]: main^T = x^T dy, i.e. C (in x out) = A (in x T) B^T, with A
   // the column-major view [in, T] of x and B the column-major view [out, T] of dy.
   const cudaDataType_t ab = t == torch::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
-  const float alpha = 1.0f, beta = 1.0f;
+  const float alpha = 1.0f, beta = overwrite ? 0.0f : 1.0f;  // beta 0: C is not read
   const cublasStatus_t st = cublasGemmEx(
       at::cuda::getCurrentCUDABlasHandle(), CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(in), static_cast<int>(out),
       static_cast<int>(rows), &alpha, x.data_ptr(), ab, static_cast<int>(in), dy.data_ptr(), ab, static_cast<int>(out),

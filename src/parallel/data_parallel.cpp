@@ -4,6 +4,7 @@
 #include <torch/csrc/autograd/function_hook.h>
 #include <torch/csrc/autograd/variable.h>
 
+#include <algorithm>
 #include <functional>
 #include <set>
 
@@ -101,6 +102,7 @@ void DataParallel::on_grad_accumulated(size_t i) {
   const ParamSlot& s = layout_.slots()[i];
   // No gradient here: the layer added it to the main grad itself (gradient accumulation fusion, parallel/main_grads.h),
   // or it is zero. Either way this parameter is done for the micro-batch.
+  settle_first_write(i);  // before the hook adds: a main grad left to its first write holds the last iteration's
   torch::Tensor& grad = params_[i].param.mutable_grad();
   MEGATON_CHECK(!started_[s.bucket], InternalError, "data parallel: a gradient for '", params_[i].name,
                 "' arrived after its bucket's reduction started; call set_last_microbatch(false) before every "
@@ -147,6 +149,7 @@ void DataParallel::reduce_tied_embedding() {
 }
 
 void DataParallel::start_grad_sync() {
+  for (MainGrads* t : first_write_) t->zero_unwritten();  // main grads that got no gradient at all
   reduce_tied_embedding();
   for (size_t b = 0; b < started_.size(); ++b)
     if (!started_[b]) reduce_bucket(b);
@@ -157,9 +160,45 @@ void DataParallel::finish_grad_sync() {
   start_grad_sync();
 }
 
+void DataParallel::attach(MainGrads& table) {
+  first_write_.push_back(&table);
+  zeroed_versions_.clear();  // rebuild zeroed_views_
+}
+
+void DataParallel::settle_first_write(size_t i) {
+  for (MainGrads* t : first_write_)
+    if (t->zero_if_unwritten(layout_.slots()[i].offset)) return;
+}
+
+const std::vector<torch::Tensor>& DataParallel::zeroed_views() {
+  std::vector<uint64_t> versions;
+  for (const MainGrads* t : first_write_) versions.push_back(t->version());
+  if (versions == zeroed_versions_ && !zeroed_views_.empty()) return zeroed_views_;
+  std::vector<std::pair<int64_t, int64_t>> skip;  // [begin, end) registered ranges of every table
+  for (const MainGrads* t : first_write_)
+    for (const auto& r : t->ranges()) skip.push_back(r);
+  std::sort(skip.begin(), skip.end());
+  zeroed_views_.clear();
+  int64_t pos = 0;
+  for (const auto& [begin, end] : skip) {
+    if (begin > pos) zeroed_views_.push_back(grad_buffer_.narrow(0, pos, begin - pos));
+    pos = std::max(pos, end);
+  }
+  if (pos < grad_buffer_.numel()) zeroed_views_.push_back(grad_buffer_.narrow(0, pos, grad_buffer_.numel() - pos));
+  zeroed_versions_ = std::move(versions);
+  return zeroed_views_;
+}
+
 void DataParallel::zero_grad() {
   torch::NoGradGuard no_grad;
-  grad_buffer_.zero_();
+  if (first_write_.empty()) {
+    grad_buffer_.zero_();
+  } else {
+    // Everything but the registered main grads, in one multi-tensor launch on CUDA; those wait for their first write.
+    const std::vector<torch::Tensor>& views = zeroed_views();
+    if (!views.empty()) at::_foreach_zero_(views);
+    for (MainGrads* t : first_write_) t->begin_step();
+  }
   if (!shard_grad_.is_same(grad_buffer_)) shard_grad_.zero_();
   for (auto& p : params_) p.param.mutable_grad().reset();
   std::fill(ready_.begin(), ready_.end(), 0);
@@ -172,6 +211,7 @@ void DataParallel::accumulate_param_grads() {
   for (size_t i = 0; i < params_.size(); ++i) {
     torch::Tensor& g = params_[i].param.mutable_grad();
     if (!g.defined()) continue;
+    settle_first_write(i);
     torch::Tensor main = main_grad(i);
     accumulate_main_grad(main, g);
     g.reset();

@@ -26,6 +26,7 @@
 
 #include "dist/process_groups.h"
 #include "parallel/data_parallel_layout.h"
+#include "parallel/main_grads.h"
 #include "parallel/param_info.h"
 
 namespace megaton::parallel {
@@ -67,8 +68,14 @@ class DataParallel {
   /// Pieces of each parameter inside this rank's shard (offsets into shard buffers).
   const std::vector<ParamPiece>& shard_pieces() const { return shard_pieces_; }
 
-  /// Zeroes the main grads (and the shard buffer), drops the parameters' .grad, resets bucket readiness.
+  /// Zeroes the main grads (and the shard buffer), drops the parameters' .grad, resets bucket readiness. The main
+  /// grads registered in an attached MainGrads table are not zeroed but marked for a first write
+  /// (MainGrads::begin_step).
   void zero_grad();
+  /// Gradient accumulation fusion's table of main grads (parallel/main_grads.h, bound to this object's buffers): its
+  /// registered main grads are left to their first write each iteration; one that receives its gradient through the
+  /// hooks, or none, is zeroed first. `table` must outlive this object.
+  void attach(MainGrads& table);
   /// Tells the hooks whether the coming backward is the last micro-batch (only then do they start reductions).
   void set_last_microbatch(bool last) { last_microbatch_ = last; }
   /// Starts the reduction of every bucket not yet started.
@@ -100,6 +107,10 @@ class DataParallel {
 
  private:
   void on_grad_accumulated(size_t i);
+  /// Zeroes parameter i's main grad if an attached table still waits for its first write.
+  void settle_first_write(size_t i);
+  /// The main-grad ranges zero_grad zeroes: everything outside the attached tables' registered ranges.
+  const std::vector<torch::Tensor>& zeroed_views();
   void reduce_bucket(size_t b);
   void reduce_tied_embedding();
 
@@ -118,6 +129,9 @@ class DataParallel {
   std::vector<uintptr_t> hook_keys_;
   bool last_microbatch_ = true;
   bool tied_reduced_ = false;
+  std::vector<MainGrads*> first_write_;      // attached tables
+  std::vector<torch::Tensor> zeroed_views_;  // [pieces] of grad_buffer_, for the versions below
+  std::vector<uint64_t> zeroed_versions_;    // each attached table's version() when zeroed_views_ was built
 };
 
 }  // namespace megaton::parallel

@@ -202,9 +202,13 @@ void Trainer::build() {
   dpo.overlap_grad_reduce = true;
   dpo.zero1 = p.zero_stage == 1;
   dp_ = std::make_unique<parallel::DataParallel>(params_, groups_, dpo);
-  // Gradient accumulation fusion: the linear layers' weight-gradient GEMMs add into DataParallel's fp32 main grads.
+  // Gradient accumulation fusion: the linear layers' weight-gradient GEMMs add into DataParallel's fp32 main grads
+  // (each one's first gradient of an iteration writes instead of adding: DataParallel does not zero them).
   if (!cfg_.model.no_gradient_accumulation_fusion)
-    for (const auto& c : chunks_) c->main_grads().bind(dp_->param_buffer(), dp_->grad_buffer());
+    for (const auto& c : chunks_) {
+      c->main_grads().bind(dp_->param_buffer(), dp_->grad_buffer());
+      dp_->attach(c->main_grads());
+    }
   optimizer_ = std::make_unique<optim::MixedPrecisionOptimizer>(*dp_, groups_, optim::optimizer_options(t),
                                                                 optim::make_grad_scaler(cfg_.precision));
 

@@ -1,11 +1,16 @@
 // ops::linear and ops::bias_gelu_mlp with fp32 main grads (gradient accumulation fusion): the weight gradient is added
 // into the main grad (across backward calls, as over micro-batches), the weight gets no autograd gradient, and every
-// other gradient is what torch::linear's autograd gives. MainGrads finds a parameter's main grad by its storage.
+// other gradient is what torch::linear's autograd gives. MainGrads finds a parameter's main grad by its storage and
+// keeps the first-write flags (a main grad not zeroed for an iteration is overwritten by its first gradient).
 //   OpsLinear.*         CPU, fp64/fp32 (the ATen addmm_ path).
 //   KernelsOpsLinear.*  CUDA bf16/fp16 (one cublasGemmEx into the fp32 main grad) against an fp32 reference; skipped
 //                       without CUDA, run on the GPU machine by perf/gpu/session_batch.sh.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
+
+#include <cmath>
+#include <utility>
+#include <vector>
 
 #include "ops/gemm_epilogue.h"
 #include "ops/linear.h"
@@ -83,12 +88,58 @@ TEST(MainGrads, FindsAParameterByItsStorageOffset) {
   w.set_(params.storage(), 6, {3, 4}, {4, 1});  // elements 6..17 of the buffer
   EXPECT_FALSE(table.of(w).defined()) << "nothing bound yet";
   table.bind(params, grads);
-  const torch::Tensor g = table.of(w);
+  const torch::Tensor g = table.of(w).grad;
   ASSERT_TRUE(g.defined());
   EXPECT_EQ(g.sizes(), w.sizes());
   EXPECT_EQ(g[0][0].item<float>(), 6.0f);
   EXPECT_EQ(g[2][3].item<float>(), 17.0f);
   EXPECT_FALSE(table.of(torch::zeros({3, 4})).defined()) << "a tensor outside the buffer has no main grad";
+}
+
+// The first-write bookkeeping: of() registers a main grad (its range and a flag that starts false: the buffer was
+// zeroed before anything was registered); begin_step sets every flag; zero_if_unwritten zeroes a flagged main grad
+// once, and nothing that is not registered.
+TEST(MainGrads, RegistersRangesAndZeroesOnlyUnwrittenOnes) {
+  parallel::MainGrads table;
+  torch::Tensor params = torch::zeros({30}), grads = torch::full({30}, 7.0f);
+  table.bind(params, grads);
+  torch::Tensor a = torch::empty({0}), b = torch::empty({0});
+  a.set_(params.storage(), 2, {2, 3}, {3, 1});  // elements 2..7
+  b.set_(params.storage(), 20, {4}, {1});       // elements 20..23
+  const uint64_t v0 = table.version();
+  const ops::MainGrad ma = table.of(a), mb = table.of(b);
+  EXPECT_NE(table.version(), v0);
+  const uint64_t v1 = table.version();
+  table.of(a);
+  EXPECT_EQ(table.version(), v1) << "asking again registers nothing new";
+  EXPECT_EQ(table.ranges(), (std::vector<std::pair<int64_t, int64_t>>{{2, 8}, {20, 24}}));
+  ASSERT_TRUE(ma.overwrite.defined());
+  EXPECT_FALSE(ma.overwrite.item<bool>());
+  table.begin_step();
+  EXPECT_TRUE(ma.overwrite.item<bool>());
+  EXPECT_TRUE(mb.overwrite.item<bool>());
+  mb.overwrite.fill_(false);  // as weight_grad does after its first write
+  EXPECT_TRUE(table.zero_if_unwritten(2));
+  EXPECT_FALSE(table.zero_if_unwritten(9)) << "not registered";
+  EXPECT_FALSE(ma.overwrite.item<bool>());
+  EXPECT_EQ(grads.narrow(0, 2, 6).abs().sum().item<float>(), 0.0f);
+  table.zero_unwritten();
+  EXPECT_EQ(grads[20].item<float>(), 7.0f) << "written this step: kept";
+  EXPECT_EQ(grads[0].item<float>(), 7.0f) << "not registered: not the table's to zero";
+}
+
+// weight_grad with the overwrite flag set: the product replaces whatever the main grad held (NaN included: beta 0
+// reads nothing) and the flag is cleared, so the next call adds.
+TEST(OpsLinear, FirstWriteOverwritesThenAdds) {
+  torch::manual_seed(8);
+  torch::Tensor dy = torch::randn({7, 5}, torch::kFloat64), x = torch::randn({7, 3}, torch::kFloat64);
+  const ops::MainGrad m{torch::full({5, 3}, std::nan(""), torch::kFloat32), torch::ones({1}, torch::kBool)};
+  ops::weight_grad(dy, x, m);
+  const torch::Tensor once = torch::mm(dy.t(), x).to(torch::kFloat32);
+  EXPECT_TRUE(torch::allclose(m.grad, once, 1e-6, 1e-6));
+  EXPECT_FALSE(m.overwrite.item<bool>());
+  ops::weight_grad(dy, x, m);
+  EXPECT_TRUE(torch::allclose(m.grad, 2 * once, 1e-6, 1e-6));
 }
 
 #ifdef MEGATON_HAVE_CUDA
@@ -104,6 +155,10 @@ TEST(KernelsOpsLinear, HalfWeightGradientAccumulatesInFp32) {
     ASSERT_TRUE(ops::accumulate_weight_grad_cuda(main, dy, x));
     const torch::Tensor ref = start + 2 * torch::mm(dy.to(torch::kFloat32).t(), x.to(torch::kFloat32));
     EXPECT_LT(rel(main, ref), 1e-5) << c10::toString(dtype);  // fp32 accumulation of exact half products
+    // First write (beta 0): what main held, NaN included, is not read.
+    main.fill_(std::nan(""));
+    ASSERT_TRUE(ops::accumulate_weight_grad_cuda(main, dy, x, /*overwrite=*/true));
+    EXPECT_LT(rel(main, (ref - start) / 2), 1e-5) << c10::toString(dtype) << " overwrite";
   }
 }
 #endif  // MEGATON_HAVE_CUDA

@@ -4,8 +4,10 @@
 #include <torch/torch.h>
 
 #include "core/error.h"
+#include "ops/linear.h"
 #include "optim/optimizer.h"
 #include "parallel/data_parallel.h"
+#include "parallel/main_grads.h"
 #include "test_optim_support.h"
 
 using namespace megaton;
@@ -58,22 +60,21 @@ void compare_with_libtorch(const optim::OptimizerOptions& oo, int steps) {
   std::unique_ptr<torch::optim::Optimizer> reference;
   if (oo.kind == "adam") {
     auto o = [&](double wd) {
-      return std::make_unique<torch::optim::AdamWOptions>(torch::optim::AdamWOptions(oo.lr)
-                                                              .betas({oo.adam_beta1, oo.adam_beta2})
-                                                              .eps(oo.adam_eps)
-                                                              .weight_decay(wd));
+      return std::make_unique<torch::optim::AdamWOptions>(
+          torch::optim::AdamWOptions(oo.lr).betas({oo.adam_beta1, oo.adam_beta2}).eps(oo.adam_eps).weight_decay(wd));
     };
-    reference = std::make_unique<torch::optim::AdamW>(std::vector<torch::optim::OptimizerParamGroup>{
-        torch::optim::OptimizerParamGroup(decay, o(oo.weight_decay)),
-        torch::optim::OptimizerParamGroup(no_decay, o(0.0))});
+    reference = std::make_unique<torch::optim::AdamW>(
+        std::vector<torch::optim::OptimizerParamGroup>{torch::optim::OptimizerParamGroup(decay, o(oo.weight_decay)),
+                                                       torch::optim::OptimizerParamGroup(no_decay, o(0.0))});
   } else {
     auto o = [&](double wd) {
       return std::make_unique<torch::optim::SGDOptions>(
           torch::optim::SGDOptions(oo.lr).momentum(oo.sgd_momentum).weight_decay(wd));
     };
-    reference = std::make_unique<torch::optim::SGD>(std::vector<torch::optim::OptimizerParamGroup>{
-        torch::optim::OptimizerParamGroup(decay, o(oo.weight_decay)),
-        torch::optim::OptimizerParamGroup(no_decay, o(0.0))}, torch::optim::SGDOptions(oo.lr));
+    reference = std::make_unique<torch::optim::SGD>(
+        std::vector<torch::optim::OptimizerParamGroup>{torch::optim::OptimizerParamGroup(decay, o(oo.weight_decay)),
+                                                       torch::optim::OptimizerParamGroup(no_decay, o(0.0))},
+        torch::optim::SGDOptions(oo.lr));
   }
   const auto batches = make_batches(steps, 11);
   for (int s = 0; s < steps; ++s) {
@@ -96,17 +97,21 @@ void compare_with_libtorch(const optim::OptimizerOptions& oo, int steps) {
     }
     reference->step();
     for (size_t i = 0; i < all.size(); ++i)
-      EXPECT_TRUE(torch::allclose(ours[i], ref[i], 1e-5, 1e-6))
-          << ours.params[i].name << " step " << s << "\n" << (ours[i] - ref[i]).abs().max();
+      EXPECT_TRUE(torch::allclose(ours[i], ref[i], 1e-5, 1e-6)) << ours.params[i].name << " step " << s << "\n"
+                                                                << (ours[i] - ref[i]).abs().max();
   }
   EXPECT_EQ(opt.step_count(), steps);
 }
 
 }  // namespace
 
-TEST(OptimAdam, MatchesLibtorchAdamWWithWeightDecayGroups) { compare_with_libtorch(adam_options(0.0), 4); }
+TEST(OptimAdam, MatchesLibtorchAdamWWithWeightDecayGroups) {
+  compare_with_libtorch(adam_options(0.0), 4);
+}
 
-TEST(OptimAdam, MatchesLibtorchAdamWWithGradClipping) { compare_with_libtorch(adam_options(0.05), 4); }
+TEST(OptimAdam, MatchesLibtorchAdamWWithGradClipping) {
+  compare_with_libtorch(adam_options(0.05), 4);
+}
 
 TEST(OptimSgd, MatchesLibtorchSgdWithMomentumAndL2) {
   optim::OptimizerOptions o;
@@ -154,8 +159,7 @@ TEST(OptimFp16, OverflowSkipsTheStepAndBacksOffPerHysteresis) {
   so.initial_scale = 1024;
   so.hysteresis = 2;
   so.growth_interval = 1000;
-  optim::MixedPrecisionOptimizer opt(dp, groups, adam_options(1.0),
-                                     std::make_unique<optim::DynamicGradScaler>(so));
+  optim::MixedPrecisionOptimizer opt(dp, groups, adam_options(1.0), std::make_unique<optim::DynamicGradScaler>(so));
   const auto batches = make_batches(4, 3);
   auto scaled_backward = [&](const Batch& b) {
     opt.zero_grad();
@@ -277,6 +281,70 @@ TEST(OptimMainGrads, AccumulateInFp32AcrossMicroBatchesAndDropModelGrads) {
   for (size_t i = 0; i < m.params.size(); ++i) {
     EXPECT_EQ(dp.main_grad(i).scalar_type(), torch::kFloat32);
     EXPECT_TRUE(torch::allclose(dp.main_grad(i), expected[i], 1e-6, 1e-7)) << m.params[i].name;
+  }
+}
+
+// Gradient accumulation fusion's first write, against DataParallel without it: fc1 and fc2 through ops::linear with a
+// MainGrads table attached. zero_grad leaves their main grads holding the last iteration's values (and zeroes the
+// rest); each iteration's first micro-batch overwrites them, the second adds; the main grads equal the reference's
+// every iteration.
+TEST(OptimMainGrads, FirstWriteOverwritesWhatZeroGradLeft) {
+  auto groups = optimtest::self_groups();
+  TinyModel ref, fused;
+  parallel::DataParallel dp_ref(ref.params, groups, small_buckets());
+  parallel::DataParallel dp(fused.params, groups, small_buckets());
+  parallel::MainGrads table;
+  table.bind(dp.param_buffer(), dp.grad_buffer());
+  dp.attach(table);
+  auto fused_loss = [&](const Batch& b) {  // TinyModel::loss with fc1 and fc2 through ops::linear
+    torch::Tensor h = torch::tanh(ops::linear(b.x * fused[0], fused[1], fused[2], table.of(fused[1])));
+    return (ops::linear(h, fused[3], fused[4], table.of(fused[3])) - b.y).pow(2).mean();
+  };
+  for (int it = 0; it < 3; ++it) {
+    const auto batches = make_batches(2, 40 + it);
+    dp_ref.zero_grad();
+    dp.zero_grad();
+    if (it > 0) {
+      EXPECT_GT(dp.main_grad(1).abs().sum().item<double>(), 0) << "a registered main grad was zeroed";
+      EXPECT_EQ(dp.main_grad(2).abs().sum().item<double>(), 0) << "an unregistered main grad was not zeroed";
+    }
+    for (int mb = 0; mb < 2; ++mb) {
+      dp_ref.set_last_microbatch(mb == 1);
+      dp.set_last_microbatch(mb == 1);
+      ref.loss(batches[mb].x, batches[mb].y).backward();
+      fused_loss(batches[mb]).backward();
+    }
+    dp_ref.finish_grad_sync();
+    dp.finish_grad_sync();
+    for (size_t i = 0; i < ref.params.size(); ++i)
+      EXPECT_TRUE(torch::allclose(dp.main_grad(i), dp_ref.main_grad(i), 1e-5, 1e-6))
+          << ref.params[i].name << ", iteration " << it;
+  }
+}
+
+// A registered main grad that does not get its first write from a GEMM: fc1's gradient comes through autograd and
+// DataParallel's hook (it is zeroed before the hook adds), fc2's weight gets none (zeroed by finish_grad_sync).
+TEST(OptimMainGrads, RegisteredMainGradsWithoutAFirstWriteAreZeroedFirst) {
+  auto groups = optimtest::self_groups();
+  TinyModel m, copy;
+  parallel::DataParallel dp(m.params, groups, small_buckets());
+  parallel::MainGrads table;
+  table.bind(dp.param_buffer(), dp.grad_buffer());
+  dp.attach(table);
+  table.of(m[1]);
+  table.of(m[3]);
+  m[3].requires_grad_(false);
+  copy[3].requires_grad_(false);
+  const auto b = make_batches(1, 5)[0];
+  copy.loss(b.x, b.y).backward();
+  for (int it = 0; it < 2; ++it) {
+    dp.zero_grad();
+    dp.main_grad(1).fill_(7.0f);  // what an earlier iteration may have left there
+    dp.main_grad(3).fill_(7.0f);
+    m.loss(b.x, b.y).backward();
+    dp.finish_grad_sync();
+    EXPECT_TRUE(torch::allclose(dp.main_grad(1), copy[1].grad(), 1e-6, 1e-7)) << "iteration " << it;
+    EXPECT_EQ(dp.main_grad(3).abs().sum().item<float>(), 0.0f) << "iteration " << it;
   }
 }
 

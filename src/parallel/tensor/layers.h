@@ -38,8 +38,9 @@ class ColumnParallelLinear {
 
   torch::Tensor weight;  // [out/tp, in]
   torch::Tensor bias;    // [out/tp] (undefined without bias)
-  /// The weight's fp32 main grad once bound (gradient accumulation fusion), else undefined (parallel/main_grads.h).
-  torch::Tensor main_grad() const { return main_grads_->of(weight); }
+  /// The weight's fp32 main grad and its first-write flag once bound (gradient accumulation fusion), else undefined
+  /// (parallel/main_grads.h).
+  ops::MainGrad main_grad() const { return main_grads_->of(weight); }
 
  private:
   ColumnParallelOptions o_;
@@ -66,7 +67,7 @@ class RowParallelLinear {
   torch::Tensor bias;    // [out], replicated
   const dist::CommunicatorPtr& tp() const { return tp_; }
   /// As ColumnParallelLinear::main_grad.
-  torch::Tensor main_grad() const { return main_grads_->of(weight); }
+  ops::MainGrad main_grad() const { return main_grads_->of(weight); }
 
  private:
   RowParallelOptions o_;
