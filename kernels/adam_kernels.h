@@ -17,6 +17,7 @@
 
 #include <cstdint>
 
+#include "adam_hyper.h"
 #include "float_type.h"
 
 namespace megaton::kernels {
@@ -31,14 +32,6 @@ struct AdamChunk {
   int64_t decay;  // 1: weight decay applies to these elements, 0: it does not
 };
 static_assert(sizeof(AdamChunk) == 3 * sizeof(int64_t), "AdamChunk must be an int64 [3] row");
-
-/// Host-side scalars of one step (double; the launcher rounds what the kernel uses to fp32 as ATen does).
-struct AdamHyper {
-  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
-  double bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta^step
-  double grad_scale = 1;                              // multiplies the gradient first (the clip coefficient)
-  const float* device_grad_scale = nullptr;           // not null: one fp32 in device memory used instead of grad_scale
-};
 
 /// master, exp_avg, exp_avg_sq [S] fp32 updated in place; grad [S] fp32 read only; chunks [num_chunks] in device
 /// memory. param_out: null, or [S] of `param_type` receiving the new masters rounded. Asynchronous on `stream`;

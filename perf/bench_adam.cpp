@@ -36,8 +36,9 @@ void BM_AdamFusedVsAten(benchmark::State& state) {
   for (int64_t at = 0; at + (1 << 20) <= n; at += 3 << 19) runs.push_back({at, 1 << 20});
   const torch::Tensor chunks = optim::adam_chunk_table(runs, n).to(torch::kCUDA);  // [C, 3]
   optim::AdamScalars s;
-  s.lr = 1e-4, s.beta1 = 0.9, s.beta2 = 0.95, s.weight_decay = 0.1;
-  s.bias_correction1 = 0.1, s.bias_correction2 = 0.05, s.grad_scale = 0.5;
+  kernels::AdamHyper& h = s.hyper;
+  h.lr = 1e-4, h.beta1 = 0.9, h.beta2 = 0.95, h.weight_decay = 0.1;
+  h.bias_correction1 = 0.1, h.bias_correction2 = 0.05, h.grad_scale = 0.5;
   perf::time_alternately(
       state, [&] { grad.copy_(grad0); },  // the ATen path uses the gradient as scratch
       [&] { optim::adam_step_fused(master, m, v, grad, chunks, s, param); },

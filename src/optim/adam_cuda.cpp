@@ -51,15 +51,8 @@ void adam_step_fused(const torch::Tensor& master, const torch::Tensor& exp_avg, 
     MEGATON_ASSERT(!param_out.is_same(master), "fused Adam: param_out is the masters themselves; pass none");
     out_type = float_type(param_out);
   }
-  kernels::AdamHyper h;
-  h.lr = step.lr;
-  h.beta1 = step.beta1;
-  h.beta2 = step.beta2;
-  h.eps = step.eps;
-  h.weight_decay = step.weight_decay;
-  h.bias_correction1 = step.bias_correction1;
-  h.bias_correction2 = step.bias_correction2;
-  h.grad_scale = step.grad_scale;
+  kernels::AdamHyper h = step.hyper;
+  h.device_grad_scale = nullptr;
   if (step.device_grad_scale.defined()) {
     const torch::Tensor& d = step.device_grad_scale;
     MEGATON_ASSERT(d.device() == master.device() && d.scalar_type() == torch::kFloat32 && d.numel() == 1,

@@ -10,16 +10,16 @@ namespace megaton::optim {
 void adam_step_aten(const torch::Tensor& master, const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq,
                     const torch::Tensor& grad, const std::vector<Run>& decay_runs, const AdamScalars& s) {
   const torch::Tensor& g = grad;  // [S], used as scratch for the denominator below
-  const double b1 = s.beta1, b2 = s.beta2, lr = s.lr;
+  const double b1 = s.hyper.beta1, b2 = s.hyper.beta2, lr = s.hyper.lr;
   if (s.device_grad_scale.defined())
     g.mul_(s.device_grad_scale);
-  else if (s.grad_scale != 1.0)
-    g.mul_(s.grad_scale);
+  else if (s.hyper.grad_scale != 1.0)
+    g.mul_(s.hyper.grad_scale);
   exp_avg.mul_(b1).add_(g, 1.0 - b1);
   exp_avg_sq.mul_(b2).addcmul_(g, g, 1.0 - b2);
   // Decoupled weight decay on the old weights: p <- p - lr * (m_hat / (sqrt(v_hat) + eps) + wd * p).
-  if (s.weight_decay > 0 && !decay_runs.empty()) {
-    const double keep = 1.0 - lr * s.weight_decay;
+  if (s.hyper.weight_decay > 0 && !decay_runs.empty()) {
+    const double keep = 1.0 - lr * s.hyper.weight_decay;
     if (covers_all(decay_runs, master.numel()))
       master.mul_(keep);
     else
@@ -27,8 +27,8 @@ void adam_step_aten(const torch::Tensor& master, const torch::Tensor& exp_avg, c
   }
   torch::Tensor denom = g;  // reuse the gradient buffer: denom = sqrt(v) / sqrt(bc2) + eps
   torch::sqrt_out(denom, exp_avg_sq);
-  denom.div_(std::sqrt(s.bias_correction2)).add_(s.eps);
-  master.addcdiv_(exp_avg, denom, -lr / s.bias_correction1);
+  denom.div_(std::sqrt(s.hyper.bias_correction2)).add_(s.hyper.eps);
+  master.addcdiv_(exp_avg, denom, -lr / s.hyper.bias_correction1);
 }
 
 torch::Tensor adam_chunk_table(const std::vector<Run>& decay_runs, int64_t numel, int64_t chunk) {

@@ -9,16 +9,15 @@
 
 #include <vector>
 
+#include "adam_hyper.h"  // kernels/
 #include "optim/flat_runs.h"
 
 namespace megaton::optim {
 
 /// The host-side scalars of one step.
 struct AdamScalars {
-  double lr = 0, beta1 = 0.9, beta2 = 0.999, eps = 1e-8, weight_decay = 0;
-  double bias_correction1 = 1, bias_correction2 = 1;  // 1 - beta^step
-  double grad_scale = 1;                              // multiplies the gradient first (the clip coefficient)
-  torch::Tensor device_grad_scale;  // undefined, or fp32 [1] on the grads' device: used instead of grad_scale
+  kernels::AdamHyper hyper;         // lr, betas, eps, weight decay, bias corrections, grad_scale (its pointer unused)
+  torch::Tensor device_grad_scale;  // undefined, or fp32 [1] on the grads' device: used instead of hyper.grad_scale
 };
 
 /// master, exp_avg, exp_avg_sq [S] fp32 updated in place; grad [S] fp32, scaled in place by grad_scale (when not 1)

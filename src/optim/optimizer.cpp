@@ -112,13 +112,14 @@ int64_t MixedPrecisionOptimizer::count_zeros() {
 void MixedPrecisionOptimizer::adam_update(const torch::Tensor& grad_scale) {
   step_ += 1;
   AdamScalars s;
-  s.lr = options_.lr;
-  s.beta1 = options_.adam_beta1;
-  s.beta2 = options_.adam_beta2;
-  s.eps = options_.adam_eps;
-  s.weight_decay = options_.weight_decay;
-  s.bias_correction1 = 1.0 - std::pow(s.beta1, static_cast<double>(step_));
-  s.bias_correction2 = 1.0 - std::pow(s.beta2, static_cast<double>(step_));
+  kernels::AdamHyper& h = s.hyper;
+  h.lr = options_.lr;
+  h.beta1 = options_.adam_beta1;
+  h.beta2 = options_.adam_beta2;
+  h.eps = options_.adam_eps;
+  h.weight_decay = options_.weight_decay;
+  h.bias_correction1 = 1.0 - std::pow(h.beta1, static_cast<double>(step_));
+  h.bias_correction2 = 1.0 - std::pow(h.beta2, static_cast<double>(step_));
   s.device_grad_scale = grad_scale;
   if (fused_adam_) {  // one pass; also writes the parameters when param_out_ is defined
     adam_step_fused(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), adam_chunks_, s, param_out_);

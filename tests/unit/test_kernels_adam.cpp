@@ -59,10 +59,11 @@ void compare(int64_t n, int64_t offset, torch::ScalarType out_dtype, double grad
   const torch::Tensor chunks = optim::adam_chunk_table(runs, n).to(torch::kCUDA);  // [C, 3]
   torch::Tensor out = torch::empty({n + offset}, o.dtype(out_dtype)).narrow(0, offset, n);
   optim::AdamScalars s;
-  s.lr = 3e-3, s.beta1 = 0.9, s.beta2 = 0.95, s.eps = 1e-8, s.weight_decay = weight_decay, s.grad_scale = grad_scale;
+  kernels::AdamHyper& h = s.hyper;
+  h.lr = 3e-3, h.beta1 = 0.9, h.beta2 = 0.95, h.eps = 1e-8, h.weight_decay = weight_decay, h.grad_scale = grad_scale;
   for (int step = 1; step <= 4; ++step) {
-    s.bias_correction1 = 1.0 - std::pow(s.beta1, step);
-    s.bias_correction2 = 1.0 - std::pow(s.beta2, step);
+    h.bias_correction1 = 1.0 - std::pow(h.beta1, step);
+    h.bias_correction2 = 1.0 - std::pow(h.beta2, step);
     torch::Tensor g = torch::randn({n + offset}, o).narrow(0, offset, n);  // [n]
     torch::Tensor g_ref = g.clone();
     optim::adam_step_aten(ref.master, ref.m, ref.v, g_ref, runs, s);
