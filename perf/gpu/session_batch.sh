@@ -17,6 +17,7 @@ OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
 CONFIGS=${CONFIGS:-124M 1.3B}
 SKIP=${SKIP:-}
+wants() { [[ " $SKIP " != *" $1 "* ]]; }  # wants WORD: WORD is not in SKIP
 R=/tmp/session-results
 rm -rf "$R" && mkdir -p "$R"
 # shellcheck source=batch_lib.sh
@@ -30,7 +31,7 @@ capped() { local want=$1; shift; local l; l=$(( $(left) - 20 )); timeout $(( wan
 stamp "build exit code $? ($(grep -c 'error:' "$R/build.log") error lines)"
 grep -E 'error:|FAILED:' "$R/build.log" | head -20 | tee -a "$OUT/summary.txt"
 benches=""
-[[ " $SKIP " != *" bench "* ]] && benches=${BENCHES:-$(cd "$SRC/perf" && ls bench_*.cpp | sed 's/\.cpp$//' | grep -v -E 'bench_(checkpoint|model_step|optim_step|tokenizer)$')}
+wants bench && benches=${BENCHES:-$(cd "$SRC/perf" && ls bench_*.cpp | sed 's/\.cpp$//' | grep -v -E 'bench_(checkpoint|model_step|optim_step|tokenizer)$')}
 for b in $benches; do  # Google Benchmark programs: absent when a kernel or the library is missing
   [ -f "$SRC/perf/$b.cpp" ] && { timeout 120 cmake --build "$BUILD" -j "$(nproc)" --target "$b" >> "$R/build.log" 2>&1 ||
     stamp "$b not built (build.log)"; }
@@ -72,7 +73,7 @@ declare -A dims=(
   [124M]="--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 32 --global-batch-size 32"
   [1.3B]="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8 --global-batch-size 8")
 for c in $CONFIGS; do
-  [[ " $SKIP " == *" train "* ]] && continue
+  ! wants train && continue
   phase "megaton $c profiled (8 iterations)"
   # shellcheck disable=SC2086
   capped 120 "$BUILD/megaton" train "${common[@]}" "${ln_flag[@]}" "${prof[@]}" ${dims[$c]} --metrics-file "$R/train_$c.jsonl" \
@@ -115,7 +116,7 @@ if [ ${#ln_flag[@]} -eq 0 ] && [ -n "$AB_FLAGS" ]; then
   done
 fi
 # A checkpoint written on the GPU (124M, bf16, with optimizer state) loads and training continues from it.
-if [[ " $SKIP " != *" ckpt "* ]]; then
+if wants ckpt; then
 # shellcheck disable=SC2086
 capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --lr-decay-iters 100 --train-iters 4 --log-interval 1 --save /tmp/ckpt124 \
   --save-interval 4 > "$R/save_124M.log" 2>&1
@@ -126,12 +127,12 @@ capped 90 "$BUILD/megaton" train "${common[@]}" ${dims[124M]} --lr-decay-iters 1
 stamp "resume exit code $?: $(grep -o 'loaded .* at iteration [0-9]*\|iteration *6/.*lm loss: [0-9.E+-]*' "$R/resume_124M.log" | head -c 300)"
 rm -rf /tmp/ckpt124
 fi
-if [[ " $SKIP " != *" train "* ]]; then
+if wants train; then
   python3 "$SRC/perf/gpu/check_tfevents.py" "$R/tb_124M" "lm loss" "forward-backward-time" > "$R/tb.log" 2>&1
   stamp "TensorBoard reads megaton's events: exit code $? ($(grep -c . "$R/tb.log") lines)"
 fi
 
-if [[ " $SKIP " != *" peer "* ]]; then
+if wants peer; then
 phase "peer $CONFIGS"
 PEER_PROFILE_DIR="$R/prof" PYTHONUNBUFFERED=1 capped 150 python3 "$SRC/perf/gpu/torch_gpt_bench.py" $CONFIGS \
   > "$R/peer.log" 2>&1
@@ -143,7 +144,7 @@ fi
 phase after
 [ -f "$CLOCKS" ] && python3 "$SRC/perf/gpu/gpu_clocks.py" "$CLOCKS" 2>&1 | tee -a "$OUT/summary.txt"
 
-if [[ " $SKIP " != *" generate "* ]]; then
+if wants generate; then
   BUILD=$BUILD VOCAB_DIR="$REPO/data/downloaded/gpt2" capped 200 bash "$SRC/perf/generate/run.sh" "$R/generate" \
     > "$R/generate.log" 2>&1
   stamp "generate bench exit code $?"
@@ -152,15 +153,15 @@ if [[ " $SKIP " != *" generate "* ]]; then
 fi
 # CheckpointTracker.WritesAtomicallyAndPrunes segfaulted here on 2026-12-02 in libtorch.so's copy of
 # std::filesystem::remove_all (CMakeLists.txt now links libstdc++ first): a backtrace if it still does.
-[[ " $SKIP " != *" ckpt "* ]] && (cd "$BUILD" && capped 60 cuda-gdb -batch -ex run -ex bt --args tests/megaton_unit_tests \
+wants ckpt && (cd "$BUILD" && capped 60 cuda-gdb -batch -ex run -ex bt --args tests/megaton_unit_tests \
   --gtest_filter='CheckpointTracker.*' > "$R/tracker_gdb.log" 2>&1)
 [ -f "$R/tracker_gdb.log" ] && grep -E '^#[0-9]+ ' "$R/tracker_gdb.log" | head -12 | cut -c1-200 | tee -a "$OUT/summary.txt"
-if [[ " $SKIP " != *" unit "* ]] && [ "$(left)" -gt 80 ]; then
+if wants unit && [ "$(left)" -gt 80 ]; then
   (cd "$BUILD" && capped 200 tests/megaton_unit_tests --gtest_filter="${UNIT_FILTER:-*}" > "$R/unit_tests.log" 2>&1)
   stamp "unit tests exit code $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$R/unit_tests.log" | tr -s ' ' | tr '\n' ' ')"
 fi
 # 7. the perf/sweep sweep with what time is left (its CSV grows config by config), then the cost model against it.
-if [[ " $SKIP " != *" sweep "* ]] && [ "$(left)" -gt 60 ]; then
+if wants sweep && [ "$(left)" -gt 60 ]; then
   BUILD=$BUILD timeout $(( $(left) - 25 )) bash "$SRC/perf/sweep/run_sweep.sh" "$SRC/perf/sweep/configs/h200-1gpu.txt" \
     "$R/sweep" > "$R/sweep.log" 2>&1
   stamp "sweep exit code $?"
