@@ -37,7 +37,7 @@ COLUMNS = [
 DEFAULTS = {
     "name": "", "layers": "2", "hidden": "64", "heads": "4", "ffn": "0", "seq": "64", "vocab": "50257",
     "padded_vocab": "0", "divisible_by": "128", "gbs": "0", "mb": "1", "tp": "1", "pp": "1", "dp": "1",
-    "zero": "0", "recompute": "0", "precision": "fp32", "iters": "8", "skip": "2", "device": "cpu",
+    "zero": "0", "recompute": "0", "precision": "fp32", "iters": "8", "skip": "2", "log_interval": "1", "device": "cpu",
     "backend": "mpi", "peak_tflops": "1", "gpus_per_node": "0", "nodes": "1", "intra_node_gbps": "10",
     "inter_node_gbps": "10", "gpu_memory_gib": "0", "peer": "auto", "timeout": "600", "extra": "",
 }
@@ -92,7 +92,7 @@ def train_command(c, metrics):
             "--seq-length", c["seq"], "--max-position-embeddings", c["seq"],
             "--micro-batch-size", c["mb"], "--global-batch-size", c["gbs"],
             "--tensor-model-parallel-size", c["tp"], "--pipeline-model-parallel-size", c["pp"],
-            "--zero-stage", c["zero"], "--train-iters", c["iters"], "--log-interval", "1",
+            "--zero-stage", c["zero"], "--train-iters", c["iters"], "--log-interval", c["log_interval"],
             "--eval-interval", "100000", "--eval-iters", "1", "--split", "99,1,0",
             "--vocab-size", c["vocab"], "--make-vocab-size-divisible-by", c["divisible_by"],
             "--data-path", os.environ["DATA"], "--lr", "1e-4", "--min-lr", "1e-5",
