@@ -157,8 +157,9 @@ __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  /
 // Each thread sums dy * xhat and dy over the rows it handles for its own columns in registers; at the end the block's
 // groups are folded in a fixed order through shared memory (`fold`, [2, h] floats, when rows_per_block > 1) and the
 // block writes its row of partials. A group takes R consecutive rows per pass: x and dy of all R rows are loaded
-// (and kept in registers for the second half when they fit), then one group_sum reduces the 2 R row sums.
-template <typename T, int P, int R, bool kWarp>
+// (and kept in registers for the second half when they fit), then one group_sum reduces the 2 R row sums. kEarly:
+// the residual gradient is loaded with them (more bytes in flight before the reduction) instead of after it.
+template <typename T, int P, int R, bool kWarp, bool kEarly>
 __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)  // <= 64 registers at 8 floats
     backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ gamma,
                     const float* __restrict__ mean, const float* __restrict__ rstd, const T* __restrict__ dres,
@@ -197,7 +198,7 @@ __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)
   int phase = 0;
   for (int64_t r0 = (static_cast<int64_t>(blockIdx.x) * rows_per_block + g) * R; r0 < rows;
        r0 += static_cast<int64_t>(gridDim.x) * rows_per_block * R) {
-    Pack<T> xc[R][P], dc[R][P];
+    Pack<T> xc[R][P], dc[R][P], rc[kEarly ? R : 1][kEarly ? P : 1];  // rc: dres, loaded with x and dy (kEarly)
     float mu[R], rs[R];
     float s[2 * R];  // per row: sum g, sum g * xhat (g = dy * gamma)
 #pragma unroll
@@ -212,7 +213,12 @@ __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)
 #pragma unroll
       for (int i = 0; i < P; ++i) {
         const int p = t + i * group;
-        if (active && p < units) xc[j][i] = xr[p], dc[j][i] = dyr[p];
+        if (active && p < units) {
+          xc[j][i] = xr[p], dc[j][i] = dyr[p];
+          if constexpr (kEarly) {
+            if (dres != nullptr) rc[j][i] = reinterpret_cast<const Pack<T>*>(dres + r * h)[p];
+          }
+        }
       }
     }
 #pragma unroll
@@ -247,7 +253,11 @@ __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)
         const int p = t + i * group;
         if (p >= units) continue;
         Pack<T> rk;  // the residual branch's gradient, added before rounding
-        if (dres != nullptr) rk = reinterpret_cast<const Pack<T>*>(dres + off)[p];
+        if constexpr (kEarly) {
+          if (dres != nullptr) rk = rc[j][i];
+        } else {
+          if (dres != nullptr) rk = reinterpret_cast<const Pack<T>*>(dres + off)[p];
+        }
         const Pack<T> gv = gamma_of(i, p);
         const Pack<T> xk = kCache ? xc[j][i] : reinterpret_cast<const Pack<T>*>(x + off)[p];
         const Pack<T> dk = kCache ? dc[j][i] : reinterpret_cast<const Pack<T>*>(dy + off)[p];
@@ -333,6 +343,7 @@ struct Config {
   int rows;            // R: rows per pass of a group (the backward's)
   int group;           // threads per row
   int rows_per_block;  // groups per block
+  bool early = false;  // the backward loads the residual gradient with x and dy (instantiated for R = 1, <= 8 floats)
   int threads() const { return group * rows_per_block; }
 };
 
@@ -361,7 +372,9 @@ Config forward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
   return choose(h, vec, floats, 1, tuning.forward_block);
 }
 Config backward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
-  return choose(h, vec, tuning.backward_floats, std::clamp(tuning.backward_rows, 1, 2), tuning.backward_block);
+  Config c = choose(h, vec, tuning.backward_floats, std::clamp(tuning.backward_rows, 1, 2), tuning.backward_block);
+  c.early = tuning.backward_early_residual && c.rows == 1 && c.packs * vec <= 8;
+  return c;
 }
 
 void check_args(int64_t rows, int64_t h, std::initializer_list<const void*> pointers, const char* what) {
@@ -374,16 +387,23 @@ void check_args(int64_t rows, int64_t h, std::initializer_list<const void*> poin
       throw std::invalid_argument(std::string(what) + ": a pointer is not 16-byte aligned");
 }
 
-// Calls f(std::integral_constant<int, P>, std::integral_constant<int, R>, std::bool_constant<kWarp>) for the
-// instantiated kernel of `c` (the forward's lambdas ignore R, which is 1 for them).
+// Calls f(std::integral_constant<int, P>, std::integral_constant<int, R>, std::bool_constant<kWarp>,
+// std::bool_constant<kEarly>) for the instantiated kernel of `c` (the forward's lambdas ignore R and kEarly: 1, false).
 template <typename T, typename F>
 void dispatch(const Config& c, F&& f) {
   auto go = [&](auto packs) {
     constexpr int P = decltype(packs)::value;
     if constexpr (P * Pack<T>::kVec <= 32) {
       auto rows = [&](auto r) {
-        if (c.warp) return f(packs, r, std::true_type{});
-        return f(packs, r, std::false_type{});
+        constexpr bool kEarlyInstantiated = decltype(r)::value == 1 && P * Pack<T>::kVec <= 8;
+        auto early = [&](auto warp) {
+          if constexpr (kEarlyInstantiated) {
+            if (c.early) return f(packs, r, warp, std::true_type{});
+          }
+          return f(packs, r, warp, std::false_type{});
+        };
+        if (c.warp) return early(std::true_type{});
+        return early(std::false_type{});
       };
       if (c.rows == 1) return rows(std::integral_constant<int, 1>{});
       if constexpr (P * Pack<T>::kVec <= 8) {
@@ -421,7 +441,7 @@ void launch_forward(const void* x, const void* res, void* sum, const void* gamma
                     const LayerNormTuning& tuning) {
   const Config c = forward_config(h, Pack<T>::kVec, tuning);
   const int64_t blocks = std::min<int64_t>(ceil_div(rows, c.rows_per_block), 1 << 30);
-  dispatch<T>(c, [&](auto packs, auto, auto warp) {
+  dispatch<T>(c, [&](auto packs, auto, auto warp, auto) {
     forward_kernel<T, decltype(packs)::value, decltype(warp)::value>
         <<<static_cast<unsigned>(blocks), c.threads(), 0, stream>>>(
             static_cast<const T*>(x), static_cast<const T*>(res), static_cast<T*>(sum), static_cast<const T*>(gamma),
@@ -435,12 +455,13 @@ int64_t backward_partials(int64_t rows, int64_t h, const LayerNormTuning& tuning
   const Config c = backward_config(h, Pack<T>::kVec, tuning);
   const size_t smem = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
   int per_sm = 0;
-  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp) {
-    check(
-        cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-            &per_sm, backward_kernel<T, decltype(packs)::value, decltype(rows_per_pass)::value, decltype(warp)::value>,
-            c.threads(), smem),
-        "layer_norm_backward occupancy");
+  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp, auto early) {
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+              &per_sm,
+              backward_kernel<T, decltype(packs)::value, decltype(rows_per_pass)::value, decltype(warp)::value,
+                              decltype(early)::value>,
+              c.threads(), smem),
+          "layer_norm_backward occupancy");
   });
   int device = 0, sms = 0;
   check(cudaGetDevice(&device), "cudaGetDevice");
@@ -455,11 +476,11 @@ void launch_backward(const void* dy, const void* x, const void* gamma, const flo
                      int64_t rows, int64_t h, cudaStream_t stream, const LayerNormTuning& tuning) {
   const Config c = backward_config(h, Pack<T>::kVec, tuning);
   const size_t smem = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
-  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp) {
-    backward_kernel<T, decltype(packs)::value, decltype(rows_per_pass)::value, decltype(warp)::value>
-        <<<static_cast<unsigned>(partials), c.threads(), smem, stream>>>(
-            static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean, rstd,
-            static_cast<const T*>(dres), static_cast<T*>(dx), workspace, rows, static_cast<int>(h), c.group);
+  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp, auto early) {
+    backward_kernel<T, decltype(packs)::value, decltype(rows_per_pass)::value, decltype(warp)::value,
+                    decltype(early)::value><<<static_cast<unsigned>(partials), c.threads(), smem, stream>>>(
+        static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean, rstd,
+        static_cast<const T*>(dres), static_cast<T*>(dx), workspace, rows, static_cast<int>(h), c.group);
   });
   check(cudaGetLastError(), "layer_norm_backward launch");
   gamma_beta_kernel<T><<<static_cast<unsigned>(ceil_div(h, kReduceCols)), dim3(kReduceCols, kReduceRows), 0, stream>>>(

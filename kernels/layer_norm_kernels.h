@@ -50,6 +50,9 @@ struct LayerNormTuning {
   int backward_rows = 1;
   int forward_block = 256;
   int backward_block = 512;
+  /// The backward loads the residual gradient together with x and dy, before the row's reduction, instead of after
+  /// it (taken at 1 row per pass and <= 8 elements per thread; otherwise ignored). Not yet measured (off).
+  bool backward_early_residual = false;
 };
 
 /// Forward. x, y [rows, h] row-major (contiguous), gamma, beta [h]; writes y and mean, rstd [rows] fp32.

@@ -282,7 +282,9 @@ TEST(KernelsLayerNorm, EveryTuningMatchesAten) {
                                               {8, 8, 2, 128, 128},
                                               {32, 8, 2, 256, 512},
                                               {24, 24, 1, 512, 512},
-                                              {32, 32, 1, 64, 64}};
+                                              {32, 32, 1, 64, 64},
+                                              {0, 8, 1, 256, 512, true},
+                                              {24, 8, 1, 128, 96, true}};
   for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
     for (std::vector<int64_t> shape : {std::vector<int64_t>{7, 768}, {1000, 768}, {333, 2048}, {65, 5120}}) {
       torch::manual_seed(31 + shape.back());
@@ -301,7 +303,8 @@ TEST(KernelsLayerNorm, EveryTuningMatchesAten) {
         const std::string where = describe(dtype, shape) + " floats " + std::to_string(tuning.forward_floats) + "/" +
                                   std::to_string(tuning.backward_floats) + " rows " +
                                   std::to_string(tuning.backward_rows) + " blocks " +
-                                  std::to_string(tuning.forward_block) + "/" + std::to_string(tuning.backward_block);
+                                  std::to_string(tuning.forward_block) + "/" + std::to_string(tuning.backward_block) +
+                                  (tuning.backward_early_residual ? " early" : "");
         torch::Tensor y = torch::empty_like(in.x), sum = torch::empty_like(in.x), dx = torch::empty_like(in.x);
         torch::Tensor mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
         torch::Tensor dw = torch::empty_like(in.w), db = torch::empty_like(in.b);
