@@ -102,7 +102,8 @@ void DataParallel::on_grad_accumulated(size_t i) {
   const ParamSlot& s = layout_.slots()[i];
   // No gradient here: the layer added it to the main grad itself (gradient accumulation fusion, parallel/main_grads.h),
   // or it is zero. Either way this parameter is done for the micro-batch.
-  settle_first_write(i);  // before the hook adds: a main grad left to its first write holds the last iteration's
+  // A main grad left to its first write still holds the last iteration's values: zeroed before anything is added.
+  settle_first_write(i);
   torch::Tensor& grad = params_[i].param.mutable_grad();
   MEGATON_CHECK(!started_[s.bucket], InternalError, "data parallel: a gradient for '", params_[i].name,
                 "' arrived after its bucket's reduction started; call set_last_microbatch(false) before every "
