@@ -78,7 +78,7 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch
                      const MainGrad& main_grad) {
   if (!main_grad.defined() || !w.requires_grad() || !torch::GradMode::is_enabled()) return torch::linear(x, w, b);
   auto [main, overwrite] = main_grad_inputs(main_grad);
-  return LinearMainGrad::apply(x, w, b.defined() ? b : torch::empty({0}, w.options()), main, overwrite);
+  return LinearMainGrad::apply(x, w, or_empty(b, w.options()), main, overwrite);
 }
 
 }  // namespace megaton::ops

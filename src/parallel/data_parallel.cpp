@@ -174,7 +174,7 @@ void DataParallel::settle_first_write(size_t i) {
 const std::vector<torch::Tensor>& DataParallel::zeroed_views() {
   std::vector<uint64_t> versions;
   for (const MainGrads* t : first_write_) versions.push_back(t->version());
-  if (versions == zeroed_versions_ && !zeroed_views_.empty()) return zeroed_views_;
+  if (versions == zeroed_versions_) return zeroed_views_;
   std::vector<std::pair<int64_t, int64_t>> skip;  // [begin, end) registered ranges of every table
   for (const MainGrads* t : first_write_)
     for (const auto& r : t->ranges()) skip.push_back(r);

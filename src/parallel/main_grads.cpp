@@ -42,20 +42,22 @@ void MainGrads::begin_step() {
   for (auto& [offset, e] : registered_) e.overwrite.fill_(true);
 }
 
+void MainGrads::settle(int64_t offset, Entry& e) {
+  if (!e.overwrite.item<bool>()) return;
+  torch::NoGradGuard no_grad;
+  grads_.narrow(0, offset, e.numel).zero_();
+  e.overwrite.fill_(false);
+}
+
 bool MainGrads::zero_if_unwritten(int64_t offset) {
   auto it = registered_.find(offset);
   if (it == registered_.end()) return false;
-  Entry& e = it->second;
-  if (e.overwrite.item<bool>()) {
-    torch::NoGradGuard no_grad;
-    grads_.narrow(0, offset, e.numel).zero_();
-    e.overwrite.fill_(false);
-  }
+  settle(offset, it->second);
   return true;
 }
 
 void MainGrads::zero_unwritten() {
-  for (const auto& [offset, e] : registered_) zero_if_unwritten(offset);
+  for (auto& [offset, e] : registered_) settle(offset, e);
 }
 
 }  // namespace megaton::parallel

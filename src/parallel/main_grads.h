@@ -48,6 +48,8 @@ class MainGrads {
     int64_t numel;
     torch::Tensor overwrite;  // CPU bool [1]
   };
+  /// Zeroes the main grad at `offset` and clears its flag if it is still waiting for its first write.
+  void settle(int64_t offset, Entry& e);
   torch::Tensor params_, grads_;
   std::map<int64_t, Entry> registered_;  // by offset into the buffer
   uint64_t version_ = 0;
