@@ -134,6 +134,21 @@ void launch(const void* d_act, const void* pre, void* d_pre, void* db, float* wo
   util::check(cudaGetLastError(), "bias gradient partial sums launch");
 }
 
+// launch<T, kGelu> for a bf16/fp16 `type`; fp32 is not vectorised here (the callers use ATen for it).
+template <bool kGelu>
+void launch_half(const char* what, FloatType type, const void* d_act, const void* pre, void* d_pre, void* db,
+                 float* workspace, int64_t partials, int64_t rows, int64_t cols, cudaStream_t stream) {
+  switch (type) {
+    case FloatType::kBFloat16:
+      return launch<__nv_bfloat16, kGelu>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
+    case FloatType::kFloat16:
+      return launch<__half, kGelu>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
+    case FloatType::kFloat32:
+      break;
+  }
+  throw std::invalid_argument(std::string(what) + ": fp32 is not taken (use ATen)");
+}
+
 void check_shape(const char* what, int64_t rows, int64_t cols, int64_t partials) {
   if (rows <= 0 || cols <= 0 || cols % kVec != 0 || partials < 1 || partials > 65535)
     throw std::invalid_argument(std::string(what) + ": rows " + std::to_string(rows) + ", cols " +
@@ -161,30 +176,14 @@ void gelu_backward_bias_grad(const void* d_act, const void* pre, void* d_pre, vo
   check_shape("gelu_backward_bias_grad", rows, cols, partials);
   if (!aligned16(d_act) || !aligned16(pre) || !aligned16(d_pre))
     throw std::invalid_argument("gelu_backward_bias_grad: d_act, pre and d_pre must be 16-byte aligned");
-  switch (type) {
-    case FloatType::kBFloat16:
-      return launch<__nv_bfloat16, true>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
-    case FloatType::kFloat16:
-      return launch<__half, true>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
-    case FloatType::kFloat32:
-      break;
-  }
-  throw std::invalid_argument("gelu_backward_bias_grad: fp32 is not taken (use ATen)");
+  launch_half<true>("gelu_backward_bias_grad", type, d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
 }
 
 void bias_grad(const void* dy, void* db, float* workspace, int64_t partials, FloatType type, int64_t rows, int64_t cols,
                cudaStream_t stream) {
   check_shape("bias_grad", rows, cols, partials);
   if (!aligned16(dy)) throw std::invalid_argument("bias_grad: dy must be 16-byte aligned");
-  switch (type) {
-    case FloatType::kBFloat16:
-      return launch<__nv_bfloat16, false>(dy, nullptr, nullptr, db, workspace, partials, rows, cols, stream);
-    case FloatType::kFloat16:
-      return launch<__half, false>(dy, nullptr, nullptr, db, workspace, partials, rows, cols, stream);
-    case FloatType::kFloat32:
-      break;
-  }
-  throw std::invalid_argument("bias_grad: fp32 is not taken (use ATen)");
+  launch_half<false>("bias_grad", type, dy, nullptr, nullptr, db, workspace, partials, rows, cols, stream);
 }
 
 }  // namespace megaton::kernels
