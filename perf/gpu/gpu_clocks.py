@@ -33,8 +33,10 @@ def main(path):
     for name, rows in phases.items():
         sm = [r[0] for r in rows]
         busy = [r for r in rows if r[1] > busy_w]
-        busy_cols = (f"{len(busy):6d} {statistics.mean(r[0] for r in busy):6.0f} {statistics.mean(r[1] for r in busy):5.0f}"
-                     if busy else f"{0:6d} {'-':>6} {'-':>5}")
+        busy_cols = f"{0:6d} {'-':>6} {'-':>5}"
+        if busy:
+            busy_cols = (f"{len(busy):6d} {statistics.mean(r[0] for r in busy):6.0f} "
+                         f"{statistics.mean(r[1] for r in busy):5.0f}")
         print(f"{name[:40]:40} {len(rows):4d} {statistics.median(sm):10.0f} {min(sm):6.0f} "
               f"{statistics.median(r[1] for r in rows):8.0f} {max(r[2] for r in rows):6.0f} | {busy_cols}  "
               f"{' '.join(sorted({r[3] for r in rows}))}")
