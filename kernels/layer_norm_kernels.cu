@@ -338,13 +338,13 @@ __global__ void __launch_bounds__(kReduceCols* kReduceRows)
 // ~~~ host side ~~~
 
 struct Config {
-  bool warp;           // a warp per row
   int packs;           // P: 16-byte vectors per thread per row
   int rows;            // R: rows per pass of a group (the backward's)
   int group;           // threads per row
   int rows_per_block;  // groups per block
   bool early = false;  // the backward loads the residual gradient with x and dy (instantiated for R = 1, <= 8 floats)
   int threads() const { return group * rows_per_block; }
+  bool warp() const { return group == 32; }  // a warp per row: shuffles only
 };
 
 // h is supported (layer_norm_supported_width) and a multiple of vec. `floats`: the elements of a row each thread
@@ -359,11 +359,11 @@ Config choose(int64_t h, int vec, int floats, int rows, int block_threads) {
   if (packs == 5 || packs == 7) ++packs;                             // instantiated: 1, 2, 3, 4, 6, 8
   const int group = ((units + packs - 1) / packs + 31) / 32 * 32;    // <= kMaxThreads
   if (packs * vec > 8) rows = 1;                                     // R = 2 is instantiated up to 8 floats
-  if (group == 32) return {true, packs, rows, 32, block_threads / 32};
   // Several rows per block fold their dgamma/dbeta sums through [2, h] floats of shared memory: at most the 48 KiB a
-  // launch gets without opting in (h <= 6144), else one row per block. (Forward: the same, harmlessly.)
+  // launch gets without opting in (h <= 6144; always so for a warp per row, h <= 1024), else one row per block.
+  // (Forward: the same, harmlessly.)
   const bool fold_fits = 2 * h * static_cast<int64_t>(sizeof(float)) <= 48 * 1024;
-  return {false, packs, rows, group, fold_fits ? std::max(1, block_threads / group) : 1};
+  return {packs, rows, group, fold_fits ? std::max(1, block_threads / group) : 1};
 }
 
 Config forward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
@@ -402,7 +402,7 @@ void dispatch(const Config& c, F&& f) {
           }
           return f(packs, r, warp, std::false_type{});
         };
-        if (c.warp) return early(std::true_type{});
+        if (c.warp()) return early(std::true_type{});
         return early(std::false_type{});
       };
       if (c.rows == 1) return rows(std::integral_constant<int, 1>{});
