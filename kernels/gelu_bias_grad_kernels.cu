@@ -40,23 +40,21 @@ struct alignas(16) Pack {
   T v[kVec];
 };
 
-constexpr int kBlocksPerSm = 2;
-
-// Rows per thread per pass, all loaded before any is used: the GELU backward reads two tensors (4 rows: 8 loads in
-// flight), the plain column sum one (8 rows).
-template <bool kGelu>
-constexpr int kUnroll = kGelu ? 4 : 8;
+// The plain column sum (a linear layer's bias gradient): 8 rows per thread loaded before use, 2 blocks per SM.
+constexpr int kSumRows = 8;
+constexpr int kSumBlocksPerSm = kBiasGradBlocksPerSm;
 
 // grid (column blocks of 256, row blocks); block (32, 8). Block (cx, ry) handles columns [cx * 256, +256) of the
-// rows r = ry * 8 + ty + k * stride (stride = gridDim.y * 8), kUnroll of them per pass; writes its column sums to
-// partial[ry, cols]. The unrolled loads keep enough bytes in flight at 2 blocks per SM to run at memory speed.
+// rows r = ry * 8 + ty + k * stride (stride = gridDim.y * 8), U of them per pass, all loaded before any is used;
+// writes its column sums to partial[ry, cols]. kBlocks: __launch_bounds__'s minimum blocks per SM (registers per
+// thread <= 65536 / (256 kBlocks)): more blocks overlap one warp's arithmetic with other warps' loads, more rows per
+// pass keep more bytes in flight per warp (GeluBiasGradTuning).
 // kGelu: d_pre = gelu_tanh'(pre) * d_act is written and summed; otherwise d_act itself is summed (pre and d_pre are
 // not touched: a linear layer's bias gradient).
-template <typename T, bool kGelu>
-__global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocksPerSm)
+template <typename T, bool kGelu, int U, int kBlocks>
+__global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocks)
     bias_grad_kernel(const T* __restrict__ d_act, const T* __restrict__ pre, T* __restrict__ d_pre,
                      float* __restrict__ partial, int64_t rows, int64_t cols) {
-  constexpr int U = kUnroll<kGelu>;
   __shared__ float sums[kRowThreads][kBlockCols];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kBlockCols + threadIdx.x * kVec;
   const int64_t stride = static_cast<int64_t>(gridDim.y) * kRowThreads;
@@ -120,13 +118,13 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-template <typename T, bool kGelu>
+template <typename T, bool kGelu, int U, int kBlocks>
 void launch(const void* d_act, const void* pre, void* d_pre, void* db, float* workspace, int64_t partials, int64_t rows,
             int64_t cols, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((cols + kBlockCols - 1) / kBlockCols), static_cast<unsigned>(partials));
   const dim3 block(kColThreads, kRowThreads);
-  bias_grad_kernel<T, kGelu><<<grid, block, 0, stream>>>(static_cast<const T*>(d_act), static_cast<const T*>(pre),
-                                                         static_cast<T*>(d_pre), workspace, rows, cols);
+  bias_grad_kernel<T, kGelu, U, kBlocks><<<grid, block, 0, stream>>>(
+      static_cast<const T*>(d_act), static_cast<const T*>(pre), static_cast<T*>(d_pre), workspace, rows, cols);
   util::check(cudaGetLastError(), kGelu ? "gelu_backward_bias_grad launch" : "bias_grad launch");
   constexpr int kThreads = 256;
   sum_partials_kernel<T><<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
@@ -134,15 +132,29 @@ void launch(const void* d_act, const void* pre, void* d_pre, void* db, float* wo
   util::check(cudaGetLastError(), "bias gradient partial sums launch");
 }
 
-// launch<T, kGelu> for a bf16/fp16 `type`; fp32 is not vectorised here (the callers use ATen for it).
-template <bool kGelu>
-void launch_half(const char* what, FloatType type, const void* d_act, const void* pre, void* d_pre, void* db,
+// The GELU kernel's compiled (rows in flight, blocks per SM) pairs, as GeluBiasGradTuning names them.
+#define MEGATON_GELU_CONFIGS(X) X(4, 2) X(2, 2) X(2, 3) X(4, 3) X(2, 4) X(1, 4) X(1, 5)
+
+template <typename T>
+void launch_gelu(const GeluBiasGradTuning& t, const void* d_act, const void* pre, void* d_pre, void* db,
                  float* workspace, int64_t partials, int64_t rows, int64_t cols, cudaStream_t stream) {
+#define MEGATON_GELU_LAUNCH(R, B)                    \
+  if (t.rows_in_flight == R && t.blocks_per_sm == B) \
+    return launch<T, true, R, B>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
+  MEGATON_GELU_CONFIGS(MEGATON_GELU_LAUNCH)
+#undef MEGATON_GELU_LAUNCH
+  throw std::invalid_argument("gelu_backward_bias_grad: no kernel for rows_in_flight " +
+                              std::to_string(t.rows_in_flight) + ", blocks_per_sm " + std::to_string(t.blocks_per_sm));
+}
+
+// run(T{}) for a bf16/fp16 `type`; fp32 is not vectorised here (the callers use ATen for it).
+template <typename Run>
+void dispatch_half(const char* what, FloatType type, Run&& run) {
   switch (type) {
     case FloatType::kBFloat16:
-      return launch<__nv_bfloat16, kGelu>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
+      return run(__nv_bfloat16{});
     case FloatType::kFloat16:
-      return launch<__half, kGelu>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
+      return run(__half{});
     case FloatType::kFloat32:
       break;
   }
@@ -158,32 +170,45 @@ void check_shape(const char* what, int64_t rows, int64_t cols, int64_t partials)
 
 }  // namespace
 
-int64_t gelu_bias_grad_partials(int64_t rows, int64_t cols) {
+std::vector<GeluBiasGradTuning> gelu_bias_grad_tunings() {
+#define MEGATON_GELU_TUNING(R, B) GeluBiasGradTuning{R, B},
+  return {MEGATON_GELU_CONFIGS(MEGATON_GELU_TUNING)};
+#undef MEGATON_GELU_TUNING
+}
+
+int64_t gelu_bias_grad_partials(int64_t rows, int64_t cols, int blocks_per_sm) {
   int device = 0, sms = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess || sms <= 0)
     sms = 108;
   const int64_t col_blocks = (cols + kBlockCols - 1) / kBlockCols;
-  // One wave: as many blocks as are resident at once (kBlocksPerSm per SM), so no SM idles through a tail.
-  const int64_t want = (kBlocksPerSm * static_cast<int64_t>(sms) + col_blocks / 2) / col_blocks;
+  // One wave: as many blocks as are resident at once (blocks_per_sm per SM), so no SM idles through a tail.
+  const int64_t resident = int64_t{blocks_per_sm < 1 ? 1 : blocks_per_sm} * sms;
+  const int64_t want = (resident + col_blocks / 2) / col_blocks;
   const int64_t row_groups = (rows + kRowThreads - 1) / kRowThreads;
   const int64_t p = want < row_groups ? want : row_groups;
   return p < 1 ? 1 : (p > 65535 ? 65535 : p);
 }
 
 void gelu_backward_bias_grad(const void* d_act, const void* pre, void* d_pre, void* db, float* workspace,
-                             int64_t partials, FloatType type, int64_t rows, int64_t cols, cudaStream_t stream) {
+                             int64_t partials, FloatType type, int64_t rows, int64_t cols, cudaStream_t stream,
+                             const GeluBiasGradTuning& tuning) {
   check_shape("gelu_backward_bias_grad", rows, cols, partials);
   if (!aligned16(d_act) || !aligned16(pre) || !aligned16(d_pre))
     throw std::invalid_argument("gelu_backward_bias_grad: d_act, pre and d_pre must be 16-byte aligned");
-  launch_half<true>("gelu_backward_bias_grad", type, d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
+  dispatch_half("gelu_backward_bias_grad", type, [&](auto zero) {
+    launch_gelu<decltype(zero)>(tuning, d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
+  });
 }
 
 void bias_grad(const void* dy, void* db, float* workspace, int64_t partials, FloatType type, int64_t rows, int64_t cols,
                cudaStream_t stream) {
   check_shape("bias_grad", rows, cols, partials);
   if (!aligned16(dy)) throw std::invalid_argument("bias_grad: dy must be 16-byte aligned");
-  launch_half<false>("bias_grad", type, dy, nullptr, nullptr, db, workspace, partials, rows, cols, stream);
+  dispatch_half("bias_grad", type, [&](auto zero) {
+    launch<decltype(zero), false, kSumRows, kSumBlocksPerSm>(dy, nullptr, nullptr, db, workspace, partials, rows, cols,
+                                                             stream);
+  });
 }
 
 }  // namespace megaton::kernels

@@ -13,19 +13,40 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <vector>
 
 #include "float_type.h"
 
 namespace megaton::kernels {
 
-/// Rows of fp32 partial sums either kernel wants in its workspace (workspace: partials * cols floats).
-int64_t gelu_bias_grad_partials(int64_t rows, int64_t cols);
+/// How the GELU kernel spreads its work. Each thread owns 8 columns and loads `rows_in_flight` rows of d_act and pre
+/// before computing any (more bytes in flight per thread, more registers); `blocks_per_sm` is the kernel's
+/// __launch_bounds__ minimum of 256-thread blocks per SM (registers per thread <= 65536 / (256 * blocks_per_sm): more
+/// warps to hide the tanh arithmetic behind other warps' loads, fewer registers, spills past ~64). The GELU gradient
+/// is arithmetic-heavy (tanhf): at the default the kernel runs at ~2.9 TB/s, below the bandwidth the plain column
+/// sums reach. Compiled pairs: (4, 2) the default, (2, 2), (2, 3), (4, 3), (2, 4), (1, 4), (1, 5); perf/
+/// bench_gelu_bias_grad.cpp's BM_GeluBiasGradTuning measures them.
+struct GeluBiasGradTuning {
+  int rows_in_flight = 4;
+  int blocks_per_sm = 2;
+};
+
+/// The compiled pairs, the default first (the others throw std::invalid_argument).
+std::vector<GeluBiasGradTuning> gelu_bias_grad_tunings();
+
+/// The plain column-sum kernel's (bias_grad's) blocks per SM.
+inline constexpr int kBiasGradBlocksPerSm = 2;
+
+/// Rows of fp32 partial sums either kernel wants in its workspace (workspace: partials * cols floats): one wave of
+/// `blocks_per_sm` blocks per SM (the GELU kernel's tuning.blocks_per_sm, or kBiasGradBlocksPerSm).
+int64_t gelu_bias_grad_partials(int64_t rows, int64_t cols, int blocks_per_sm = kBiasGradBlocksPerSm);
 
 /// Writes d_pre and db. type: bf16 or fp16 (fp32 is not vectorised here; the caller uses ATen for it).
-/// Asynchronous on `stream`; throws std::invalid_argument for a shape or alignment it does not take and
+/// Asynchronous on `stream`; throws std::invalid_argument for a shape, alignment or tuning it does not take and
 /// std::runtime_error when a launch fails.
 void gelu_backward_bias_grad(const void* d_act, const void* pre, void* d_pre, void* db, float* workspace,
-                             int64_t partials, FloatType type, int64_t rows, int64_t cols, cudaStream_t stream);
+                             int64_t partials, FloatType type, int64_t rows, int64_t cols, cudaStream_t stream,
+                             const GeluBiasGradTuning& tuning = {});
 
 /// The same column sums without the GELU: db[j] = sum_r dy[r, j] (a linear layer's bias gradient; ATen's sum(0) reads
 /// at ~2.3 TB/s on an H200), fp32 partials in a fixed order as above. dy [rows, cols], db [cols]; bf16 or fp16, dy

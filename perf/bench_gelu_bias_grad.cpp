@@ -4,11 +4,16 @@
 // Counters: fused_ms, aten_ms, speedup (aten / fused), GB/s (fused: read d_act and pre, write d_pre; ATen: the same
 // plus the sum's second read of d_pre).
 // BM_BiasGradVsAtenSum: ops::bias_grad (the column sums alone, a linear layer's bias gradient) against ATen's sum(0).
+// BM_GeluBiasGradTuning: the GELU kernel at each compiled kernels::GeluBiasGradTuning (range 2: its index in
+// kernels::gelu_bias_grad_tunings(), 0 the default), GPU time per call over back-to-back calls (CUDA events).
 //   build/perf/bench_gelu_bias_grad [--benchmark_min_time=1]     (reports an error row without a CUDA device)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <string>
+
 #include "bench_alternate.h"
+#include "bench_gpu_seconds.h"
 #include "ops/gelu_bias_grad.h"
 
 using namespace megaton;
@@ -52,8 +57,49 @@ void BM_BiasGradVsAtenSum(benchmark::State& state) {
       bytes, bytes);
 }
 
+void BM_GeluBiasGradTuning(benchmark::State& state) {
+#ifndef MEGATON_HAVE_CUDA
+  state.SkipWithError("not a CUDA build (-DMEGATON_CUDA=ON)");
+#else
+  if (!torch::cuda::is_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t tokens = state.range(0), f = state.range(1);
+  const kernels::GeluBiasGradTuning tuning = kernels::gelu_bias_grad_tunings().at(state.range(2));
+  const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  torch::Tensor pre = torch::randn({tokens, f}, o), d_act = torch::randn({tokens, f}, o);
+  auto call = [&] { ops::gelu_backward_bias_grad_fused(d_act, pre, tuning); };
+  constexpr int kReps = 12;    // calls per timing (GPT-2 124M runs 12 per step)
+  perf::gpu_seconds(call, 2);  // warm-up
+  double t = 0;
+  int64_t n = 0;
+  for (auto _ : state) {
+    const double s = perf::gpu_seconds(call, kReps);
+    t += s, ++n;
+    state.SetIterationTime(s);
+  }
+  const double bytes = 3.0 * double(tokens * f) * 2.0;  // d_act and pre read, d_pre written, bf16
+  state.counters["us"] = t / double(n) * 1e6;
+  state.counters["GBps"] = bytes * double(n) / t / 1e9;
+  state.SetLabel("rows " + std::to_string(tuning.rows_in_flight) + " blocks " + std::to_string(tuning.blocks_per_sm));
+#endif
+}
+
+void tuning_args(benchmark::internal::Benchmark* b) {
+#ifdef MEGATON_HAVE_CUDA
+  for (int64_t v = 0; v < static_cast<int64_t>(kernels::gelu_bias_grad_tunings().size()); ++v) {
+    b->Args({32768, 3072, v});
+    b->Args({16384, 8192, v});
+  }
+#else
+  b->Args({32768, 3072, 0});
+#endif
+}
+
 }  // namespace
 
+BENCHMARK(BM_GeluBiasGradTuning)->Apply(tuning_args)->UseManualTime()->Iterations(30)->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_BiasGradVsAtenSum)
     ->Args({32768, 2304})
     ->Args({32768, 768})

@@ -15,6 +15,7 @@
 #include <iterator>
 #include <string>
 
+#include "bench_gpu_seconds.h"
 #include "ops/layer_norm.h"
 #ifdef MEGATON_HAVE_CUDA
 #include <c10/cuda/CUDAStream.h>
@@ -32,23 +33,7 @@ constexpr double kEps = 1e-5;
 constexpr int kReps = 25;  // calls per timing (GPT-2 124M runs 25 LayerNorms per step)
 
 #ifdef MEGATON_HAVE_CUDA
-// GPU seconds per call of fn, run `reps` times back to back on the current stream between two CUDA events.
-template <typename F>
-double gpu_seconds(F&& fn, int reps) {
-  const cudaStream_t s = c10::cuda::getCurrentCUDAStream().stream();
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaEventRecord(start, s);
-  for (int i = 0; i < reps; ++i) fn();
-  cudaEventRecord(stop, s);
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms * 1e-3 / reps;
-}
+using perf::gpu_seconds;
 
 struct Inputs {
   torch::Tensor x, w, b, dy;  // [rows, h], [h], [h], [rows, h] bf16

@@ -22,11 +22,17 @@ std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_aten(const torch
                                                                      const torch::Tensor& pre);
 
 #ifdef MEGATON_HAVE_CUDA
+}  // namespace megaton::ops
+#include "gelu_bias_grad_kernels.h"  // kernels/: GeluBiasGradTuning
+namespace megaton::ops {
+
 /// Whether the fused kernel takes these: CUDA, bf16 or fp16, one dtype and device, 2-D of one shape, f % 8 == 0.
 bool gelu_bias_grad_fused_supported(const torch::Tensor& d_act, const torch::Tensor& pre);
-/// The kernel (src/ops/gelu_bias_grad_cuda.cpp); requires gelu_bias_grad_fused_supported.
+/// The kernel (src/ops/gelu_bias_grad_cuda.cpp); requires gelu_bias_grad_fused_supported. `tuning`: the kernel's
+/// (benchmarks and tests try the others; training runs the default).
 std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_fused(const torch::Tensor& d_act,
-                                                                      const torch::Tensor& pre);
+                                                                      const torch::Tensor& pre,
+                                                                      const kernels::GeluBiasGradTuning& tuning = {});
 /// bias_grad's kernel; requires gelu_bias_grad_fused_supported(dy, dy).
 torch::Tensor bias_grad_fused(const torch::Tensor& dy);
 #endif

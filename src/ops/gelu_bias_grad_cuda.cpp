@@ -23,13 +23,14 @@ bool gelu_bias_grad_fused_supported(const torch::Tensor& d_act, const torch::Ten
 namespace {
 
 // db [n] = the column sums of dy [T, n] (aligned, contiguous) by one of the column-sum kernels: `run(db, workspace,
-// partials, type, stream)` launches it with an fp32 workspace of the partials the kernels want, on dy's device and
-// current stream. A kernel's std::invalid_argument / runtime_error becomes a RuntimeError naming `what`.
+// partials, type, stream)` launches it with an fp32 workspace of the partials the kernels want at `blocks_per_sm`, on
+// dy's device and current stream. A kernel's std::invalid_argument / runtime_error becomes a RuntimeError naming
+// `what`.
 template <typename Run>
-torch::Tensor column_sums(const torch::Tensor& dy, const char* what, Run&& run) {
+torch::Tensor column_sums(const torch::Tensor& dy, const char* what, int blocks_per_sm, Run&& run) {
   const int64_t rows = dy.size(0), cols = dy.size(1);
   torch::Tensor db = torch::empty({cols}, dy.options());  // [n]
-  const int64_t partials = kernels::gelu_bias_grad_partials(rows, cols);
+  const int64_t partials = kernels::gelu_bias_grad_partials(rows, cols, blocks_per_sm);
   torch::Tensor workspace = torch::empty({partials, cols}, dy.options().dtype(torch::kFloat32));  // [P, n]
   try {
     run(db.data_ptr(), workspace.data_ptr<float>(), partials, kernel_float_type(dy, what),
@@ -43,17 +44,18 @@ torch::Tensor column_sums(const torch::Tensor& dy, const char* what, Run&& run) 
 }  // namespace
 
 std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_fused(const torch::Tensor& d_act,
-                                                                      const torch::Tensor& pre) {
+                                                                      const torch::Tensor& pre,
+                                                                      const kernels::GeluBiasGradTuning& tuning) {
   MEGATON_ASSERT(gelu_bias_grad_fused_supported(d_act, pre), "gelu_backward_bias_grad_fused: d_act ", d_act.sizes(),
                  " ", c10::toString(d_act.scalar_type()), ", pre ", pre.sizes(), " ", c10::toString(pre.scalar_type()));
   const c10::cuda::CUDAGuard guard(d_act.device());
   const torch::Tensor dy = aligned_contiguous(d_act), x = aligned_contiguous(pre);  // [T, f]
   torch::Tensor d_pre = torch::empty_like(dy);                                      // [T, f]
   torch::Tensor db =
-      column_sums(dy, "gelu_backward_bias_grad",
+      column_sums(dy, "gelu_backward_bias_grad", tuning.blocks_per_sm,
                   [&](void* out, float* ws, int64_t partials, kernels::FloatType type, cudaStream_t stream) {
                     kernels::gelu_backward_bias_grad(dy.data_ptr(), x.data_ptr(), d_pre.data_ptr(), out, ws, partials,
-                                                     type, dy.size(0), dy.size(1), stream);
+                                                     type, dy.size(0), dy.size(1), stream, tuning);
                   });
   return {d_pre, db};
 }
@@ -63,7 +65,7 @@ torch::Tensor bias_grad_fused(const torch::Tensor& dy_in) {
                  c10::toString(dy_in.scalar_type()));
   const c10::cuda::CUDAGuard guard(dy_in.device());
   const torch::Tensor dy = aligned_contiguous(dy_in);  // [T, n]
-  return column_sums(dy, "bias_grad",
+  return column_sums(dy, "bias_grad", kernels::kBiasGradBlocksPerSm,
                      [&](void* out, float* ws, int64_t partials, kernels::FloatType type, cudaStream_t stream) {
                        kernels::bias_grad(dy.data_ptr(), out, ws, partials, type, dy.size(0), dy.size(1), stream);
                      });

@@ -1,7 +1,8 @@
 // ops::gelu_backward_bias_grad (kernels/gelu_bias_grad_kernels.cu on CUDA bf16/fp16) against ATen's gelu_backward
 // (approximate "tanh") + sum(0) on the same inputs.
 //   GeluBiasGrad.*         the ATen path (CPU): d_pre is autograd's GELU gradient, db its column sums.
-//   KernelsGeluBiasGrad.*  the kernel on CUDA: d_pre within an ulp of ATen's, db to fp32 summation-order rounding;
+//   KernelsGeluBiasGrad.*  the kernel on CUDA: d_pre within an ulp of ATen's, db to fp32 summation-order rounding,
+//                          at every compiled GeluBiasGradTuning;
 //                          shapes that are not a multiple of the kernel's tiles, a misaligned input, the fallback;
 //                          ops::bias_grad (the column sums alone).
 //                          Skipped without CUDA; run on the GPU machine by perf/gpu/session_batch.sh.
@@ -9,6 +10,8 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <string>
+#include <utility>
 
 #include "ops/gelu_bias_grad.h"
 
@@ -29,9 +32,12 @@ TEST(GeluBiasGrad, AtenPathIsAutogradsGeluGradientAndItsColumnSums) {
 namespace {
 
 // d_pre bit-equal to ATen's but for rare 1-ulp differences (the compilers may contract the arithmetic differently);
-// db within fp32 summation-order rounding of the sum of ATen's d_pre.
-void expect_matches_aten(const torch::Tensor& d_act, const torch::Tensor& pre, const std::string& what) {
-  auto [d_pre, db] = ops::gelu_backward_bias_grad(d_act, pre);
+// db within fp32 summation-order rounding of the sum of ATen's d_pre. `tuning`: the kernel's, or null for
+// ops::gelu_backward_bias_grad's own path.
+void expect_matches_aten(const torch::Tensor& d_act, const torch::Tensor& pre, const std::string& what,
+                         const kernels::GeluBiasGradTuning* tuning = nullptr) {
+  auto [d_pre, db] =
+      tuning ? ops::gelu_backward_bias_grad_fused(d_act, pre, *tuning) : ops::gelu_backward_bias_grad(d_act, pre);
   auto [ref, ref_db] = ops::gelu_backward_bias_grad_aten(d_act, pre);
   ASSERT_EQ(d_pre.sizes(), ref.sizes()) << what;
   ASSERT_EQ(db.sizes(), ref_db.sizes()) << what;
@@ -62,6 +68,24 @@ TEST(KernelsGeluBiasGrad, MatchesAtenInBf16AndFp16) {
                           c10::toString(dtype) + std::string(" ") + std::to_string(rows) + "x" + std::to_string(cols));
     }
   }
+}
+
+// Every compiled GeluBiasGradTuning (rows in flight, blocks per SM: different unrolling, partial counts and register
+// budgets) on row counts that are not a multiple of a pass; an uncompiled one is refused with a clear error.
+TEST(KernelsGeluBiasGrad, EveryTuningMatchesAten) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto o = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{1001, 264}, {4099, 3072}}) {
+    torch::manual_seed(17);
+    torch::Tensor pre = torch::randn({rows, cols}, o) * 2, d_act = torch::randn({rows, cols}, o);
+    for (const kernels::GeluBiasGradTuning& t : kernels::gelu_bias_grad_tunings())
+      expect_matches_aten(d_act, pre,
+                          std::to_string(rows) + "x" + std::to_string(cols) + " rows " +
+                              std::to_string(t.rows_in_flight) + " blocks " + std::to_string(t.blocks_per_sm),
+                          &t);
+  }
+  torch::Tensor x = torch::randn({16, 16}, o);
+  EXPECT_THROW(ops::gelu_backward_bias_grad_fused(x, x, kernels::GeluBiasGradTuning{3, 7}), std::exception);
 }
 
 TEST(KernelsGeluBiasGrad, MisalignedInputIsCopiedAndUnsupportedFallsBack) {
