@@ -109,15 +109,16 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// grad may be logits itself (in place: each element is read and then written by one thread); grad_loss null: 1.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kThreads)
-    backward_kernel(const T* __restrict__ logits, T* __restrict__ grad, int64_t cols, int64_t valid_cols,
-                    const int64_t* __restrict__ target, int64_t start, const float* __restrict__ global_max,
-                    const float* __restrict__ inv_sum, const float* __restrict__ grad_loss) {
+    backward_kernel(const T* logits, T* grad, int64_t cols, int64_t valid_cols, const int64_t* __restrict__ target,
+                    int64_t start, const float* __restrict__ global_max, const float* __restrict__ inv_sum,
+                    const float* __restrict__ grad_loss) {
   const int64_t r = blockIdx.x;
   const T* row = logits + r * cols;
   T* out = grad + r * cols;
-  const float m = global_max[r], inv = inv_sum[r], g = grad_loss[r];
+  const float m = global_max[r], inv = inv_sum[r], g = grad_loss ? grad_loss[r] : 1.f;
   const int64_t t = target[r] - start;
   auto value = [&](int64_t c, float x) {
     if (c >= valid_cols) return 0.f;
@@ -134,6 +135,71 @@ __global__ void __launch_bounds__(kThreads)
   }
   for (int64_t c = packs * VEC + threadIdx.x; c < cols; c += blockDim.x)
     out[c] = from_float<T>(value(c, to_float(row[c])));
+}
+
+// One TP rank holding the whole vocabulary, a row in shared memory: the row is read once from global memory (its packs
+// stored to shared memory and joined to the (max, sum) as row_stats_kernel does), the loss written, and the gradient
+// softmax - one_hot(target) written over the logits from the shared copy. Requires 16-byte aligned rows (cols % VEC
+// == 0) and cols * sizeof(T) bytes of dynamic shared memory.
+template <typename T>
+__global__ void __launch_bounds__(kThreads)
+    loss_grad_kernel(T* logits, int64_t cols, int64_t valid_cols, const int64_t* __restrict__ target,
+                     float* __restrict__ loss) {
+  constexpr int VEC = 16 / sizeof(T);
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* srow = reinterpret_cast<Pack<T, VEC>*>(smem);  // [cols / VEC]
+  __shared__ float stats[2];                           // max, 1 / sum
+  const int64_t r = blockIdx.x;
+  auto* row = reinterpret_cast<Pack<T, VEC>*>(logits + r * cols);
+  const int64_t packs = cols / VEC;
+  MaxSum acc{-INFINITY, 0.f};
+  constexpr int kUnroll = 4;
+  for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kUnroll * static_cast<int64_t>(blockDim.x)) {
+    Pack<T, VEC> pk[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
+      if (p < packs) pk[u] = row[p];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
+      if (p >= packs) break;
+      srow[p] = pk[u];
+      float x[VEC], m = -INFINITY;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) {
+        x[k] = p * VEC + k < valid_cols ? to_float(pk[u].v[k]) : -INFINITY;  // padding counts as -inf
+        m = fmaxf(m, x[k]);
+      }
+      if (m == -INFINITY) continue;
+      float e = 0.f;
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) e += __expf(x[k] - m);
+      acc = combine(acc, MaxSum{m, e});
+    }
+  }
+  acc = block_reduce(acc);  // its __syncthreads orders every thread's shared-memory stores before the reads below
+  const int64_t t = target[r];
+  if (threadIdx.x == 0) {
+    const float xt = (t >= 0 && t < valid_cols) ? to_float(srow[t / VEC].v[t % VEC]) : 0.f;
+    loss[r] = logf(acc.s) + acc.m - xt;
+    stats[0] = acc.m;
+    stats[1] = 1.f / acc.s;
+  }
+  __syncthreads();
+  const float m = stats[0], inv = stats[1];
+  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    const Pack<T, VEC> in = srow[p];
+    Pack<T, VEC> o;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      const int64_t c = p * VEC + k;
+      const float q = c < valid_cols ? __expf(to_float(in.v[k]) - m) * inv : 0.f;
+      o.v[k] = from_float<T>(c == t ? q - 1.f : q);
+    }
+    row[p] = o;
+  }
 }
 
 bool aligned16(const void* p, int64_t cols, int elem) {
@@ -166,7 +232,46 @@ void launch_backward(const void* logits, void* grad, int64_t rows, int64_t cols,
   check(cudaGetLastError(), "cross_entropy_backward launch");
 }
 
+// Dynamic shared memory loss_grad_kernel needs for a row, or 0 when it does not take the row (misaligned, or larger
+// than the device's per-block opt-in shared memory less the kernel's static part).
+int64_t loss_grad_smem(const void* logits, int64_t cols, int elem) {
+  if (!aligned16(logits, cols, elem)) return 0;
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return 0;
+  constexpr int64_t kStatic = 1024;  // block_reduce's per-warp pairs and the row's two statistics, with room
+  const int64_t bytes = cols * elem;
+  return bytes + kStatic <= optin ? bytes : 0;
+}
+
+template <typename T>
+bool launch_loss_grad(void* logits, int64_t rows, int64_t cols, int64_t valid_cols, const int64_t* target, float* loss,
+                      cudaStream_t s) {
+  const int64_t smem = loss_grad_smem(logits, cols, sizeof(T));
+  if (smem == 0) return false;
+  check(cudaFuncSetAttribute(loss_grad_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
+        "cross_entropy_loss_grad shared memory");
+  loss_grad_kernel<T><<<rows, kThreads, smem, s>>>(static_cast<T*>(logits), cols, valid_cols, target, loss);
+  check(cudaGetLastError(), "cross_entropy_loss_grad launch");
+  return true;
+}
+
 }  // namespace
+
+bool cross_entropy_loss_grad(void* logits, FloatType type, int64_t rows, int64_t cols, int64_t valid_cols,
+                             const int64_t* target, float* loss, cudaStream_t stream) {
+  if (rows == 0) return true;
+  switch (type) {
+    case FloatType::kFloat32:
+      return launch_loss_grad<float>(logits, rows, cols, valid_cols, target, loss, stream);
+    case FloatType::kBFloat16:
+      return launch_loss_grad<__nv_bfloat16>(logits, rows, cols, valid_cols, target, loss, stream);
+    case FloatType::kFloat16:
+      return launch_loss_grad<__half>(logits, rows, cols, valid_cols, target, loss, stream);
+  }
+  return false;
+}
 
 void cross_entropy_row_stats(const void* logits, FloatType type, int64_t rows, int64_t cols, int64_t valid_cols,
                              const int64_t* target, int64_t start, float* row_max, float* row_sum, float* target_logit,

@@ -28,8 +28,17 @@ void cross_entropy_row_stats(const void* logits, FloatType type, int64_t rows, i
                              cudaStream_t stream);
 
 /// Backward: grad [rows, cols] of the logits' type from the combined max M [rows], 1/S [rows] and grad_loss [rows].
+/// grad may be logits itself (written in place); grad_loss may be null (1 for every row: softmax - one_hot).
 void cross_entropy_backward(const void* logits, void* grad, FloatType type, int64_t rows, int64_t cols,
                             int64_t valid_cols, const int64_t* target, int64_t start, const float* global_max,
                             const float* inv_sum, const float* grad_loss, cudaStream_t stream);
+
+/// Loss and unscaled gradient in one pass, for logits holding the whole vocabulary (TP = 1): loss [rows] fp32 =
+/// log(S) + M - x[target] as above, and the logits overwritten with softmax - one_hot(target) (0 on padding). Each row
+/// is read from global memory once (kept in shared memory: cols * element bytes, up to the device's per-block opt-in
+/// limit; a 16-byte aligned row). Returns false, launching nothing, when the row does not fit that (the caller runs
+/// cross_entropy_row_stats and an in-place cross_entropy_backward with grad_loss null instead).
+bool cross_entropy_loss_grad(void* logits, FloatType type, int64_t rows, int64_t cols, int64_t valid_cols,
+                             const int64_t* target, float* loss, cudaStream_t stream);
 
 }  // namespace megaton::kernels

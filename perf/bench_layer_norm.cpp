@@ -127,17 +127,18 @@ void BM_LayerNormAutogradFusedVsAten(benchmark::State& state) {
 #ifdef MEGATON_HAVE_CUDA
 // The LayerNormTuning choices BM_LayerNormTuning compares; index 0 is the default.
 const kernels::LayerNormTuning kTunings[] = {
-    // forward floats, backward floats, backward rows per pass, forward block, backward block
-    {},                         // the default: forward 32 per thread up to h = 1024, else 16; backward 8
-    {32, 16, 1, 512, 512},      // the first named-barrier version's (2026-12-03 third session, run 2)
-    {32, 16, 1, 256, 256},      //
-    {16, 8, 1, 512, 512},       //
-    {16, 16, 1, 256, 256},      //
-    {16, 8, 2, 256, 256},       // the backward takes two rows per pass
-    {8, 8, 1, 256, 256},        //
-    {24, 24, 1, 512, 512},      // 3 vectors per thread (h = 768 bf16: a warp per row)
-    {0, 8, 1, 128, 128},        // smaller blocks
-    {0, 8, 1, 256, 512, true},  // the default with the residual gradient loaded before the reduction
+    // forward floats, backward floats, backward rows per pass, forward block, backward block (early residual load:
+    // the default, true, where it applies)
+    {},                          // the default: forward 32 per thread up to h = 1024, else 16; backward 8
+    {32, 16, 1, 512, 512},       // the first named-barrier version's (2026-12-03 third session, run 2)
+    {32, 16, 1, 256, 256},       //
+    {16, 8, 1, 512, 512},        //
+    {16, 16, 1, 256, 256},       //
+    {16, 8, 2, 256, 256},        // the backward takes two rows per pass
+    {8, 8, 1, 256, 256},         //
+    {24, 24, 1, 512, 512},       // 3 vectors per thread (h = 768 bf16: a warp per row)
+    {0, 8, 1, 128, 128},         // smaller blocks
+    {0, 8, 1, 256, 512, false},  // the residual gradient loaded after the reduction (the default until 2026-12-03)
 };
 #endif
 

@@ -8,6 +8,7 @@
 #include "model/recompute.h"
 #include "ops/layer_norm.h"
 #include "parallel/tensor/cross_entropy.h"
+#include "parallel/tensor/lm_head_loss.h"
 #include "parallel/tensor/mappings.h"
 
 namespace megaton::model {
@@ -169,7 +170,7 @@ SplitHidden GptStage::run_layers(torch::Tensor h, const LayerContext& ctx) {
   return {h, {}};
 }
 
-torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor& position_ids) {
+torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Tensor& position_ids) {
   torch::Tensor h;
   if (first_) {
     h = embed(input, position_ids);  // [s, b, h]
@@ -184,14 +185,33 @@ torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor&
   if (!last_) return out.sum();  // [s, b, h] to the next pipeline stage
   const bool fused = !c_.model.no_fused_layernorm;
   const double eps = c_.model.layernorm_epsilon;
-  h = out.delta.defined() ? ops::add_layer_norm(out.delta, out.residual, final_ln_w_, final_ln_b_, eps, fused).y
-                          : ops::layer_norm(out.residual, final_ln_w_, final_ln_b_, eps, fused);
+  return out.delta.defined() ? ops::add_layer_norm(out.delta, out.residual, final_ln_w_, final_ln_b_, eps, fused).y
+                             : ops::layer_norm(out.residual, final_ln_w_, final_ln_b_, eps, fused);
+}
+
+torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor& position_ids) {
+  torch::Tensor h = final_hidden(input, position_ids);
+  if (!last_) return h;
   torch::Tensor logits = parallel::parallel_lm_logits(h, output_weight_, tp_);  // [s, b, V/tp]
   // Training logits only feed token_losses, whose cross-entropy treats the padding columns as -inf itself: masking
   // here too would cost a pass over [s, b, V/tp] each way.
   if (padding_columns_.defined() && !training_)
     logits = logits.masked_fill(padding_columns_, -std::numeric_limits<double>::infinity());
   return logits;
+}
+
+torch::Tensor GptStage::forward_losses(const torch::Tensor& input, const torch::Tensor& labels,
+                                       const torch::Tensor& position_ids) {
+  MEGATON_ASSERT(last_, "forward_losses on a stage that is not the last");
+  // Without autograd (evaluation) the gradient written over the logits would be a wasted pass.
+  if (c_.model.no_fused_lm_head_loss || !torch::GradMode::is_enabled())
+    return token_losses(forward(input, position_ids), labels);
+  torch::Tensor h = final_hidden(input, position_ids);  // [s, b, h]
+  MEGATON_CHECK(labels.dim() == 2 && labels.size(0) == h.size(1) && labels.size(1) == h.size(0), DataError,
+                "labels must be [micro-batch, seq] = [", h.size(1), ", ", h.size(0), "], got ", labels.sizes());
+  return parallel::lm_head_cross_entropy(parallel::copy_to_tp_region(h, tp_), output_weight_, labels.t(), tp_,
+                                         valid_columns_)
+      .t();  // [b, s]
 }
 
 torch::Tensor GptStage::forward_cached(const torch::Tensor& input, KvCache& cache) {

@@ -73,6 +73,11 @@ class GptStage {
 
   /// Last stage: per-token loss [b, s] fp32 from logits [s, b, V/tp] and labels [b, s].
   torch::Tensor token_losses(const torch::Tensor& logits, const torch::Tensor& labels) const;
+  /// Last stage, training: token_losses(forward(input, position_ids), labels) in one, by default through
+  /// parallel::lm_head_cross_entropy (the logits' gradient computed in the forward pass into the logits' buffer; not
+  /// with --no-fused-lm-head-loss).
+  torch::Tensor forward_losses(const torch::Tensor& input, const torch::Tensor& labels,
+                               const torch::Tensor& position_ids = {});
   /// sum(losses * mask) / sum(mask): Megatron's loss_func. losses, mask [b, s].
   static torch::Tensor masked_mean(const torch::Tensor& losses, const torch::Tensor& loss_mask);
   /// The full logits [s, b, padded_vocab] gathered over TP (for generation and tests).
@@ -98,6 +103,8 @@ class GptStage {
 
  private:
   torch::Tensor embed(const torch::Tensor& ids, const torch::Tensor& position_ids) const;  // -> [s, b, h]
+  // forward() up to the logits: hidden [s, b, h] after the final LayerNorm on the last stage, else to the next stage.
+  torch::Tensor final_hidden(const torch::Tensor& input, const torch::Tensor& position_ids);
   SplitHidden run_layers(torch::Tensor h, const LayerContext& ctx);
   LayerContext layer_context(int64_t s);
 

@@ -97,9 +97,9 @@ bool Trainer::holds_loss() const {
 
 torch::Tensor Trainer::forward_step(int chunk, const model::MicroBatch& b, const torch::Tensor& input) {
   model::GptStage& stage = *chunks_[static_cast<size_t>(chunk)];
-  torch::Tensor out = stage.forward(stage.is_first_stage() ? b.tokens : input);  // [s, b, h] or logits
-  if (!stage.is_last_stage()) return out;
-  return model::GptStage::masked_mean(stage.token_losses(out, b.labels), b.loss_mask);  // []
+  const torch::Tensor& in = stage.is_first_stage() ? b.tokens : input;
+  if (!stage.is_last_stage()) return stage.forward(in);                                  // [s, b, h]
+  return model::GptStage::masked_mean(stage.forward_losses(in, b.labels), b.loss_mask);  // []
 }
 
 void Trainer::run_schedule(int m, const std::function<torch::Tensor(int, int, const torch::Tensor&)>& forward,

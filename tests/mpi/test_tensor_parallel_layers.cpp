@@ -2,10 +2,13 @@
 // reference computed on every rank with a one-rank group: outputs, input gradients and weight-gradient shards.
 #include <torch/torch.h>
 
+#include <algorithm>
+
 #include "mpi_fixture.h"
 #include "parallel/self_communicator.h"
 #include "parallel/tensor/cross_entropy.h"
 #include "parallel/tensor/layers.h"
+#include "parallel/tensor/lm_head_loss.h"
 #include "parallel/tensor/mappings.h"
 #include "test_model_mpi_util.h"
 
@@ -40,8 +43,8 @@ TEST(TensorParallelLayers, ColumnParallelLinearMatchesTp1) {
         o.out = 24;
         o.gather_output = gather;
         if (fused_qkv) o.canonical_shape = {8, 3, 1, 8};  // heads 8, head dim 1
-        parallel::ParamFactory f(42, g.tp->rank(), tp, torch::kFloat32, torch::kCPU), fr(42, 0, 1, torch::kFloat32,
-                                                                                          torch::kCPU);
+        parallel::ParamFactory f(42, g.tp->rank(), tp, torch::kFloat32, torch::kCPU),
+            fr(42, 0, 1, torch::kFloat32, torch::kCPU);
         parallel::ColumnParallelLinear layer(f, "l", o, g.tp), ref(fr, "l", o, self);
         auto x = input({3, 2, 8}, 1).requires_grad_(true), xr = input({3, 2, 8}, 1).requires_grad_(true);
         auto y = layer.forward(x), yr = ref.forward(xr);
@@ -71,8 +74,8 @@ TEST(TensorParallelLayers, RowParallelLinearMatchesTp1) {
     o.in = 16;
     o.out = 6;
     o.input_is_parallel = false;
-    parallel::ParamFactory f(7, g.tp->rank(), tp, torch::kFloat32, torch::kCPU), fr(7, 0, 1, torch::kFloat32,
-                                                                                     torch::kCPU);
+    parallel::ParamFactory f(7, g.tp->rank(), tp, torch::kFloat32, torch::kCPU),
+        fr(7, 0, 1, torch::kFloat32, torch::kCPU);
     parallel::RowParallelLinear layer(f, "r", o, g.tp), ref(fr, "r", o, self);
     {  // a non-zero bias, so that adding it once (after the reduction) is checked
       torch::NoGradGuard ng;
@@ -97,10 +100,11 @@ TEST(TensorParallelLayers, VocabParallelEmbeddingMatchesTp1) {
   auto self = std::make_shared<parallel::SelfCommunicator>("tp");
   for (int tp : tp_sizes()) {
     auto g = mpitest::cpu_groups(tp, 1);
-    parallel::ParamFactory f(9, g.tp->rank(), tp, torch::kFloat32, torch::kCPU), fr(9, 0, 1, torch::kFloat32,
-                                                                                     torch::kCPU);
+    parallel::ParamFactory f(9, g.tp->rank(), tp, torch::kFloat32, torch::kCPU),
+        fr(9, 0, 1, torch::kFloat32, torch::kCPU);
     const auto init = parallel::InitSpec::normal(1.0);
-    parallel::VocabParallelEmbedding e(f, "emb", 21, 24, 5, init, g.tp, false), er(fr, "emb", 21, 24, 5, init, self, false);
+    parallel::VocabParallelEmbedding e(f, "emb", 21, 24, 5, init, g.tp, false),
+        er(fr, "emb", 21, 24, 5, init, self, false);
     auto ids = (torch::arange(12, torch::kInt64) * 5).remainder(21).view({3, 4});
     auto y = e.forward(ids), yr = er.forward(ids);
     bool ok = torch::equal(y, yr);
@@ -130,6 +134,36 @@ TEST(TensorParallelLayers, VocabParallelCrossEntropyMatchesLogSoftmax) {
     auto ref_grad = (logp.exp() - torch::one_hot(target, V).to(torch::kFloat64)) * upstream.unsqueeze(-1);
     bool ok = modeltest::rel_err(loss, ref_loss) < kTol;
     ok &= modeltest::rel_err(local.grad(), parallel::split_last_dim(ref_grad, *g.tp)) < kTol;
+    EXPECT_TRUE(mpitest::all_ranks(ok)) << "TP=" << tp;
+  }
+}
+
+// The LM head and its loss in one op (lm_head_cross_entropy: the logits' gradient written in the forward pass, the
+// per-token loss gradient applied in the backward GEMMs) over a vocabulary split across TP ranks, with padding columns
+// on the last rank: losses and the gradients of the hidden states (summed over TP by copy_to_tp_region's backward) and
+// of each rank's weight slice, against log_softmax of the full logits in double.
+TEST(TensorParallelLayers, LmHeadCrossEntropyMatchesLogSoftmax) {
+  for (int tp : tp_sizes()) {
+    auto g = mpitest::cpu_groups(tp, 1);
+    const int64_t s = 5, b = 2, h = 6, V = 16, vocab = 13;  // columns >= 13 are padding
+    auto hidden_full = input({s, b, h}, 8).to(torch::kFloat64);
+    auto weight_full = (input({V, h}, 9) * 2.0).to(torch::kFloat64);  // [V, h]
+    auto target = (torch::arange(s * b, torch::kInt64) * 5).remainder(vocab).view({s, b});
+    auto hidden = hidden_full.to(torch::kFloat32).requires_grad_(true);
+    const int64_t part = V / tp;
+    auto weight = weight_full.narrow(0, part * g.tp->rank(), part).to(torch::kFloat32).requires_grad_(true);
+    const int64_t valid = std::clamp<int64_t>(vocab - part * g.tp->rank(), 0, part);
+    auto loss = parallel::lm_head_cross_entropy(parallel::copy_to_tp_region(hidden, g.tp), weight, target, g.tp,
+                                                valid);  // [s, b]
+    auto upstream = input({s, b}, 7);
+    (loss * upstream).sum().backward();
+    torch::Tensor ref_h = hidden_full.clone().requires_grad_(true), ref_w = weight_full.clone().requires_grad_(true);
+    auto logits = torch::matmul(ref_h, ref_w.narrow(0, 0, vocab).t());  // [s, b, vocab]: padding left out
+    auto ref_loss = -torch::log_softmax(logits, -1).gather(-1, target.unsqueeze(-1)).squeeze(-1);
+    (ref_loss * upstream.to(torch::kFloat64)).sum().backward();
+    bool ok = modeltest::rel_err(loss, ref_loss) < kTol;
+    ok &= modeltest::rel_err(hidden.grad(), ref_h.grad()) < kTol;
+    ok &= modeltest::rel_err(weight.grad(), ref_w.grad().narrow(0, part * g.tp->rank(), part)) < kTol;
     EXPECT_TRUE(mpitest::all_ranks(ok)) << "TP=" << tp;
   }
 }

@@ -18,7 +18,20 @@ torch::Tensor vocab_parallel_cross_entropy(const torch::Tensor& logits, const to
                                            const dist::CommunicatorPtr& tp, int64_t valid_columns = -1,
                                            bool use_fused = true);
 
+/// The loss and its gradient at once, for a caller that applies the loss gradient itself (lm_head_loss.h): per-token
+/// loss [rows] fp32 (fp64 for fp64 logits) of logits [rows, V/tp] (contiguous), which are overwritten with the loss's
+/// gradient for a loss gradient of 1: softmax - one_hot(target), 0 on padding columns, in the logits' dtype.
+/// target [rows] int64 global ids. CUDA fp32/bf16/fp16 logits take the kernels (with TP = 1 one pass over the logits,
+/// kernels::cross_entropy_loss_grad) unless use_fused is false; otherwise ATen.
+torch::Tensor cross_entropy_loss_grad_(torch::Tensor& logits, const torch::Tensor& target,
+                                       const dist::CommunicatorPtr& tp, int64_t valid_columns = -1,
+                                       bool use_fused = true);
+
 #ifdef MEGATON_HAVE_CUDA
+/// cross_entropy_loss_grad_'s kernel path (cross_entropy_cuda.cpp).
+torch::Tensor fused_cross_entropy_loss_grad_(torch::Tensor& logits, const torch::Tensor& target,
+                                             const dist::CommunicatorPtr& tp, int64_t valid_columns);
+
 /// The fused CUDA path (cross_entropy_cuda.cpp): same result, one read of the logits forward, one read + one write
 /// backward, nothing of size [s, b, V/tp] saved but the logits themselves.
 torch::Tensor fused_vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,

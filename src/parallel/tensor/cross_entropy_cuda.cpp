@@ -20,34 +20,48 @@ kernels::FloatType float_type(const torch::Tensor& t) {
   return kernel_float_type(t, "fused cross-entropy");
 }
 
+// Per-row statistics of logits [rows, cols] (contiguous) combined over TP: the global max M, the sum S of exp(x - M)
+// and the target's logit T (kernels/cross_entropy_kernels.h), each [rows] fp32; loss = log(S) + M - T.
+struct RowStats {
+  torch::Tensor global_max, row_sum, target_logit;
+  int64_t start = 0, valid = 0;  // this rank's first global column; its columns below vocab_size
+};
+
+RowStats combined_row_stats(const torch::Tensor& x, const torch::Tensor& t, dist::Communicator& c,
+                            int64_t valid_columns, cudaStream_t stream) {
+  const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
+  RowStats r;
+  r.start = cols * c.rank();
+  r.valid = valid_columns < 0 ? cols : std::min(valid_columns, cols);
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(x.device());
+  torch::Tensor row_max = torch::empty({rows}, f32);
+  r.row_sum = torch::empty({rows}, f32);
+  r.target_logit = torch::empty({rows}, f32);
+  kernels::cross_entropy_row_stats(x.data_ptr(), float_type(x), rows, cols, r.valid, t.data_ptr<int64_t>(), r.start,
+                                   row_max.data_ptr<float>(), r.row_sum.data_ptr<float>(),
+                                   r.target_logit.data_ptr<float>(), stream);
+  r.global_max = row_max;
+  if (c.size() > 1) {
+    r.global_max = row_max.clone();
+    c.all_reduce(r.global_max, dist::ReduceOp::kMax);
+    r.row_sum.mul_((row_max - r.global_max).exp_());
+    c.all_reduce(r.row_sum, dist::ReduceOp::kSum);
+    c.all_reduce(r.target_logit, dist::ReduceOp::kSum);
+  }
+  return r;
+}
+
 struct FusedVocabParallelCrossEntropy : torch::autograd::Function<FusedVocabParallelCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor logits, torch::Tensor target,
                                const dist::CommunicatorPtr& comm, int64_t valid_columns) {
-    dist::Communicator& c = *comm;
-    const int64_t cols = logits.size(-1), rows = logits.numel() / std::max<int64_t>(cols, 1);
-    const int64_t start = cols * c.rank();
-    const int64_t valid = valid_columns < 0 ? cols : std::min(valid_columns, cols);
     torch::Tensor x = logits.contiguous();                    // [rows, cols] in memory
     torch::Tensor t = target.contiguous().to(torch::kInt64);  // [rows]
-    auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(logits.device());
-    torch::Tensor row_max = torch::empty({rows}, f32), row_sum = torch::empty({rows}, f32),
-                  target_logit = torch::empty({rows}, f32);
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(logits.device().index()).stream();
-    kernels::cross_entropy_row_stats(x.data_ptr(), float_type(x), rows, cols, valid, t.data_ptr<int64_t>(), start,
-                                     row_max.data_ptr<float>(), row_sum.data_ptr<float>(),
-                                     target_logit.data_ptr<float>(), stream);
-    torch::Tensor global_max = row_max;
-    if (c.size() > 1) {
-      global_max = row_max.clone();
-      c.all_reduce(global_max, dist::ReduceOp::kMax);
-      row_sum.mul_((row_max - global_max).exp_());
-      c.all_reduce(row_sum, dist::ReduceOp::kSum);
-      c.all_reduce(target_logit, dist::ReduceOp::kSum);
-    }
-    torch::Tensor loss = row_sum.log() + global_max - target_logit;  // [rows] fp32
-    ctx->save_for_backward({x, t, global_max, row_sum.reciprocal()});
-    ctx->saved_data["start"] = start;
-    ctx->saved_data["valid"] = valid;
+    const RowStats r = combined_row_stats(x, t, *comm, valid_columns, stream);
+    torch::Tensor loss = r.row_sum.log() + r.global_max - r.target_logit;  // [rows] fp32
+    ctx->save_for_backward({x, t, r.global_max, r.row_sum.reciprocal()});
+    ctx->saved_data["start"] = r.start;
+    ctx->saved_data["valid"] = r.valid;
     return loss.view(target.sizes());
   }
 
@@ -67,6 +81,28 @@ struct FusedVocabParallelCrossEntropy : torch::autograd::Function<FusedVocabPara
 };
 
 }  // namespace
+
+torch::Tensor fused_cross_entropy_loss_grad_(torch::Tensor& logits, const torch::Tensor& target,
+                                             const dist::CommunicatorPtr& tp, int64_t valid_columns) {
+  MEGATON_ASSERT(logits.is_cuda() && logits.is_contiguous(), "fused cross-entropy needs contiguous CUDA logits");
+  dist::Communicator& c = *tp;
+  const int64_t cols = logits.size(-1), rows = logits.size(0);
+  const torch::Tensor t = target.contiguous();  // [rows] int64
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(logits.device().index()).stream();
+  if (c.size() == 1) {  // one pass over the logits where a row fits in shared memory
+    torch::Tensor loss = torch::empty({rows}, logits.options().dtype(torch::kFloat32));
+    const int64_t valid = valid_columns < 0 ? cols : std::min(valid_columns, cols);
+    if (kernels::cross_entropy_loss_grad(logits.data_ptr(), float_type(logits), rows, cols, valid,
+                                         t.data_ptr<int64_t>(), loss.data_ptr<float>(), stream))
+      return loss;
+  }
+  const RowStats r = combined_row_stats(logits, t, c, valid_columns, stream);
+  torch::Tensor inv_sum = r.row_sum.reciprocal();
+  kernels::cross_entropy_backward(logits.data_ptr(), logits.data_ptr(), float_type(logits), rows, cols, r.valid,
+                                  t.data_ptr<int64_t>(), r.start, r.global_max.data_ptr<float>(),
+                                  inv_sum.data_ptr<float>(), nullptr, stream);
+  return r.row_sum.log() + r.global_max - r.target_logit;  // [rows] fp32
+}
 
 torch::Tensor fused_vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
                                                  const dist::CommunicatorPtr& tp, int64_t valid_columns) {

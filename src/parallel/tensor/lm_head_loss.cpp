@@ -1,0 +1,52 @@
+#include "parallel/tensor/lm_head_loss.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "core/error.h"
+#include "parallel/tensor/cross_entropy.h"
+
+namespace megaton::parallel {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+struct LmHeadCrossEntropy : torch::autograd::Function<LmHeadCrossEntropy> {
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor hidden, torch::Tensor weight, torch::Tensor target,
+                               const dist::CommunicatorPtr& comm, int64_t valid_columns, bool use_fused) {
+    const torch::Tensor h2 = hidden.reshape({-1, hidden.size(-1)}).contiguous();  // [T, h]
+    torch::Tensor logits = torch::mm(h2, weight.t());                             // [T, v]
+    torch::Tensor loss = cross_entropy_loss_grad_(logits, target.reshape({-1}), comm, valid_columns, use_fused);
+    ctx->save_for_backward({h2, weight, logits});  // logits now hold G = softmax - one_hot
+    ctx->saved_data["hidden_sizes"] = hidden.sizes().vec();
+    return loss.view(target.sizes());  // [s, b]
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    auto saved = ctx->get_saved_variables();
+    const torch::Tensor &h2 = saved[0], &weight = saved[1], &g_logits = saved[2];  // [T, h], [v, h], [T, v]
+    const torch::Tensor g = grads[0].reshape({-1, 1});                             // [T, 1] fp32 (fp64)
+    const auto dtype = h2.scalar_type();
+    torch::Tensor d_hidden, d_weight;
+    if (ctx->needs_input_grad(0))
+      d_hidden = (torch::mm(g_logits, weight) * g).to(dtype).view(ctx->saved_data["hidden_sizes"].toIntVector());
+    if (ctx->needs_input_grad(1)) d_weight = torch::mm(g_logits.t(), (h2 * g).to(dtype));  // [v, h]
+    const torch::Tensor none;
+    return {d_hidden, d_weight, none, none, none, none};
+  }
+};
+
+}  // namespace
+
+torch::Tensor lm_head_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
+                                    const torch::Tensor& target, const dist::CommunicatorPtr& tp, int64_t valid_columns,
+                                    bool use_fused) {
+  MEGATON_ASSERT(
+      hidden.dim() == target.dim() + 1 && hidden.sizes().slice(0, target.dim()) == target.sizes() &&
+          weight.dim() == 2 && weight.size(1) == hidden.size(-1) && weight.scalar_type() == hidden.scalar_type(),
+      "lm_head_cross_entropy: hidden ", hidden.sizes(), ", weight ", weight.sizes(), ", targets ", target.sizes());
+  return LmHeadCrossEntropy::apply(hidden, weight, target.to(torch::kInt64), tp, valid_columns, use_fused);
+}
+
+}  // namespace megaton::parallel
