@@ -66,6 +66,44 @@ struct alignas(sizeof(T) * VEC) Pack {
   T v[VEC];
 };
 
+// Runs use(p, pack) for this thread's packs p = threadIdx.x + k * blockDim.x < packs of `packs_in`, kUnroll of them
+// loaded before any is used (bytes in flight for a memory-bound pass).
+template <int kUnroll, typename P, typename Use>
+__device__ __forceinline__ void for_each_pack(const P* packs_in, int64_t packs, Use&& use) {
+  for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kUnroll * static_cast<int64_t>(blockDim.x)) {
+    P pk[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
+      if (p < packs) pk[u] = packs_in[p];
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
+      if (p >= packs) break;
+      use(p, pk[u]);
+    }
+  }
+}
+
+// Joins a pack of the row (its first column `first`; columns >= valid_cols count as -inf) to acc as one (max, sum)
+// pair: its max first, then one rescale of acc and VEC independent exponentials (a tree, not a chain of VEC dependent
+// updates).
+template <typename T, int VEC>
+__device__ __forceinline__ void join_pack(MaxSum& acc, const Pack<T, VEC>& pk, int64_t first, int64_t valid_cols) {
+  float x[VEC], m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    x[k] = first + k < valid_cols ? to_float(pk.v[k]) : -INFINITY;
+    m = fmaxf(m, x[k]);
+  }
+  if (m == -INFINITY) return;  // an all -inf pack adds nothing
+  float e = 0.f;
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) e += __expf(x[k] - m);
+  acc = combine(acc, MaxSum{m, e});
+}
+
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kThreads)
     row_stats_kernel(const T* __restrict__ logits, int64_t cols, int64_t valid_cols, const int64_t* __restrict__ target,
@@ -76,29 +114,7 @@ __global__ void __launch_bounds__(kThreads)
   MaxSum acc{-INFINITY, 0.f};
   const int64_t packs = valid_cols / VEC;
   const auto* rp = reinterpret_cast<const Pack<T, VEC>*>(row);
-  // kUnroll packs per pass, loaded before any is used; each pack joins acc as one (max, sum) pair: its max first, then
-  // one rescale of acc and VEC independent exponentials (a tree, not a chain of VEC dependent updates).
-  constexpr int kUnroll = 4;
-  for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kUnroll * static_cast<int64_t>(blockDim.x)) {
-    Pack<T, VEC> pk[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
-      if (p < packs) pk[u] = rp[p];
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      if (p0 + u * static_cast<int64_t>(blockDim.x) >= packs) break;
-      float x[VEC], m = -INFINITY;
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) x[k] = to_float(pk[u].v[k]), m = fmaxf(m, x[k]);
-      if (m == -INFINITY) continue;  // an all -inf pack adds nothing
-      float e = 0.f;
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) e += __expf(x[k] - m);
-      acc = combine(acc, MaxSum{m, e});
-    }
-  }
+  for_each_pack<4>(rp, packs, [&](int64_t p, const Pack<T, VEC>& pk) { join_pack(acc, pk, p * VEC, valid_cols); });
   for (int64_t c = packs * VEC + threadIdx.x; c < valid_cols; c += blockDim.x) add(acc, to_float(row[c]));
   acc = block_reduce(acc);
   if (threadIdx.x == 0) {
@@ -153,32 +169,10 @@ __global__ void __launch_bounds__(kThreads)
   auto* row = reinterpret_cast<Pack<T, VEC>*>(logits + r * cols);
   const int64_t packs = cols / VEC;
   MaxSum acc{-INFINITY, 0.f};
-  constexpr int kUnroll = 4;
-  for (int64_t p0 = threadIdx.x; p0 < packs; p0 += kUnroll * static_cast<int64_t>(blockDim.x)) {
-    Pack<T, VEC> pk[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
-      if (p < packs) pk[u] = row[p];
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t p = p0 + u * static_cast<int64_t>(blockDim.x);
-      if (p >= packs) break;
-      srow[p] = pk[u];
-      float x[VEC], m = -INFINITY;
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) {
-        x[k] = p * VEC + k < valid_cols ? to_float(pk[u].v[k]) : -INFINITY;  // padding counts as -inf
-        m = fmaxf(m, x[k]);
-      }
-      if (m == -INFINITY) continue;
-      float e = 0.f;
-#pragma unroll
-      for (int k = 0; k < VEC; ++k) e += __expf(x[k] - m);
-      acc = combine(acc, MaxSum{m, e});
-    }
-  }
+  for_each_pack<4>(row, packs, [&](int64_t p, const Pack<T, VEC>& pk) {
+    srow[p] = pk;
+    join_pack(acc, pk, p * VEC, valid_cols);  // padding columns count as -inf
+  });
   acc = block_reduce(acc);  // its __syncthreads orders every thread's shared-memory stores before the reads below
   const int64_t t = target[r];
   if (threadIdx.x == 0) {
