@@ -1,5 +1,6 @@
 // Fused cross-entropy kernels (kernels/cross_entropy_kernels.h): one thread block per row, vectorised 16-byte loads
 // where the row is aligned, fp32 arithmetic whatever the logits' type.
+#include <cooperative_groups.h>
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -20,6 +21,8 @@ using util::from_float;
 using util::to_float;
 
 constexpr int kThreads = 512;
+constexpr int kClusterThreads = 256;  // loss_grad_cluster_kernel's blocks
+constexpr int kL2Threads = 1024;      // loss_grad_l2_kernel's blocks
 
 // (max, sum of exp(x - max)) pairs: the online-softmax monoid. An empty pair is (-inf, 0).
 struct MaxSum {
@@ -41,8 +44,8 @@ __device__ __forceinline__ void add(MaxSum& acc, float x) {
   }
 }
 
-__device__ MaxSum block_reduce(MaxSum v) {
-  __shared__ MaxSum warp_results[kThreads / 32];
+__device__ MaxSum block_reduce(MaxSum v) {  // blockDim.x <= 1024, a multiple of 32
+  __shared__ MaxSum warp_results[32];
   for (int off = 16; off > 0; off >>= 1) {
     MaxSum o{__shfl_xor_sync(0xffffffffu, v.m, off), __shfl_xor_sync(0xffffffffu, v.s, off)};
     v = combine(v, o);
@@ -153,6 +156,24 @@ __global__ void __launch_bounds__(kThreads)
     out[c] = from_float<T>(value(c, to_float(row[c])));
 }
 
+// G = softmax - one_hot(target) for the packs [first, first + n) of a row, read from `packs` (shared or global memory)
+// and written to `out`; this thread's packs only.
+template <typename T, int VEC>
+__device__ __forceinline__ void write_grad(const Pack<T, VEC>* packs, Pack<T, VEC>* out, int64_t n, int64_t first,
+                                           int64_t valid_cols, int64_t t, float m, float inv) {
+  for (int64_t p = threadIdx.x; p < n; p += blockDim.x) {
+    const Pack<T, VEC> in = packs[p];
+    Pack<T, VEC> o;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) {
+      const int64_t c = (first + p) * VEC + k;
+      const float q = c < valid_cols ? __expf(to_float(in.v[k]) - m) * inv : 0.f;
+      o.v[k] = from_float<T>(c == t ? q - 1.f : q);
+    }
+    out[p] = o;
+  }
+}
+
 // One TP rank holding the whole vocabulary, a row in shared memory: the row is read once from global memory (its packs
 // stored to shared memory and joined to the (max, sum) as row_stats_kernel does), the loss written, and the gradient
 // softmax - one_hot(target) written over the logits from the shared copy. Requires 16-byte aligned rows (cols % VEC
@@ -182,18 +203,82 @@ __global__ void __launch_bounds__(kThreads)
     stats[1] = 1.f / acc.s;
   }
   __syncthreads();
-  const float m = stats[0], inv = stats[1];
-  for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
-    const Pack<T, VEC> in = srow[p];
-    Pack<T, VEC> o;
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      const int64_t c = p * VEC + k;
-      const float q = c < valid_cols ? __expf(to_float(in.v[k]) - m) * inv : 0.f;
-      o.v[k] = from_float<T>(c == t ? q - 1.f : q);
+  write_grad(srow, row, packs, 0, valid_cols, t, stats[0], stats[1]);
+}
+
+// loss_grad_kernel with a row split over a cluster of kCluster blocks (sm_90): each block keeps its slice of the row in
+// its shared memory, the blocks' (max, sum) pairs meet through distributed shared memory, and each block writes the
+// gradient of its slice. Smaller blocks with less shared memory each, so more of them share an SM and one block's
+// loads overlap another's stores.
+template <typename T, int kCluster>
+__global__ void __launch_bounds__(kClusterThreads)
+    loss_grad_cluster_kernel(T* logits, int64_t cols, int64_t valid_cols, const int64_t* __restrict__ target,
+                             float* __restrict__ loss) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  namespace cg = cooperative_groups;
+  constexpr int VEC = 16 / sizeof(T);
+  extern __shared__ __align__(16) unsigned char smem[];
+  auto* slice = reinterpret_cast<Pack<T, VEC>*>(smem);  // [per]
+  __shared__ MaxSum part;
+  __shared__ float stats[2];  // max, 1 / sum
+  cg::cluster_group cluster = cg::this_cluster();
+  const int rank = static_cast<int>(cluster.block_rank());
+  const int64_t r = blockIdx.x / kCluster;
+  const int64_t packs = cols / VEC, per = (packs + kCluster - 1) / kCluster, first = rank * per;
+  const int64_t mine = first >= packs ? 0 : (packs - first < per ? packs - first : per);
+  auto* row = reinterpret_cast<Pack<T, VEC>*>(logits + r * cols) + first;
+  MaxSum acc{-INFINITY, 0.f};
+  for_each_pack<4>(row, mine, [&](int64_t p, const Pack<T, VEC>& pk) {
+    slice[p] = pk;
+    join_pack(acc, pk, (first + p) * VEC, valid_cols);
+  });
+  acc = block_reduce(acc);
+  if (threadIdx.x == 0) part = acc;
+  cluster.sync();  // every block's pair and slice visible to the cluster
+  const int64_t t = target[r];
+  if (threadIdx.x == 0) {
+    MaxSum all{-INFINITY, 0.f};
+    for (int k = 0; k < kCluster; ++k) all = combine(all, *cluster.map_shared_rank(&part, k));
+    stats[0] = all.m;
+    stats[1] = 1.f / all.s;
+    if (rank == 0) {
+      float xt = 0.f;
+      if (t >= 0 && t < valid_cols) {
+        const int64_t tp = t / VEC;
+        const int owner = static_cast<int>(tp / per);
+        xt = to_float(cluster.map_shared_rank(slice, owner)[tp - owner * per].v[t % VEC]);
+      }
+      loss[r] = logf(all.s) + all.m - xt;
     }
-    row[p] = o;
   }
+  cluster.sync();  // the remote reads are done before any block moves on; stats visible to the block
+  write_grad(slice, row, mine, first, valid_cols, t, stats[0], stats[1]);
+#endif
+}
+
+// The row read twice from global memory, the second time (right after the first, by the same block) mostly from L2,
+// and no shared-memory row: blocks of kL2Threads.
+template <typename T>
+__global__ void __launch_bounds__(kL2Threads)
+    loss_grad_l2_kernel(T* logits, int64_t cols, int64_t valid_cols, const int64_t* __restrict__ target,
+                        float* __restrict__ loss) {
+  constexpr int VEC = 16 / sizeof(T);
+  __shared__ float stats[2];  // max, 1 / sum
+  const int64_t r = blockIdx.x;
+  auto* row = reinterpret_cast<Pack<T, VEC>*>(logits + r * cols);
+  const int64_t packs = cols / VEC;
+  MaxSum acc{-INFINITY, 0.f};
+  for_each_pack<4>(row, packs, [&](int64_t p, const Pack<T, VEC>& pk) { join_pack(acc, pk, p * VEC, valid_cols); });
+  acc = block_reduce(acc);
+  const int64_t t = target[r];
+  if (threadIdx.x == 0) {
+    const float xt = (t >= 0 && t < valid_cols) ? to_float(row[t / VEC].v[t % VEC]) : 0.f;
+    loss[r] = logf(acc.s) + acc.m - xt;
+    stats[0] = acc.m;
+    stats[1] = 1.f / acc.s;
+  }
+  __syncthreads();
+  write_grad(row, row, packs, 0, valid_cols, t, stats[0], stats[1]);
 }
 
 bool aligned16(const void* p, int64_t cols, int elem) {
@@ -226,43 +311,100 @@ void launch_backward(const void* logits, void* grad, int64_t rows, int64_t cols,
   check(cudaGetLastError(), "cross_entropy_backward launch");
 }
 
-// Dynamic shared memory loss_grad_kernel needs for a row, or 0 when it does not take the row (misaligned, or larger
-// than the device's per-block opt-in shared memory less the kernel's static part).
-int64_t loss_grad_smem(const void* logits, int64_t cols, int elem) {
-  if (!aligned16(logits, cols, elem)) return 0;
+// The device's per-block opt-in shared memory, or 0 when it cannot be read.
+int optin_smem() {
   int device = 0, optin = 0;
   if (cudaGetDevice(&device) != cudaSuccess ||
       cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
     return 0;
-  constexpr int64_t kStatic = 1024;  // block_reduce's per-warp pairs and the row's two statistics, with room
-  const int64_t bytes = cols * elem;
-  return bytes + kStatic <= optin ? bytes : 0;
+  return optin;
+}
+
+constexpr int64_t kStaticSmem = 1024;  // block_reduce's per-warp pairs and the row's statistics, with room
+
+template <typename K>
+void allow_smem(K kernel, int64_t bytes) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+        "cross_entropy_loss_grad shared memory");
 }
 
 template <typename T>
-bool launch_loss_grad(void* logits, int64_t rows, int64_t cols, int64_t valid_cols, const int64_t* target, float* loss,
-                      cudaStream_t s) {
-  const int64_t smem = loss_grad_smem(logits, cols, sizeof(T));
-  if (smem == 0) return false;
-  check(cudaFuncSetAttribute(loss_grad_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)),
-        "cross_entropy_loss_grad shared memory");
-  loss_grad_kernel<T><<<rows, kThreads, smem, s>>>(static_cast<T*>(logits), cols, valid_cols, target, loss);
-  check(cudaGetLastError(), "cross_entropy_loss_grad launch");
+bool launch_shared_row(T* logits, int64_t rows, int64_t cols, int64_t valid, const int64_t* target, float* loss,
+                       cudaStream_t s) {
+  const int64_t smem = cols * static_cast<int64_t>(sizeof(T));
+  if (smem + kStaticSmem > optin_smem()) return false;
+  allow_smem(loss_grad_kernel<T>, smem);
+  loss_grad_kernel<T><<<rows, kThreads, smem, s>>>(logits, cols, valid, target, loss);
   return true;
+}
+
+template <typename T, int kCluster>
+bool launch_cluster(T* logits, int64_t rows, int64_t cols, int64_t valid, const int64_t* target, float* loss,
+                    cudaStream_t s) {
+  int device = 0, major = 0;
+  cudaFuncAttributes fa{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 9 ||
+      cudaFuncGetAttributes(&fa, loss_grad_cluster_kernel<T, kCluster>) != cudaSuccess || fa.binaryVersion < 90)
+    return false;  // clusters need sm_90 hardware and code
+  constexpr int64_t VEC = 16 / sizeof(T);
+  const int64_t per = (cols / VEC + kCluster - 1) / kCluster, smem = per * 16;
+  if (smem + kStaticSmem > optin_smem()) return false;
+  allow_smem(loss_grad_cluster_kernel<T, kCluster>, smem);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(static_cast<unsigned>(rows * kCluster));
+  cfg.blockDim = dim3(kClusterThreads);
+  cfg.dynamicSmemBytes = static_cast<size_t>(smem);
+  cfg.stream = s;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeClusterDimension;
+  attr[0].val.clusterDim.x = kCluster;
+  attr[0].val.clusterDim.y = 1;
+  attr[0].val.clusterDim.z = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  check(cudaLaunchKernelEx(&cfg, loss_grad_cluster_kernel<T, kCluster>, logits, cols, valid, target, loss),
+        "cross_entropy_loss_grad cluster launch");
+  return true;
+}
+
+template <typename T>
+bool launch_loss_grad(void* logits_v, int64_t rows, int64_t cols, int64_t valid, const int64_t* target, float* loss,
+                      LossGradVariant v, cudaStream_t s) {
+  if (!aligned16(logits_v, cols, sizeof(T))) return false;
+  T* logits = static_cast<T*>(logits_v);
+  bool launched = false;
+  switch (v) {
+    case LossGradVariant::kSharedRow:
+      launched = launch_shared_row(logits, rows, cols, valid, target, loss, s);
+      break;
+    case LossGradVariant::kCluster4:
+      launched = launch_cluster<T, 4>(logits, rows, cols, valid, target, loss, s);
+      break;
+    case LossGradVariant::kCluster8:
+      launched = launch_cluster<T, 8>(logits, rows, cols, valid, target, loss, s);
+      break;
+    case LossGradVariant::kL2:
+      loss_grad_l2_kernel<T><<<rows, kL2Threads, 0, s>>>(logits, cols, valid, target, loss);
+      launched = true;
+      break;
+  }
+  if (launched) check(cudaGetLastError(), "cross_entropy_loss_grad launch");
+  return launched;
 }
 
 }  // namespace
 
 bool cross_entropy_loss_grad(void* logits, FloatType type, int64_t rows, int64_t cols, int64_t valid_cols,
-                             const int64_t* target, float* loss, cudaStream_t stream) {
+                             const int64_t* target, float* loss, cudaStream_t stream, LossGradVariant variant) {
   if (rows == 0) return true;
   switch (type) {
     case FloatType::kFloat32:
-      return launch_loss_grad<float>(logits, rows, cols, valid_cols, target, loss, stream);
+      return launch_loss_grad<float>(logits, rows, cols, valid_cols, target, loss, variant, stream);
     case FloatType::kBFloat16:
-      return launch_loss_grad<__nv_bfloat16>(logits, rows, cols, valid_cols, target, loss, stream);
+      return launch_loss_grad<__nv_bfloat16>(logits, rows, cols, valid_cols, target, loss, variant, stream);
     case FloatType::kFloat16:
-      return launch_loss_grad<__half>(logits, rows, cols, valid_cols, target, loss, stream);
+      return launch_loss_grad<__half>(logits, rows, cols, valid_cols, target, loss, variant, stream);
   }
   return false;
 }

@@ -33,12 +33,22 @@ void cross_entropy_backward(const void* logits, void* grad, FloatType type, int6
                             int64_t valid_cols, const int64_t* target, int64_t start, const float* global_max,
                             const float* inv_sum, const float* grad_loss, cudaStream_t stream);
 
-/// Loss and unscaled gradient in one pass, for logits holding the whole vocabulary (TP = 1): loss [rows] fp32 =
-/// log(S) + M - x[target] as above, and the logits overwritten with softmax - one_hot(target) (0 on padding). Each row
-/// is read from global memory once (kept in shared memory: cols * element bytes, up to the device's per-block opt-in
-/// limit; a 16-byte aligned row). Returns false, launching nothing, when the row does not fit that (the caller runs
-/// cross_entropy_row_stats and an in-place cross_entropy_backward with grad_loss null instead).
+/// How cross_entropy_loss_grad reads a row once. kSharedRow: a block of 512 threads per row, the row in its shared
+/// memory (cols * element bytes, up to the device's per-block opt-in limit). kCluster4 / kCluster8: the row split
+/// over a cluster of 4 / 8 blocks of 256 threads, each holding its slice in shared memory, the partial (max, sum)
+/// pairs exchanged through distributed shared memory (sm_90 hardware and code). kL2: a block of 1024 threads per row
+/// reads it twice from global memory, the second read right after the first (mostly from L2), no shared-memory row.
+/// perf/bench_cross_entropy.cpp (BM_CrossEntropyLossGradVariants) measures them against the two-kernel path.
+enum class LossGradVariant { kSharedRow, kCluster4, kCluster8, kL2 };
+
+/// Loss and unscaled gradient at once, for logits holding the whole vocabulary (TP = 1): loss [rows] fp32 =
+/// log(S) + M - x[target] as above, and the logits overwritten with softmax - one_hot(target) (0 on padding), each
+/// row read from global memory once (but kL2's second read) and written once. Needs 16-byte aligned rows. Returns
+/// false, launching nothing, when `variant` does not take the row (misaligned, too large for shared memory, no sm_90
+/// for a cluster): the caller then runs cross_entropy_row_stats and an in-place cross_entropy_backward with grad_loss
+/// null.
 bool cross_entropy_loss_grad(void* logits, FloatType type, int64_t rows, int64_t cols, int64_t valid_cols,
-                             const int64_t* target, float* loss, cudaStream_t stream);
+                             const int64_t* target, float* loss, cudaStream_t stream,
+                             LossGradVariant variant = LossGradVariant::kCluster4);
 
 }  // namespace megaton::kernels

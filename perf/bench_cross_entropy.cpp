@@ -5,11 +5,22 @@
 // BM_LmHeadLossVsSeparate: the LM head's GEMM and the loss, forward + backward, as training runs them at the 124M and
 // 1.3B sizes: parallel::lm_head_cross_entropy (the logits' gradient written in the forward pass, one pass over the
 // logits less) against parallel_lm_logits + vocab_parallel_cross_entropy (the fused kernels), "aten" in the counters.
+// BM_CrossEntropyLossGradVariants: kernels::cross_entropy_loss_grad's variants (range 1; 4 = the two-kernel path:
+// row statistics, then the gradient in place) on bf16 logits [rows, 50304], GPU time per call (CUDA events) and the
+// bytes a one-pass kernel moves (the logits read and written once) per second.
 //   build/perf/bench_cross_entropy [--benchmark_min_time=1]     (reports an error row without a CUDA device)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <string>
+
 #include "bench_alternate.h"
+#include "bench_gpu_seconds.h"
+#ifdef MEGATON_HAVE_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include "cross_entropy_kernels.h"
+#endif
 #include "parallel/self_communicator.h"
 #include "parallel/tensor/cross_entropy.h"
 #include "parallel/tensor/layers.h"
@@ -62,8 +73,64 @@ void BM_LmHeadLossVsSeparate(benchmark::State& state) {
       fused, separate, 0, 0);
 }
 
+void BM_CrossEntropyLossGradVariants(benchmark::State& state) {
+#ifndef MEGATON_HAVE_CUDA
+  state.SkipWithError("not a CUDA build (-DMEGATON_CUDA=ON)");
+#else
+  if (!torch::cuda::is_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+  const int64_t rows = state.range(0), vocab = 50304, valid = 50257;
+  const int variant = static_cast<int>(state.range(1));
+  auto opts = torch::TensorOptions().device(torch::kCUDA);
+  torch::Tensor logits = (torch::randn({rows, vocab}, opts) * 3).to(torch::kBFloat16);
+  torch::Tensor target = torch::randint(0, valid, {rows}, opts.dtype(torch::kInt64));
+  torch::Tensor loss = torch::empty({rows}, opts);
+  auto f32 = opts.dtype(torch::kFloat32);
+  torch::Tensor mx = torch::empty({rows}, f32), sum = torch::empty({rows}, f32), tl = torch::empty({rows}, f32);
+  const cudaStream_t s = c10::cuda::getCurrentCUDAStream().stream();
+  const auto bf16 = kernels::FloatType::kBFloat16;
+  bool ok = true;
+  auto call = [&] {
+    if (variant < 4) {
+      ok &= kernels::cross_entropy_loss_grad(logits.data_ptr(), bf16, rows, vocab, valid, target.data_ptr<int64_t>(),
+                                             loss.data_ptr<float>(), s, static_cast<kernels::LossGradVariant>(variant));
+    } else {  // the two-kernel path (the statistics stand in for their inverse: same traffic)
+      kernels::cross_entropy_row_stats(logits.data_ptr(), bf16, rows, vocab, valid, target.data_ptr<int64_t>(), 0,
+                                       mx.data_ptr<float>(), sum.data_ptr<float>(), tl.data_ptr<float>(), s);
+      kernels::cross_entropy_backward(logits.data_ptr(), logits.data_ptr(), bf16, rows, vocab, valid,
+                                      target.data_ptr<int64_t>(), 0, mx.data_ptr<float>(), sum.data_ptr<float>(),
+                                      nullptr, s);
+    }
+  };
+  perf::gpu_seconds(call, 1);  // warm-up
+  if (!ok) {
+    state.SkipWithError("variant not taken on this device");
+    return;
+  }
+  double t = 0;
+  int64_t n = 0;
+  for (auto _ : state) {
+    const double sec = perf::gpu_seconds(call, 5);
+    t += sec, ++n;
+    state.SetIterationTime(sec);
+  }
+  const double bytes = 2.0 * double(rows * vocab) * 2.0;  // read + write, bf16
+  state.counters["us"] = t / double(n) * 1e6;
+  state.counters["GBps"] = bytes * double(n) / t / 1e9;
+  const char* names[] = {"shared row", "cluster of 4", "cluster of 8", "L2 re-read", "two kernels"};
+  state.SetLabel(names[variant]);
+#endif
+}
+
 }  // namespace
 
+BENCHMARK(BM_CrossEntropyLossGradVariants)
+    ->ArgsProduct({{32768, 16384}, {0, 1, 2, 3, 4}})
+    ->UseManualTime()
+    ->Iterations(20)
+    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_LmHeadLossVsSeparate)
     ->Args({32768, 768})
     ->Args({16384, 2048})

@@ -15,6 +15,11 @@
 #include "parallel/tensor/cross_entropy.h"
 #include "parallel/tensor/layers.h"
 #include "parallel/tensor/lm_head_loss.h"
+#ifdef MEGATON_HAVE_CUDA
+#include <c10/cuda/CUDAStream.h>
+
+#include "cross_entropy_kernels.h"  // kernels/
+#endif
 
 using namespace megaton;
 
@@ -104,12 +109,26 @@ TEST(KernelsLmHeadLoss, LossGradKernelsMatchAten) {
       torch::Tensor target = torch::randint(0, valid < 0 ? v : valid, {rows}, o.dtype(torch::kInt64));
       torch::Tensor ref = logits.clone(), got = logits.clone();
       const torch::Tensor ref_loss = parallel::cross_entropy_loss_grad_(ref, target, tp, valid, false);
-      const torch::Tensor got_loss = parallel::cross_entropy_loss_grad_(got, target, tp, valid, true);
-      const std::string what = std::string(c10::toString(dtype)) + " v=" + std::to_string(v);
-      EXPECT_LT((got_loss - ref_loss).abs().max().item<double>(), 5e-5) << what;
       const double grad_tol = dtype == torch::kFloat32 ? 1e-6 : 4e-3;  // bf16: an ulp of values up to 1
-      EXPECT_LT((got.to(torch::kFloat32) - ref.to(torch::kFloat32)).abs().max().item<double>(), grad_tol) << what;
-      if (valid > 0) EXPECT_EQ(got.narrow(1, valid, v - valid).abs().max().item<double>(), 0.0) << what;
+      auto expect_matches = [&](const torch::Tensor& loss, const torch::Tensor& grad, const std::string& what) {
+        EXPECT_LT((loss - ref_loss).abs().max().item<double>(), 5e-5) << what;
+        EXPECT_LT((grad.to(torch::kFloat32) - ref.to(torch::kFloat32)).abs().max().item<double>(), grad_tol) << what;
+        if (valid > 0) EXPECT_EQ(grad.narrow(1, valid, v - valid).abs().max().item<double>(), 0.0) << what;
+      };
+      const std::string what = std::string(c10::toString(dtype)) + " v=" + std::to_string(v);
+      const torch::Tensor got_loss = parallel::cross_entropy_loss_grad_(got, target, tp, valid, true);
+      expect_matches(got_loss, got, what);
+      // Every variant of the one-pass kernel directly (those a row is not taken by launch nothing).
+      for (auto variant : {kernels::LossGradVariant::kSharedRow, kernels::LossGradVariant::kCluster4,
+                           kernels::LossGradVariant::kCluster8, kernels::LossGradVariant::kL2}) {
+        torch::Tensor x = logits.clone(), loss = torch::empty({rows}, o.dtype(torch::kFloat32));
+        const auto type = dtype == torch::kFloat32 ? kernels::FloatType::kFloat32 : kernels::FloatType::kBFloat16;
+        const bool taken = kernels::cross_entropy_loss_grad(x.data_ptr(), type, rows, v, valid < 0 ? v : valid,
+                                                            target.data_ptr<int64_t>(), loss.data_ptr<float>(),
+                                                            c10::cuda::getCurrentCUDAStream().stream(), variant);
+        EXPECT_EQ(taken, v % 8 == 0) << what << " variant " << static_cast<int>(variant);  // aligned rows on an H200
+        if (taken) expect_matches(loss, x, what + " variant " + std::to_string(static_cast<int>(variant)));
+      }
     }
   }
 }

@@ -27,11 +27,15 @@ struct LmHeadCrossEntropy : torch::autograd::Function<LmHeadCrossEntropy> {
     auto saved = ctx->get_saved_variables();
     const torch::Tensor &h2 = saved[0], &weight = saved[1], &g_logits = saved[2];  // [T, h], [v, h], [T, v]
     const torch::Tensor g = grads[0].reshape({-1, 1});                             // [T, 1] fp32 (fp64)
-    const auto dtype = h2.scalar_type();
+    // x * g per row, computed in g's precision and rounded once to x's dtype (one pass over the small operand).
+    auto scaled_rows = [&](const torch::Tensor& x) {
+      torch::Tensor out = torch::empty_like(x);
+      return torch::mul_out(out, x, g);
+    };
     torch::Tensor d_hidden, d_weight;
     if (ctx->needs_input_grad(0))
-      d_hidden = (torch::mm(g_logits, weight) * g).to(dtype).view(ctx->saved_data["hidden_sizes"].toIntVector());
-    if (ctx->needs_input_grad(1)) d_weight = torch::mm(g_logits.t(), (h2 * g).to(dtype));  // [v, h]
+      d_hidden = scaled_rows(torch::mm(g_logits, weight)).view(ctx->saved_data["hidden_sizes"].toIntVector());
+    if (ctx->needs_input_grad(1)) d_weight = torch::mm(g_logits.t(), scaled_rows(h2));  // [v, h]
     const torch::Tensor none;
     return {d_hidden, d_weight, none, none, none, none};
   }
