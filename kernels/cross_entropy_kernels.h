@@ -49,6 +49,6 @@ enum class LossGradVariant { kSharedRow, kCluster4, kCluster8, kL2 };
 /// null.
 bool cross_entropy_loss_grad(void* logits, FloatType type, int64_t rows, int64_t cols, int64_t valid_cols,
                              const int64_t* target, float* loss, cudaStream_t stream,
-                             LossGradVariant variant = LossGradVariant::kCluster4);
+                             LossGradVariant variant = LossGradVariant::kSharedRow);
 
 }  // namespace megaton::kernels

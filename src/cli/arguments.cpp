@@ -51,8 +51,8 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("no-fused-layernorm", po::bool_switch(&a.no_fused_layernorm), "ATen's LayerNorm on CUDA, not megaton's kernel")
       ("gemm-epilogue-fusion", po::bool_switch(&a.gemm_epilogue_fusion),
        "CUDA: fc1's bias and GELU (tanh) in its GEMM's cuBLASLt epilogue (experimental, docs/model.md)")
-      ("no-fused-lm-head-loss", po::bool_switch(&a.no_fused_lm_head_loss),
-       "the logits' gradient in the backward (as Megatron), not computed with the loss into the logits' buffer")
+      ("fused-lm-head-loss", po::bool_switch(&a.fused_lm_head_loss),
+       "the LM head and its loss as one op: the logits' gradient written over the logits in the forward (less memory)")
       ("no-gradient-accumulation-fusion", po::bool_switch(&a.no_gradient_accumulation_fusion),
        "linear layers return weight gradients to autograd instead of adding them to the fp32 main grads")
       ("no-query-key-layer-scaling", po::bool_switch()->notifier([&a](bool v) {
