@@ -11,7 +11,7 @@
 #   6. the unit tests (UNIT_FILTER, default all; CPU tests on this machine), if time is left        -> unit_tests.log
 #   7. perf/sweep over perf/sweep/configs/h200-1gpu.txt with the time left, and `megaton plan --check` -> sweep/
 # Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
-# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none), SKIP ("" or words of: bench train (the profiled runs) ckpt peer generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
+# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none), SKIP ("" or words of: bench train (the profiled runs) ckpt peer generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
@@ -90,7 +90,7 @@ for c in $CONFIGS; do
 done
 # A/B: the same runs (no profile) with the defaults and with each flag set of AB_FLAGS (';'-separated): the step time
 # each way and the losses, which must agree to bf16 rounding (compare_runs.py).
-AB_FLAGS=${AB_FLAGS---gemm-epilogue-fusion;--no-fused-layernorm}
+AB_FLAGS=${AB_FLAGS---no-gemm-epilogue-fusion;--no-fused-layernorm}
 ab_run() {  # config tag flags...
   local c=$1 tag=$2; shift 2
   phase "megaton $c A/B $tag ${*:-(defaults)}"

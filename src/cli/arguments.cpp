@@ -49,8 +49,10 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("checkpoint-num-layers", val(a.checkpoint_num_layers), "layers per recomputed chunk")
       ("no-bias-gelu-fusion", po::bool_switch(&a.no_bias_gelu_fusion), "accepted for compatibility (GLU needs it)")
       ("no-fused-layernorm", po::bool_switch(&a.no_fused_layernorm), "ATen's LayerNorm on CUDA, not megaton's kernel")
+      ("no-gemm-epilogue-fusion", po::bool_switch(&a.no_gemm_epilogue_fusion),
+       "CUDA: fc1's bias and GELU as separate ATen ops instead of in its GEMM's cuBLASLt epilogue")
       ("gemm-epilogue-fusion", po::bool_switch(&a.gemm_epilogue_fusion),
-       "CUDA: fc1's bias and GELU (tanh) in its GEMM's cuBLASLt epilogue (experimental, docs/model.md)")
+       "the default (fc1's bias and GELU in its GEMM's cuBLASLt epilogue on CUDA); given, warns where it cannot apply")
       ("fused-lm-head-loss", po::bool_switch(&a.fused_lm_head_loss),
        "the LM head and its loss as one op: the logits' gradient written over the logits in the forward (less memory)")
       ("no-gradient-accumulation-fusion", po::bool_switch(&a.no_gradient_accumulation_fusion),
@@ -242,6 +244,8 @@ void validate_model(ModelArgs& m) {
     m.kv_channels = m.hidden_size / m.num_attention_heads;
   }
   if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
+  MEGATON_CHECK(!(m.gemm_epilogue_fusion && m.no_gemm_epilogue_fusion), UsageError,
+                "--gemm-epilogue-fusion and --no-gemm-epilogue-fusion contradict each other");
   MEGATON_CHECK(m.position_embedding_type == "absolute" || m.position_embedding_type == "rotary" ||
                     m.position_embedding_type == "alibi",
                 UsageError, "--position-embedding-type: expected absolute|rotary|alibi, got '",

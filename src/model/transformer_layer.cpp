@@ -58,7 +58,7 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   const int n = tp->size();
   local_heads_ = heads / n;
   bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh;
-  gemm_epilogue_ = m.gemm_epilogue_fusion;
+  gemm_epilogue_ = !m.no_gemm_epilogue_fusion;  // where ops::gemm_epilogue_supported, else ATen
   const std::string p = "layers." + std::to_string(index) + ".";
   auto ln = [&](const std::string& name, bool weight) {
     return f.make({p + name, {h}, -1, {}, weight ? InitSpec::ones() : InitSpec::zeros(), 0, true});
@@ -135,8 +135,9 @@ torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
   const parallel::ColumnParallelLinear& fc1 = *fc1_;
   const parallel::RowParallelLinear& fc2 = *fc2_;
   if (bias_gelu_mlp_ && fc1.bias.defined()) {
-    // Megatron's bias-GeLU fusion (GELU backward + fc1 bias gradient in one kernel; with --gemm-epilogue-fusion, fc1
-    // forward in a cuBLASLt epilogue); the TP mappings of fc1 (column) and fc2 (row) around it.
+    // Megatron's bias-GeLU fusion (GELU backward + fc1 bias gradient in one kernel; on CUDA bf16/fp16 fc1's forward
+    // in a cuBLASLt epilogue unless --no-gemm-epilogue-fusion); the TP mappings of fc1 (column) and fc2 (row) around
+    // it.
     const dist::CommunicatorPtr& tp = fc2.tp();
     const bool one_rank = tp->size() == 1;
     // [s, b, h], partial over TP (fc2's bias added after the reduction)

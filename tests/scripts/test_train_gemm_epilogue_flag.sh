@@ -1,6 +1,7 @@
 #!/bin/bash
-# --gemm-epilogue-fusion where the MLP cannot take it (here: a CPU run, fp32) says so on rank 0 and changes nothing:
-# the losses equal those of the run without the flag, bit for bit. (The CUDA path itself is checked on a GPU by
+# --gemm-epilogue-fusion (the default, asked for explicitly) where the MLP cannot take it (here: a CPU run, fp32) says
+# so on rank 0 and changes nothing: the losses equal those of the run without the flag, bit for bit, and so do those of
+# --no-gemm-epilogue-fusion; the two flags together are a usage error. (The CUDA path itself is checked on a GPU by
 # KernelsGemmEpilogue.* and perf/gpu/session_batch.sh's A/B.)
 set -euo pipefail
 BUILD=$1 SRC=$2
@@ -15,4 +16,11 @@ grep -q -- "--gemm-epilogue-fusion: not applied (it needs a CUDA device" "$work/
   { echo "FAIL: no warning that --gemm-epilogue-fusion is not applied"; tail -5 "$work/flag.log"; exit 1; }
 grep -q -- "--gemm-epilogue-fusion: not applied" "$work/plain.log" && { echo "FAIL: warning without the flag"; exit 1; }
 compare_losses "$work/plain.jsonl" "$work/flag.jsonl" 0
+run_train 1 "${common[@]}" --no-gemm-epilogue-fusion --metrics-file "$work/off.jsonl" > "$work/off.log" 2>&1 ||
+  { tail "$work/off.log"; exit 1; }
+compare_losses "$work/plain.jsonl" "$work/off.jsonl" 0
+if run_train 1 "${common[@]}" --gemm-epilogue-fusion --no-gemm-epilogue-fusion > "$work/both.log" 2>&1; then
+  echo "FAIL: both flags accepted"; exit 1
+fi
+grep -q "contradict each other" "$work/both.log" || { echo "FAIL: no usage error for both flags"; tail -5 "$work/both.log"; exit 1; }
 echo PASS
