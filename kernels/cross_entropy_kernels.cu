@@ -174,6 +174,22 @@ __device__ __forceinline__ void write_grad(const Pack<T, VEC>* packs, Pack<T, VE
   }
 }
 
+// The end of a one-block row (acc valid in thread 0 after block_reduce): thread 0 writes the row's loss, the target's
+// logit read from `packs`, and the block's threads write the gradient of the n packs from `packs` over `out`.
+template <typename T, int VEC>
+__device__ __forceinline__ void finish_row(MaxSum acc, const Pack<T, VEC>* packs, Pack<T, VEC>* out, int64_t n,
+                                           int64_t valid_cols, int64_t t, float* loss) {
+  __shared__ float stats[2];  // max, 1 / sum
+  if (threadIdx.x == 0) {
+    const float xt = (t >= 0 && t < valid_cols) ? to_float(packs[t / VEC].v[t % VEC]) : 0.f;
+    *loss = logf(acc.s) + acc.m - xt;
+    stats[0] = acc.m;
+    stats[1] = 1.f / acc.s;
+  }
+  __syncthreads();
+  write_grad(packs, out, n, 0, valid_cols, t, stats[0], stats[1]);
+}
+
 // One TP rank holding the whole vocabulary, a row in shared memory: the row is read once from global memory (its packs
 // stored to shared memory and joined to the (max, sum) as row_stats_kernel does), the loss written, and the gradient
 // softmax - one_hot(target) written over the logits from the shared copy. Requires 16-byte aligned rows (cols % VEC
@@ -185,7 +201,6 @@ __global__ void __launch_bounds__(kThreads)
   constexpr int VEC = 16 / sizeof(T);
   extern __shared__ __align__(16) unsigned char smem[];
   auto* srow = reinterpret_cast<Pack<T, VEC>*>(smem);  // [cols / VEC]
-  __shared__ float stats[2];                           // max, 1 / sum
   const int64_t r = blockIdx.x;
   auto* row = reinterpret_cast<Pack<T, VEC>*>(logits + r * cols);
   const int64_t packs = cols / VEC;
@@ -195,15 +210,7 @@ __global__ void __launch_bounds__(kThreads)
     join_pack(acc, pk, p * VEC, valid_cols);  // padding columns count as -inf
   });
   acc = block_reduce(acc);  // its __syncthreads orders every thread's shared-memory stores before the reads below
-  const int64_t t = target[r];
-  if (threadIdx.x == 0) {
-    const float xt = (t >= 0 && t < valid_cols) ? to_float(srow[t / VEC].v[t % VEC]) : 0.f;
-    loss[r] = logf(acc.s) + acc.m - xt;
-    stats[0] = acc.m;
-    stats[1] = 1.f / acc.s;
-  }
-  __syncthreads();
-  write_grad(srow, row, packs, 0, valid_cols, t, stats[0], stats[1]);
+  finish_row(acc, srow, row, packs, valid_cols, target[r], loss + r);
 }
 
 // loss_grad_kernel with a row split over a cluster of kCluster blocks (sm_90): each block keeps its slice of the row in
@@ -263,22 +270,13 @@ __global__ void __launch_bounds__(kL2Threads)
     loss_grad_l2_kernel(T* logits, int64_t cols, int64_t valid_cols, const int64_t* __restrict__ target,
                         float* __restrict__ loss) {
   constexpr int VEC = 16 / sizeof(T);
-  __shared__ float stats[2];  // max, 1 / sum
   const int64_t r = blockIdx.x;
   auto* row = reinterpret_cast<Pack<T, VEC>*>(logits + r * cols);
   const int64_t packs = cols / VEC;
   MaxSum acc{-INFINITY, 0.f};
   for_each_pack<4>(row, packs, [&](int64_t p, const Pack<T, VEC>& pk) { join_pack(acc, pk, p * VEC, valid_cols); });
   acc = block_reduce(acc);
-  const int64_t t = target[r];
-  if (threadIdx.x == 0) {
-    const float xt = (t >= 0 && t < valid_cols) ? to_float(row[t / VEC].v[t % VEC]) : 0.f;
-    loss[r] = logf(acc.s) + acc.m - xt;
-    stats[0] = acc.m;
-    stats[1] = 1.f / acc.s;
-  }
-  __syncthreads();
-  write_grad(row, row, packs, 0, valid_cols, t, stats[0], stats[1]);
+  finish_row(acc, row, row, packs, valid_cols, target[r], loss + r);
 }
 
 bool aligned16(const void* p, int64_t cols, int elem) {

@@ -74,13 +74,8 @@ void BM_LmHeadLossVsSeparate(benchmark::State& state) {
 }
 
 void BM_CrossEntropyLossGradVariants(benchmark::State& state) {
-#ifndef MEGATON_HAVE_CUDA
-  state.SkipWithError("not a CUDA build (-DMEGATON_CUDA=ON)");
-#else
-  if (!torch::cuda::is_available()) {
-    state.SkipWithError("no CUDA device");
-    return;
-  }
+  if (perf::skip_without_cuda(state)) return;
+#ifdef MEGATON_HAVE_CUDA
   const int64_t rows = state.range(0), vocab = 50304, valid = 50257;
   const int variant = static_cast<int>(state.range(1));
   auto opts = torch::TensorOptions().device(torch::kCUDA);

@@ -58,13 +58,8 @@ void BM_BiasGradVsAtenSum(benchmark::State& state) {
 }
 
 void BM_GeluBiasGradTuning(benchmark::State& state) {
-#ifndef MEGATON_HAVE_CUDA
-  state.SkipWithError("not a CUDA build (-DMEGATON_CUDA=ON)");
-#else
-  if (!torch::cuda::is_available()) {
-    state.SkipWithError("no CUDA device");
-    return;
-  }
+  if (perf::skip_without_cuda(state)) return;
+#ifdef MEGATON_HAVE_CUDA
   const int64_t tokens = state.range(0), f = state.range(1);
   const kernels::GeluBiasGradTuning tuning = kernels::gelu_bias_grad_tunings().at(state.range(2));
   const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);

@@ -46,19 +46,10 @@ Inputs make_inputs(int64_t rows, int64_t h) {
 }
 #endif
 
-bool skip(benchmark::State& state) {
-#ifndef MEGATON_HAVE_CUDA
-  state.SkipWithError("not a CUDA build (-DMEGATON_CUDA=ON)");
-  return true;
-#else
-  if (torch::cuda::is_available()) return false;
-  state.SkipWithError("no CUDA device");
-  return true;
-#endif
-}
+using perf::skip_without_cuda;
 
 void BM_LayerNormFusedVsAten(benchmark::State& state) {
-  if (skip(state)) return;
+  if (skip_without_cuda(state)) return;
 #ifdef MEGATON_HAVE_CUDA
   const int64_t rows = state.range(0), h = state.range(1);
   const Inputs in = make_inputs(rows, h);
@@ -96,7 +87,7 @@ void BM_LayerNormFusedVsAten(benchmark::State& state) {
 }
 
 void BM_LayerNormAutogradFusedVsAten(benchmark::State& state) {
-  if (skip(state)) return;
+  if (skip_without_cuda(state)) return;
 #ifdef MEGATON_HAVE_CUDA
   const int64_t rows = state.range(0), h = state.range(1);
   const Inputs in = make_inputs(rows, h);
@@ -147,7 +138,7 @@ const kernels::LayerNormTuning kTunings[] = {
 // (4 rows x h tensors each way: x and residual read, sum and y written; dy, x and the residual gradient read, dx
 // written).
 void BM_LayerNormTuning(benchmark::State& state) {
-  if (skip(state)) return;
+  if (skip_without_cuda(state)) return;
 #ifdef MEGATON_HAVE_CUDA
   const int64_t rows = state.range(0), h = state.range(1);
   const kernels::LayerNormTuning tuning = kTunings[state.range(2)];
