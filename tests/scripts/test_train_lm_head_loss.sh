@@ -9,14 +9,5 @@ source "$SRC/tests/scripts/train_lib.sh"
 setup_work
 common=($(tiny_model_args) $(tiny_lr_args) --data-path "$work/synth_text_document" --micro-batch-size 2
         --train-iters 6 --tensor-model-parallel-size 2)
-for layout in "--global-batch-size 8" "--global-batch-size 4 --pipeline-model-parallel-size 2"; do
-  # shellcheck disable=SC2086
-  run_train 4 "${common[@]}" $layout --fused-lm-head-loss --metrics-file "$work/fused.jsonl" > "$work/fused.log" 2>&1 ||
-    { tail "$work/fused.log"; exit 1; }
-  # shellcheck disable=SC2086
-  run_train 4 "${common[@]}" $layout --metrics-file "$work/plain.jsonl" > "$work/plain.log" 2>&1 ||
-    { tail "$work/plain.log"; exit 1; }
-  compare_losses "$work/plain.jsonl" "$work/fused.jsonl" 1e-5
-  rm -f "$work/fused.jsonl" "$work/plain.jsonl"
-done
+same_losses_per_layout "" "--fused-lm-head-loss" "--global-batch-size 8" "--global-batch-size 4 --pipeline-model-parallel-size 2"
 echo PASS

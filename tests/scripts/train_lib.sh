@@ -89,6 +89,21 @@ if bad:
 PY
 }
 
+# same_losses_per_layout "FLAGS_A" "FLAGS_B" LAYOUT...: for each LAYOUT (a string of flags), two 4-rank runs with the
+# caller's "${common[@]}", the layout and FLAGS_A / FLAGS_B; their losses must agree to 1e-5 at every iteration.
+same_losses_per_layout() {
+  local a=$1 b=$2 layout
+  shift 2
+  for layout in "$@"; do
+    # shellcheck disable=SC2086
+    run_train 4 "${common[@]}" $layout $a --metrics-file "$work/a.jsonl" > "$work/a.log" 2>&1 || { tail "$work/a.log"; exit 1; }
+    # shellcheck disable=SC2086
+    run_train 4 "${common[@]}" $layout $b --metrics-file "$work/b.jsonl" > "$work/b.log" 2>&1 || { tail "$work/b.log"; exit 1; }
+    compare_losses "$work/a.jsonl" "$work/b.jsonl" 1e-5
+    rm -f "$work/a.jsonl" "$work/b.jsonl"
+  done
+}
+
 # loss_decreases FILE: the mean lm_loss of the last 5 logged iterations is below that of the first 5.
 loss_decreases() {
   python3 - "$1" <<'PY'
