@@ -43,7 +43,9 @@ void compare(torch::ScalarType dtype, int64_t s, int64_t b, int64_t v, int64_t p
   const Result ref = run(logits, target, grad_loss, false, valid), got = run(logits, target, grad_loss, true, valid);
   EXPECT_LT((ref.loss - got.loss).abs().max().item<double>(), loss_tol) << c10::toString(dtype) << " v=" << v;
   EXPECT_LT((ref.grad - got.grad).abs().max().item<double>(), grad_tol) << c10::toString(dtype) << " v=" << v;
-  if (padding > 0) EXPECT_EQ(got.grad.narrow(-1, v - padding, padding).abs().max().item<double>(), 0.0);
+  if (padding > 0) {
+    EXPECT_EQ(got.grad.narrow(-1, v - padding, padding).abs().max().item<double>(), 0.0);
+  }
 }
 
 }  // namespace
@@ -75,7 +77,8 @@ TEST(KernelsCrossEntropy, ValidColumnsActAsMinusInfinityPadding) {
   torch::Tensor grad_loss = torch::rand({6, 3}, torch::kFloat64);
   torch::Tensor masked = logits.clone();
   masked.narrow(-1, v - pad, pad).fill_(-std::numeric_limits<double>::infinity());
-  const Result by_inf = run(masked, target, grad_loss, false), by_count = run(logits, target, grad_loss, false, v - pad);
+  const Result by_inf = run(masked, target, grad_loss, false),
+               by_count = run(logits, target, grad_loss, false, v - pad);
   EXPECT_LT((by_inf.loss - by_count.loss).abs().max().item<double>(), 1e-12);
   EXPECT_LT((by_inf.grad - by_count.grad).abs().max().item<double>(), 1e-12);
   EXPECT_EQ(by_count.grad.narrow(-1, v - pad, pad).abs().max().item<double>(), 0.0);

@@ -67,7 +67,9 @@ void compare(torch::ScalarType dtype, torch::Device device, int64_t v, int64_t p
   EXPECT_LT(max_rel(got.loss, ref.loss), tol) << what;
   EXPECT_LT(max_rel(got.d_hidden, ref.d_hidden), tol) << what;
   EXPECT_LT(max_rel(got.d_weight, ref.d_weight), tol) << what;
-  if (padding > 0) EXPECT_EQ(got.d_weight.narrow(0, v - padding, padding).abs().max().item<double>(), 0.0) << what;
+  if (padding > 0) {
+    EXPECT_EQ(got.d_weight.narrow(0, v - padding, padding).abs().max().item<double>(), 0.0) << what;
+  }
 }
 
 }  // namespace
@@ -113,7 +115,9 @@ TEST(KernelsLmHeadLoss, LossGradKernelsMatchAten) {
       auto expect_matches = [&](const torch::Tensor& loss, const torch::Tensor& grad, const std::string& what) {
         EXPECT_LT((loss - ref_loss).abs().max().item<double>(), 5e-5) << what;
         EXPECT_LT((grad.to(torch::kFloat32) - ref.to(torch::kFloat32)).abs().max().item<double>(), grad_tol) << what;
-        if (valid > 0) EXPECT_EQ(grad.narrow(1, valid, v - valid).abs().max().item<double>(), 0.0) << what;
+        if (valid > 0) {
+          EXPECT_EQ(grad.narrow(1, valid, v - valid).abs().max().item<double>(), 0.0) << what;
+        }
       };
       const std::string what = std::string(c10::toString(dtype)) + " v=" + std::to_string(v);
       const torch::Tensor got_loss = parallel::cross_entropy_loss_grad_(got, target, tp, valid, true);
