@@ -83,6 +83,11 @@ TEST(LmHeadLoss, MatchesLogitsThenCrossEntropyFp32) {
   compare(torch::kFloat32, torch::kCPU, 48, 5, 1e-5);
 }
 
+// bf16: the backward's row scaling computes in fp32 (the loss gradient's dtype) and rounds once to bf16.
+TEST(LmHeadLoss, MatchesLogitsThenCrossEntropyBf16) {
+  compare(torch::kBFloat16, torch::kCPU, 48, 5, 2e-2);
+}
+
 // Without autograd the op still returns the losses (the gradient it writes over its own logits is dropped).
 TEST(LmHeadLoss, NoGradGivesTheSameLosses) {
   torch::manual_seed(3);
