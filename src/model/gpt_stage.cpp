@@ -17,7 +17,13 @@ using parallel::InitSpec;
 
 namespace {
 const char* kWordEmbedding = "embedding.word_embeddings.weight";
+
+// labels [b, s] for a last-stage output [s, b, ..] (hidden states or logits).
+void check_labels(const torch::Tensor& labels, const torch::Tensor& out) {
+  MEGATON_CHECK(labels.dim() == 2 && labels.size(0) == out.size(1) && labels.size(1) == out.size(0), DataError,
+                "labels must be [micro-batch, seq] = [", out.size(1), ", ", out.size(0), "], got ", labels.sizes());
 }
+}  // namespace
 
 StagePart pipeline_stage_part(const GptConfig& c, int pp, int stage) {
   const std::vector<int> per_stage = partition_layers(c, pp);
@@ -207,8 +213,7 @@ torch::Tensor GptStage::forward_losses(const torch::Tensor& input, const torch::
   if (!c_.model.fused_lm_head_loss || !torch::GradMode::is_enabled())
     return token_losses(forward(input, position_ids), labels);
   torch::Tensor h = final_hidden(input, position_ids);  // [s, b, h]
-  MEGATON_CHECK(labels.dim() == 2 && labels.size(0) == h.size(1) && labels.size(1) == h.size(0), DataError,
-                "labels must be [micro-batch, seq] = [", h.size(1), ", ", h.size(0), "], got ", labels.sizes());
+  check_labels(labels, h);
   return parallel::lm_head_cross_entropy(parallel::copy_to_tp_region(h, tp_), output_weight_, labels.t(), tp_,
                                          valid_columns_)
       .t();  // [b, s]
@@ -251,9 +256,7 @@ torch::Tensor GptStage::forward_cached(const torch::Tensor& input, KvCache& cach
 
 torch::Tensor GptStage::token_losses(const torch::Tensor& logits, const torch::Tensor& labels) const {
   MEGATON_ASSERT(last_, "token_losses on a stage that is not the last");
-  MEGATON_CHECK(labels.dim() == 2 && labels.size(0) == logits.size(1) && labels.size(1) == logits.size(0), DataError,
-                "labels must be [micro-batch, seq] = [", logits.size(1), ", ", logits.size(0), "], got ",
-                labels.sizes());
+  check_labels(labels, logits);
   return parallel::vocab_parallel_cross_entropy(logits, labels.t(), tp_, valid_columns_).t();  // [b, s]
 }
 

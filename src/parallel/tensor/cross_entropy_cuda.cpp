@@ -20,6 +20,11 @@ kernels::FloatType float_type(const torch::Tensor& t) {
   return kernel_float_type(t, "fused cross-entropy");
 }
 
+// This rank's columns below vocab_size: valid_columns clamped to cols (-1: every column).
+int64_t valid_of(int64_t valid_columns, int64_t cols) {
+  return valid_columns < 0 ? cols : std::min(valid_columns, cols);
+}
+
 // Per-row statistics of logits [rows, cols] (contiguous) combined over TP: the global max M, the sum S of exp(x - M)
 // and the target's logit T (kernels/cross_entropy_kernels.h), each [rows] fp32; loss = log(S) + M - T.
 struct RowStats {
@@ -32,7 +37,7 @@ RowStats combined_row_stats(const torch::Tensor& x, const torch::Tensor& t, dist
   const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
   RowStats r;
   r.start = cols * c.rank();
-  r.valid = valid_columns < 0 ? cols : std::min(valid_columns, cols);
+  r.valid = valid_of(valid_columns, cols);
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(x.device());
   torch::Tensor row_max = torch::empty({rows}, f32);
   r.row_sum = torch::empty({rows}, f32);
@@ -91,9 +96,9 @@ torch::Tensor fused_cross_entropy_loss_grad_(torch::Tensor& logits, const torch:
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(logits.device().index()).stream();
   if (c.size() == 1) {  // one pass over the logits where a row fits in shared memory
     torch::Tensor loss = torch::empty({rows}, logits.options().dtype(torch::kFloat32));
-    const int64_t valid = valid_columns < 0 ? cols : std::min(valid_columns, cols);
-    if (kernels::cross_entropy_loss_grad(logits.data_ptr(), float_type(logits), rows, cols, valid,
-                                         t.data_ptr<int64_t>(), loss.data_ptr<float>(), stream))
+    if (kernels::cross_entropy_loss_grad(logits.data_ptr(), float_type(logits), rows, cols,
+                                         valid_of(valid_columns, cols), t.data_ptr<int64_t>(), loss.data_ptr<float>(),
+                                         stream))
       return loss;
   }
   const RowStats r = combined_row_stats(logits, t, c, valid_columns, stream);
