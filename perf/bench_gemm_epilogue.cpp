@@ -1,18 +1,22 @@
 // The transformer MLP (fc1 -> GELU (tanh) -> fc2, with biases) forward + backward through autograd at GPT-2 124M
 // ([32768 tokens = micro-batch 32 x seq 1024, h 768, ffn 3072]) and GPT 1.3B ([16384 = 8 x 2048, 2048, 8192]) training
-// sizes, bf16: ops::bias_gelu_mlp (the model's MLP: GELU backward + fc1 bias gradient in one kernel; third argument 1:
-// bias + GELU in fc1's GEMM epilogue, --gemm-epilogue-fusion) against torch::linear / torch::gelu / torch::linear
-// (ATen's kernels), timed alternately in the same iterations.
+// sizes, bf16: ops::bias_gelu_mlp (the model's MLP; third argument, bits: 1 bias + GELU in fc1's GEMM epilogue, the
+// default; 2 the GELU derivative in fc2's input-gradient GEMM epilogue, --gemm-dgelu-epilogue; without 2 GELU backward
+// + fc1 bias gradient in one kernel) against torch::linear / torch::gelu / torch::linear (ATen's kernels), timed
+// alternately in the same iterations.
 // Counters: aten_ms, fused_ms, speedup (aten / fused); the benchmark's own time is the fused path's.
 // BM_LinearGeluAux, BM_DgeluBgrad, BM_WgradBgrad: each cuBLASLt epilogue alone (ops/cublaslt_gemm.h) against the ATen
 // ops it would replace. On an H200 (2026-12-03): GELU_AUX_BIAS 1.15x / 1.10x, DGELU_BGRAD 0.53x / 0.55x, BGRADB
-// 0.98x / 0.96x (124M / 1.3B), which is why bias_gelu_mlp's backward stays on ATen.
+// 0.98x / 0.96x (124M / 1.3B), which is why bias_gelu_mlp's backward stays on ATen. BM_DgeluThenBiasGrad: the DGELU
+// epilogue (no bias gradient) + ops::bias_grad against what the MLP's backward runs by default (mm + the GELU-backward
+// and bias-gradient kernel).
 //   build/perf/bench_gemm_epilogue [--benchmark_min_time=1]     (reports an error row without a CUDA device)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
 #include "bench_alternate.h"
 #include "ops/cublaslt_gemm.h"
+#include "ops/gelu_bias_grad.h"
 #include "ops/gemm_epilogue.h"
 
 using namespace megaton;
@@ -40,7 +44,11 @@ void BM_BiasGeluMlpFusedVsAten(benchmark::State& state) {
     for (torch::Tensor* t : {&x, &w1, &b1, &w2, &b2}) t->mutable_grad().reset();
   };
   perf::time_alternately(
-      state, clear, [&] { ops::bias_gelu_mlp(x, w1, b1, w2, b2, state.range(2) != 0).backward(dy); },
+      state, clear,
+      [&] {
+        const ops::MlpEpilogues e{(state.range(2) & 1) != 0, (state.range(2) & 2) != 0};
+        ops::bias_gelu_mlp(x, w1, b1, w2, b2, e).backward(dy);
+      },
       [&] { torch::linear(torch::gelu(torch::linear(x, w1, b1), "tanh"), w2, b2).backward(dy); }, 0, 0);
 }
 
@@ -80,6 +88,19 @@ void BM_DgeluBgrad(benchmark::State& state) {
       [&] { torch::gelu_backward(torch::mm(p.dy, p.w2), p.pre, "tanh").sum(0); }, 0, 0);
 }
 
+void BM_DgeluThenBiasGrad(benchmark::State& state) {
+  Pieces p;
+  if (!make_pieces(state, p)) return;
+  torch::Tensor d_pre = torch::empty_like(p.pre);
+  perf::time_alternately(
+      state, [] {},
+      [&] {
+        ops::lt::linear_dgelu(p.dy, p.w2, p.pre, d_pre);
+        ops::bias_grad(d_pre);
+      },
+      [&] { ops::gelu_backward_bias_grad(torch::mm(p.dy, p.w2), p.pre); }, 0, 0);
+}
+
 void BM_WgradBgrad(benchmark::State& state) {  // fc1's weight and bias gradients: dy [T, f], x [T, h]
   Pieces p;
   if (!make_pieces(state, p)) return;
@@ -99,11 +120,18 @@ void BM_WgradBgrad(benchmark::State& state) {  // fc1's weight and bias gradient
 #ifdef MEGATON_HAVE_CUDA
 BENCHMARK(BM_LinearGeluAux)->Args({32768, 768})->Args({16384, 2048})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DgeluBgrad)->Args({32768, 768})->Args({16384, 2048})->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DgeluThenBiasGrad)
+    ->Args({32768, 768})
+    ->Args({16384, 2048})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_WgradBgrad)->Args({32768, 768})->Args({16384, 2048})->UseManualTime()->Unit(benchmark::kMillisecond);
 #endif
-BENCHMARK(BM_BiasGeluMlpFusedVsAten)  // {tokens, h, fc1 forward in the GEMM epilogue}
+BENCHMARK(BM_BiasGeluMlpFusedVsAten)  // {tokens, h, epilogues: 1 fc1 forward, 2 fc2 input gradient (DGELU)}
     ->Args({32768, 768, 1})
     ->Args({16384, 2048, 1})
+    ->Args({32768, 768, 3})
+    ->Args({16384, 2048, 3})
     ->Args({32768, 768, 0})
     ->Args({16384, 2048, 0})
     ->UseManualTime()

@@ -53,6 +53,8 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
        "CUDA: fc1's bias and GELU as separate ATen ops instead of in its GEMM's cuBLASLt epilogue")
       ("gemm-epilogue-fusion", po::bool_switch(&a.gemm_epilogue_fusion),
        "the default (fc1's bias and GELU in its GEMM's cuBLASLt epilogue on CUDA); given, warns where it cannot apply")
+      ("gemm-dgelu-epilogue", po::bool_switch(&a.gemm_dgelu_epilogue),
+       "CUDA: the GELU derivative in fc2's input-gradient GEMM's cuBLASLt epilogue (DGELU), fc1's bias gradient after")
       ("fused-lm-head-loss", po::bool_switch(&a.fused_lm_head_loss),
        "the LM head and its loss as one op: the logits' gradient written over the logits in the forward (less memory)")
       ("no-gradient-accumulation-fusion", po::bool_switch(&a.no_gradient_accumulation_fusion),

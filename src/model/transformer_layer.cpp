@@ -58,7 +58,8 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   const int n = tp->size();
   local_heads_ = heads / n;
   bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh;
-  gemm_epilogue_ = !m.no_gemm_epilogue_fusion;  // where ops::gemm_epilogue_supported, else ATen
+  // where ops::gemm_epilogue_supported, else ATen
+  mlp_epilogues_ = {!m.no_gemm_epilogue_fusion, m.gemm_dgelu_epilogue};
   const std::string p = "layers." + std::to_string(index) + ".";
   auto ln = [&](const std::string& name, bool weight) {
     return f.make({p + name, {h}, -1, {}, weight ? InitSpec::ones() : InitSpec::zeros(), 0, true});
@@ -136,14 +137,14 @@ torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
   const parallel::RowParallelLinear& fc2 = *fc2_;
   if (bias_gelu_mlp_ && fc1.bias.defined()) {
     // Megatron's bias-GeLU fusion (GELU backward + fc1 bias gradient in one kernel; on CUDA bf16/fp16 fc1's forward
-    // in a cuBLASLt epilogue unless --no-gemm-epilogue-fusion); the TP mappings of fc1 (column) and fc2 (row) around
-    // it.
+    // in a cuBLASLt epilogue unless --no-gemm-epilogue-fusion, fc2's input gradient with --gemm-dgelu-epilogue); the TP
+    // mappings of fc1 (column) and fc2 (row) around it.
     const dist::CommunicatorPtr& tp = fc2.tp();
     const bool one_rank = tp->size() == 1;
     // [s, b, h], partial over TP (fc2's bias added after the reduction)
     torch::Tensor y =
         ops::bias_gelu_mlp(parallel::copy_to_tp_region(x, tp), fc1.weight, fc1.bias, fc2.weight,
-                           one_rank ? fc2.bias : torch::Tensor(), gemm_epilogue_, fc1.main_grad(), fc2.main_grad());
+                           one_rank ? fc2.bias : torch::Tensor(), mlp_epilogues_, fc1.main_grad(), fc2.main_grad());
     if (one_rank) return y;
     y = parallel::reduce_from_tp_region(y, tp);
     return fc2.bias.defined() ? y + fc2.bias : y;

@@ -13,6 +13,7 @@
 
 #include "dist/communicator.h"
 #include "model/gpt_config.h"
+#include "ops/gemm_epilogue.h"
 #include "parallel/param_factory.h"
 #include "parallel/rng_tracker.h"
 #include "parallel/tensor/layers.h"
@@ -73,7 +74,7 @@ class TransformerLayer {
   int64_t local_heads_;
   ops::Activation act_;
   bool bias_gelu_mlp_ = false;  // tanh-GELU MLP: one autograd function, ops::bias_gelu_mlp (when fc1 has a bias)
-  bool gemm_epilogue_ = false;  // --gemm-epilogue-fusion: its fc1 forward in a cuBLASLt epilogue
+  ops::MlpEpilogues mlp_epilogues_;  // its GEMMs' cuBLASLt epilogues (--no-gemm-epilogue-fusion, --gemm-dgelu-epilogue)
   torch::Tensor ln1_w_, ln1_b_, ln2_w_, ln2_b_;        // [h]
   std::optional<parallel::ColumnParallelLinear> qkv_;  // [3h/tp, h] = canonical [heads/tp, 3, d, h]
   std::optional<parallel::RowParallelLinear> dense_;   // [h, h/tp]

@@ -1,9 +1,9 @@
-// Three GEMMs with fused epilogues (cuBLASLt, as Transformer Engine does for the MLP), declared only in CUDA builds.
-// ops/gemm_epilogue.cpp uses linear_gelu_aux; dgelu_bgrad and wgrad_bgrad measured slower than ATen's kernels on an
-// H200 (perf/bench_gemm_epilogue.cpp keeps the comparison; docs/gpu.md has the numbers). Matrices are row-major,
-// contiguous, bf16 or fp16, all of one dtype, with T rows of tokens; every function returns false without touching its
-// outputs when cuBLASLt offers no algorithm for the shapes and alignments given (the caller then computes the same with
-// ATen).
+// Four GEMMs with fused epilogues (cuBLASLt, as Transformer Engine does for the MLP), declared only in CUDA builds.
+// ops/gemm_epilogue.cpp uses linear_gelu_aux, and linear_dgelu with --gemm-dgelu-epilogue; dgelu_bgrad and
+// wgrad_bgrad measured slower than ATen's kernels on an H200 (perf/bench_gemm_epilogue.cpp keeps the comparison;
+// docs/gpu.md has the numbers). Matrices are row-major, contiguous, bf16 or fp16, all of one dtype, with T rows of
+// tokens; every function returns false without touching its outputs when cuBLASLt offers no algorithm for the shapes
+// and alignments given (the caller then computes the same with ATen).
 //
 // cuBLASLt's GELU is the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 #pragma once
@@ -21,6 +21,11 @@ bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch
 /// GEMM (epilogue DGELU_BGRAD). dy [T, h], w [h, f], pre [T, f] -> d_pre [T, f], db [f] (preallocated).
 bool dgelu_bgrad(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
                  torch::Tensor& db);
+
+/// Backward through fc2's input and the GELU without the bias gradient: d_pre = (dy w) * gelu'(pre), the derivative
+/// applied to the fp32 product before its one rounding (epilogue DGELU). dy [T, h], w [h, f], pre [T, f] -> d_pre
+/// [T, f] (preallocated).
+bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre);
 
 /// Weight and bias gradients of y = x w^T + b in one GEMM (epilogue BGRADB): dw = dy^T x, db = dy summed over rows.
 /// dy [T, out], x [T, in] -> dw [out, in], db [out] (preallocated).

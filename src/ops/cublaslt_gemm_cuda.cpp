@@ -3,6 +3,7 @@
 // (X_cm is row-major X read column-major, i.e. X^T):
 //   linear_gelu_aux  act_cm [out, T]  = w_cm^T [out, in] . x_cm [in, T]; bias over D's rows       (TN)
 //   dgelu_bgrad      d_pre_cm [f, T]  = w_cm [f, h] . dy_cm [h, T]; bias grad over D's rows        (NN)
+//   linear_dgelu     d_pre_cm [f, T]  = w_cm [f, h] . dy_cm [h, T]; times gelu'(aux)                (NN)
 //   wgrad_bgrad      dw_cm [in, out]  = x_cm [in, T] . dy_cm^T [T, out]; bias grad of B's columns (NT)
 // (the layouts Transformer Engine uses for the same three GEMMs). The handle is the current cuBLAS handle cast to a
 // cuBLASLt one (cuBLAS documents that every cublasHandle_t is a valid cublasLtHandle_t); the workspace comes from the
@@ -185,6 +186,20 @@ bool dgelu_bgrad(const torch::Tensor& dy, const torch::Tensor& w, const torch::T
   g.d = &d_pre, g.ldd = f;
   g.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
   g.bias = db.data_ptr();
+  g.aux = pre.data_ptr(), g.aux_ld = f;
+  return run(g);
+}
+
+bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre) {
+  const int64_t tokens = dy.size(0), h = dy.size(1), f = w.size(1);
+  Gemm g;
+  g.ta = CUBLAS_OP_N;
+  g.tb = CUBLAS_OP_N;
+  g.m = f, g.n = tokens, g.k = h;
+  g.a = &w, g.lda = f;
+  g.b = &dy, g.ldb = h;
+  g.d = &d_pre, g.ldd = f;
+  g.epilogue = CUBLASLT_EPILOGUE_DGELU;
   g.aux = pre.data_ptr(), g.aux_ld = f;
   return run(g);
 }

@@ -4,7 +4,8 @@
 //                          the backward (which GEMM gives which gradient) that the CUDA path shares.
 //   KernelsGemmEpilogue.*  the cuBLASLt epilogues on CUDA in bf16 and fp16 (each lt:: call must find an algorithm,
 //                          so the fused path is what is checked; dgelu_bgrad and wgrad_bgrad too, which only the
-//                          benchmark uses), against the reference in fp32 on the same inputs.
+//                          benchmark uses), against the reference in fp32 on the same inputs, and the MLP with each
+//                          choice of epilogues (ops::MlpEpilogues).
 //                          Skipped without CUDA; run on the GPU machine by perf/gpu/session_batch.sh.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -46,11 +47,12 @@ std::vector<torch::Tensor> leaves(const Inputs& in, torch::ScalarType dtype) {
   return out;
 }
 
-// [y, dx, dw1, db1, dw2, db2] of the MLP, fused (ops::bias_gelu_mlp, its forward in the GEMM epilogue or not) or
-// through ATen's autograd in `dtype`.
-std::vector<torch::Tensor> mlp_results(const Inputs& in, bool fused, torch::ScalarType dtype, bool epilogue = true) {
+// [y, dx, dw1, db1, dw2, db2] of the MLP, fused (ops::bias_gelu_mlp through `epilogues`) or through ATen's autograd
+// in `dtype`.
+std::vector<torch::Tensor> mlp_results(const Inputs& in, bool fused, torch::ScalarType dtype,
+                                       ops::MlpEpilogues epilogues = {true, false}) {
   std::vector<torch::Tensor> p = leaves(in, dtype);
-  torch::Tensor y = fused ? ops::bias_gelu_mlp(p[0], p[1], p[2], p[3], p[4], epilogue)
+  torch::Tensor y = fused ? ops::bias_gelu_mlp(p[0], p[1], p[2], p[3], p[4], epilogues)
                           : torch::linear(torch::gelu(torch::linear(p[0], p[1], p[2]), "tanh"), p[3], p[4]);
   y.backward(in.dy.to(dtype));
   return {y.detach(),  p[0].grad(), p[1].grad(),
@@ -79,7 +81,7 @@ TEST(GemmEpilogue, BiasGeluMlpMatchesAutogradOnCpu) {
   for (bool with_b2 : {true, false}) {
     Inputs in = make_inputs({5, 3, 16}, 24, torch::kFloat64, with_b2);
     EXPECT_FALSE(ops::gemm_epilogue_supported({in.x, in.w1, in.b1}));  // CPU tensors take the ATen path
-    auto got = mlp_results(in, true, torch::kFloat64), ref = mlp_results(in, false, torch::kFloat64);
+    auto got = mlp_results(in, true, torch::kFloat64, {true, true}), ref = mlp_results(in, false, torch::kFloat64);
     for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(close(kMlpNames[i], got[i], ref[i], 1e-12)) << "b2 " << with_b2;
   }
 }
@@ -125,6 +127,10 @@ TEST(KernelsGemmEpilogue, EachEpilogueFindsAnAlgorithmAndMatches) {
     EXPECT_TRUE(close("d_pre", d_pre, d_pre_ref, tol));
     EXPECT_TRUE(close("db1", db1, d_pre_ref.sum(0), tol));
 
+    torch::Tensor d_pre_alone = torch::empty_like(pre);
+    ASSERT_TRUE(ops::lt::linear_dgelu(dy, w2, pre, d_pre_alone));
+    EXPECT_TRUE(close("d_pre (DGELU)", d_pre_alone, d_pre_ref, tol));
+
     torch::Tensor dw = torch::empty({256, 64}, o), db = torch::empty({256}, o);
     ASSERT_TRUE(ops::lt::wgrad_bgrad(d_pre, x, dw, db));
     EXPECT_TRUE(close("dw", dw, torch::mm(d_pre.to(torch::kFloat32).t(), x.to(torch::kFloat32)), tol));
@@ -136,14 +142,16 @@ TEST(KernelsGemmEpilogue, MlpMatchesAten) {
   if (!cuda()) GTEST_SKIP() << "no CUDA device";
   for (torch::ScalarType dtype : {torch::kBFloat16, torch::kFloat16}) {
     for (bool with_b2 : {true, false}) {
-      for (bool epilogue : {true, false}) {  // false: ATen's forward, the fused GELU + bias-gradient backward
+      // {false, false}: ATen's forward, the fused GELU + bias-gradient backward; backward: the DGELU epilogue
+      for (ops::MlpEpilogues e : {ops::MlpEpilogues{true, false}, ops::MlpEpilogues{false, false},
+                                  ops::MlpEpilogues{true, true}, ops::MlpEpilogues{false, true}}) {
         const auto o = torch::TensorOptions().dtype(dtype).device(torch::kCUDA);
         Inputs in = make_inputs({128, 3, 96}, 384, o, with_b2);  // [s, b, h]
         ASSERT_TRUE(ops::gemm_epilogue_supported({in.x, in.w1, in.b1, in.w2, in.b2}));
-        auto got = mlp_results(in, true, dtype, epilogue), ref = mlp_results(in, false, torch::kFloat32);
+        auto got = mlp_results(in, true, dtype, e), ref = mlp_results(in, false, torch::kFloat32);
         for (size_t i = 0; i < got.size(); ++i)
           EXPECT_TRUE(close(kMlpNames[i], got[i], ref[i], tolerance(dtype)))
-              << c10::toString(dtype) << " b2 " << with_b2 << " epilogue " << epilogue;
+              << c10::toString(dtype) << " b2 " << with_b2 << " epilogues " << e.forward << e.backward;
       }
     }
   }
@@ -157,7 +165,7 @@ TEST(KernelsGemmEpilogue, UnsupportedShapesStayOnAten) {
   EXPECT_FALSE(ops::gemm_epilogue_supported({torch::zeros({4, 16}, o), torch::zeros({16}, o.dtype(torch::kFloat16))}));
   // width 12: the autograd function still gives ATen's results through its fallback
   Inputs in = make_inputs({10, 12}, 20, o);
-  auto got = mlp_results(in, true, torch::kBFloat16), ref = mlp_results(in, false, torch::kFloat32);
+  auto got = mlp_results(in, true, torch::kBFloat16, {true, true}), ref = mlp_results(in, false, torch::kFloat32);
   for (size_t i = 0; i < got.size(); ++i) EXPECT_TRUE(close(kMlpNames[i], got[i], ref[i], 2e-2));
 }
 #endif  // MEGATON_HAVE_CUDA

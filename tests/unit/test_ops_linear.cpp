@@ -68,11 +68,11 @@ TEST(OpsLinear, BiasGeluMlpAddsBothWeightGradientsToMainGrads) {
   auto p = [](std::vector<int64_t> s) { return torch::randn(s, torch::kFloat64).requires_grad_(); };
   torch::Tensor x = p({6, 2, 8}), w1 = p({32, 8}), b1 = p({32}), w2 = p({8, 32}), b2 = p({8});
   torch::Tensor dy = torch::randn({6, 2, 8}, torch::kFloat64);
-  ops::bias_gelu_mlp(x, w1, b1, w2, b2, false).backward(dy);
+  ops::bias_gelu_mlp(x, w1, b1, w2, b2, {}).backward(dy);
   const torch::Tensor gx = x.grad().clone(), g1 = w1.grad().clone(), g2 = w2.grad().clone(), gb1 = b1.grad().clone();
   for (torch::Tensor* t : {&x, &w1, &b1, &w2, &b2}) t->mutable_grad().reset();
   torch::Tensor m1 = torch::zeros({32, 8}, torch::kFloat32), m2 = torch::zeros({8, 32}, torch::kFloat32);
-  ops::bias_gelu_mlp(x, w1, b1, w2, b2, false, m1, m2).backward(dy);
+  ops::bias_gelu_mlp(x, w1, b1, w2, b2, {}, m1, m2).backward(dy);
   EXPECT_FALSE(w1.grad().defined());
   EXPECT_FALSE(w2.grad().defined());
   EXPECT_LT(rel(m1, g1), 1e-6);

@@ -1,0 +1,106 @@
+// Causal attention forward + backward at the training shapes, bf16, through each of ATen's fused SDPA backends: the
+// one ATen picks for training (cuDNN on an H200 with torch 2.11, as for the PyTorch peer) against the flash
+// (FlashAttention-2) and memory-efficient kernels. q, k, v are views of one [s, b, np, 3, d] QKV output as
+// ops::causal_attention takes them, so the backward's time includes stacking dq, dk, dv into the QKV gradient.
+//   BM_SdpaBackend/{b, s, np, d, backend: 0 cuDNN, 1 flash, 2 memory-efficient}
+// Counters: fwd_ms, step_ms (forward + backward), tflops (the kernels' FLOPs, the causal half: 2 s^2 d per head and
+// batch forward, 2.5x that backward, over step_ms). GPT-2 124M: {32, 1024, 12, 64}; GPT 1.3B: {8, 2048, 16, 128}.
+//   build/perf/bench_attention     (an error row without CUDA or a LibTorch without backend switches, < 2.3)
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include "bench_gpu_seconds.h"
+#include "core/torch_compat.h"
+
+#if MEGATON_TORCH_AT_LEAST(2, 3)
+#define MEGATON_SDPA_BACKEND_SWITCHES 1
+#include <ATen/Context.h>
+#endif
+
+namespace {
+
+#ifdef MEGATON_SDPA_BACKEND_SWITCHES
+// Leaves only one fused backend enabled (and the math fallback off, so an unsupported one fails loudly) for its
+// lifetime; restores the context's choices after.
+class OnlyBackend {
+ public:
+  explicit OnlyBackend(int backend) : ctx_(at::globalContext()) {
+    saved_ = {ctx_.userEnabledCuDNNSDP(), ctx_.userEnabledFlashSDP(), ctx_.userEnabledMemEfficientSDP(),
+              ctx_.userEnabledMathSDP()};
+    set({backend == 0, backend == 1, backend == 2, false});
+  }
+  ~OnlyBackend() { set(saved_); }
+  OnlyBackend(const OnlyBackend&) = delete;
+  OnlyBackend& operator=(const OnlyBackend&) = delete;
+
+ private:
+  struct Choice {
+    bool cudnn, flash, efficient, math;
+  };
+  void set(const Choice& c) {
+    ctx_.setSDPUseCuDNN(c.cudnn);
+    ctx_.setSDPUseFlash(c.flash);
+    ctx_.setSDPUseMemEfficient(c.efficient);
+    ctx_.setSDPUseMath(c.math);
+  }
+  at::Context& ctx_;
+  Choice saved_{};
+};
+#endif
+
+void BM_SdpaBackend(benchmark::State& state) {
+  if (megaton::perf::skip_without_cuda(state)) return;
+#if !defined(MEGATON_SDPA_BACKEND_SWITCHES) || !defined(MEGATON_HAVE_CUDA)
+  state.SkipWithError("LibTorch without SDPA backend switches (needs >= 2.3)");
+#else
+  const int64_t b = state.range(0), s = state.range(1), np = state.range(2), d = state.range(3);
+  const OnlyBackend only(int(state.range(4)));
+  const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  torch::Tensor qkv = torch::randn({s, b, np, 3, d}, o).requires_grad_();          // [s, b, np, 3, d]
+  torch::Tensor dout = torch::randn({b, np, s, d}, o);                             // [b, np, s, d]
+  auto heads = [&](int64_t i) { return qkv.select(3, i).permute({1, 2, 0, 3}); };  // [b, np, s, d]
+  auto forward = [&] {
+    return megaton::compat::scaled_dot_product_attention(heads(0), heads(1), heads(2), torch::Tensor(), 0.0, true);
+  };
+  auto step = [&] {
+    forward().backward(dout);
+    qkv.mutable_grad().reset();
+  };
+  try {
+    step();  // warm-up; a backend that does not take these shapes throws here
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  double fwd = 0, total = 0;
+  for (auto _ : state) {
+    torch::NoGradGuard no_grad;
+    fwd = megaton::perf::gpu_seconds(forward, 10);
+    {
+      torch::AutoGradMode grad(true);
+      total = megaton::perf::gpu_seconds(step, 10);
+    }
+    state.SetIterationTime(total);
+  }
+  const double flops = 2.0 * double(b * np) * double(s) * double(s) * double(d) * 3.5;  // causal: fwd 2 s^2 d, bwd 2.5x
+  state.counters["fwd_ms"] = fwd * 1e3;
+  state.counters["step_ms"] = total * 1e3;
+  state.counters["tflops"] = flops / total * 1e-12;
+#endif
+}
+
+}  // namespace
+
+BENCHMARK(BM_SdpaBackend)
+    ->ArgNames({"b", "s", "np", "d", "backend"})
+    ->Args({32, 1024, 12, 64, 0})
+    ->Args({32, 1024, 12, 64, 1})
+    ->Args({32, 1024, 12, 64, 2})
+    ->Args({8, 2048, 16, 128, 0})
+    ->Args({8, 2048, 16, 128, 1})
+    ->Args({8, 2048, 16, 128, 2})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
