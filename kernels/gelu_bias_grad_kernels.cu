@@ -43,21 +43,44 @@ struct alignas(16) Pack {
 // The plain column sum (a linear layer's bias gradient): 8 rows per thread loaded before use, 2 blocks per SM.
 constexpr int kSumRows = 8;
 constexpr int kSumBlocksPerSm = kBiasGradBlocksPerSm;
+// The QKV interleave (a load and a store per element, as the GELU's two loads and a store): the GELU's default.
+constexpr int kInterleaveRows = 4;
+constexpr int kInterleaveBlocksPerSm = kBiasGradBlocksPerSm;  // the partials callers size for bias_grad
+
+// What bias_grad_kernel does with the rows it reads.
+enum class Mode {
+  kSum,         // sum d_act's columns (a linear layer's bias gradient)
+  kGelu,        // d_pre = gelu_tanh'(pre) * d_act, written and summed
+  kInterleave,  // gather columns from three [rows, cols / 3] tensors (dq, dk, dv) into out [rows, cols], heads of
+                // [3, d]: out[r, h 3d + p d + j] = part_p[r, h d + j]; written and summed (the QKV bias gradient)
+};
 
 // grid (column blocks of 256, row blocks); block (32, 8). Block (cx, ry) handles columns [cx * 256, +256) of the
 // rows r = ry * 8 + ty + k * stride (stride = gridDim.y * 8), U of them per pass, all loaded before any is used;
 // writes its column sums to partial[ry, cols]. kBlocks: __launch_bounds__'s minimum blocks per SM (registers per
 // thread <= 65536 / (256 kBlocks)): more blocks overlap one warp's arithmetic with other warps' loads, more rows per
 // pass keep more bytes in flight per warp (GeluBiasGradTuning).
-// kGelu: d_pre = gelu_tanh'(pre) * d_act is written and summed; otherwise d_act itself is summed (pre and d_pre are
-// not touched: a linear layer's bias gradient).
-template <typename T, bool kGelu, int U, int kBlocks>
+// kMode (Mode): kSum reads d_act only (pre, d_pre, parts and head_dim unused); kGelu reads d_act and pre and writes
+// d_pre; kInterleave reads d_act, parts[0] and parts[1] as dq, dk, dv (pre unused), writes d_pre.
+template <typename T, Mode kMode, int U, int kBlocks>
 __global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocks)
     bias_grad_kernel(const T* __restrict__ d_act, const T* __restrict__ pre, T* __restrict__ d_pre,
-                     float* __restrict__ partial, int64_t rows, int64_t cols) {
+                     float* __restrict__ partial, int64_t rows, int64_t cols, const T* __restrict__ dk,
+                     const T* __restrict__ dv, int64_t head_dim) {
+  constexpr bool kGelu = kMode == Mode::kGelu;
   __shared__ float sums[kRowThreads][kBlockCols];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kBlockCols + threadIdx.x * kVec;
   const int64_t stride = static_cast<int64_t>(gridDim.y) * kRowThreads;
+  // Where this thread's 8 columns come from: d_act itself, or (interleave) the part and column they gather from
+  // (head_dim % 8 == 0: the 8 stay within one head's part).
+  const T* src = d_act;
+  int64_t src_ld = cols, src_col = col;
+  if constexpr (kMode == Mode::kInterleave) {
+    const int64_t head = col / (3 * head_dim), within = col - head * 3 * head_dim, part = within / head_dim;
+    src = part == 0 ? d_act : (part == 1 ? dk : dv);
+    src_ld = cols / 3;
+    src_col = head * head_dim + within - part * head_dim;
+  }
   float acc[kVec] = {};
   if (col < cols) {
     for (int64_t r0 = static_cast<int64_t>(blockIdx.y) * kRowThreads + threadIdx.y; r0 < rows; r0 += stride * U) {
@@ -66,7 +89,7 @@ __global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocks)
       for (int u = 0; u < U; ++u) {
         const int64_t r = r0 + u * stride;
         if (r < rows) {
-          dy[u] = *reinterpret_cast<const Pack<T>*>(d_act + r * cols + col);
+          dy[u] = *reinterpret_cast<const Pack<T>*>(src + r * src_ld + src_col);
           if constexpr (kGelu) x[u] = *reinterpret_cast<const Pack<T>*>(pre + r * cols + col);
         }
       }
@@ -82,6 +105,10 @@ __global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocks)
             acc[k] += to_float(out.v[k]);
           }
           *reinterpret_cast<Pack<T>*>(d_pre + r * cols + col) = out;
+        } else if constexpr (kMode == Mode::kInterleave) {
+          *reinterpret_cast<Pack<T>*>(d_pre + r * cols + col) = dy[u];
+#pragma unroll
+          for (int k = 0; k < kVec; ++k) acc[k] += to_float(dy[u].v[k]);
         } else {
 #pragma unroll
           for (int k = 0; k < kVec; ++k) acc[k] += to_float(dy[u].v[k]);
@@ -118,14 +145,24 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-template <typename T, bool kGelu, int U, int kBlocks>
+// The interleave's other two parts (dk, dv) and the head size; unused by the other modes.
+struct Parts {
+  const void* dk = nullptr;
+  const void* dv = nullptr;
+  int64_t head_dim = 0;
+};
+
+template <typename T, Mode kMode, int U, int kBlocks>
 void launch(const void* d_act, const void* pre, void* d_pre, void* db, float* workspace, int64_t partials, int64_t rows,
-            int64_t cols, cudaStream_t stream) {
+            int64_t cols, cudaStream_t stream, const Parts& parts = {}) {
   const dim3 grid(static_cast<unsigned>((cols + kBlockCols - 1) / kBlockCols), static_cast<unsigned>(partials));
   const dim3 block(kColThreads, kRowThreads);
-  bias_grad_kernel<T, kGelu, U, kBlocks><<<grid, block, 0, stream>>>(
-      static_cast<const T*>(d_act), static_cast<const T*>(pre), static_cast<T*>(d_pre), workspace, rows, cols);
-  util::check(cudaGetLastError(), kGelu ? "gelu_backward_bias_grad launch" : "bias_grad launch");
+  bias_grad_kernel<T, kMode, U, kBlocks><<<grid, block, 0, stream>>>(
+      static_cast<const T*>(d_act), static_cast<const T*>(pre), static_cast<T*>(d_pre), workspace, rows, cols,
+      static_cast<const T*>(parts.dk), static_cast<const T*>(parts.dv), parts.head_dim);
+  util::check(cudaGetLastError(), kMode == Mode::kGelu         ? "gelu_backward_bias_grad launch"
+                                  : kMode == Mode::kInterleave ? "qkv_interleave_bias_grad launch"
+                                                               : "bias_grad launch");
   constexpr int kThreads = 256;
   sum_partials_kernel<T><<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
       workspace, partials, cols, static_cast<T*>(db));
@@ -140,7 +177,7 @@ void launch_gelu(const GeluBiasGradTuning& t, const void* d_act, const void* pre
                  float* workspace, int64_t partials, int64_t rows, int64_t cols, cudaStream_t stream) {
 #define MEGATON_GELU_LAUNCH(R, B)                    \
   if (t.rows_in_flight == R && t.blocks_per_sm == B) \
-    return launch<T, true, R, B>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
+    return launch<T, Mode::kGelu, R, B>(d_act, pre, d_pre, db, workspace, partials, rows, cols, stream);
   MEGATON_GELU_CONFIGS(MEGATON_GELU_LAUNCH)
 #undef MEGATON_GELU_LAUNCH
   throw std::invalid_argument("gelu_backward_bias_grad: no kernel for rows_in_flight " +
@@ -206,8 +243,24 @@ void bias_grad(const void* dy, void* db, float* workspace, int64_t partials, Flo
   check_shape("bias_grad", rows, cols, partials);
   if (!aligned16(dy)) throw std::invalid_argument("bias_grad: dy must be 16-byte aligned");
   dispatch_half("bias_grad", type, [&](auto zero) {
-    launch<decltype(zero), false, kSumRows, kSumBlocksPerSm>(dy, nullptr, nullptr, db, workspace, partials, rows, cols,
-                                                             stream);
+    launch<decltype(zero), Mode::kSum, kSumRows, kSumBlocksPerSm>(dy, nullptr, nullptr, db, workspace, partials, rows,
+                                                                  cols, stream);
+  });
+}
+
+void qkv_interleave_bias_grad(const void* dq, const void* dk, const void* dv, void* d_qkv, void* db, float* workspace,
+                              int64_t partials, FloatType type, int64_t rows, int64_t heads, int64_t head_dim,
+                              cudaStream_t stream) {
+  const int64_t cols = 3 * heads * head_dim;
+  check_shape("qkv_interleave_bias_grad", rows, cols, partials);
+  if (heads <= 0 || head_dim <= 0 || head_dim % kVec != 0)
+    throw std::invalid_argument("qkv_interleave_bias_grad: heads " + std::to_string(heads) + ", head_dim " +
+                                std::to_string(head_dim) + " (a positive multiple of 8)");
+  if (!aligned16(dq) || !aligned16(dk) || !aligned16(dv) || !aligned16(d_qkv))
+    throw std::invalid_argument("qkv_interleave_bias_grad: dq, dk, dv and d_qkv must be 16-byte aligned");
+  dispatch_half("qkv_interleave_bias_grad", type, [&](auto zero) {
+    launch<decltype(zero), Mode::kInterleave, kInterleaveRows, kInterleaveBlocksPerSm>(
+        dq, nullptr, d_qkv, db, workspace, partials, rows, cols, stream, Parts{dk, dv, head_dim});
   });
 }
 

@@ -54,4 +54,13 @@ void gelu_backward_bias_grad(const void* d_act, const void* pre, void* d_pre, vo
 void bias_grad(const void* dy, void* db, float* workspace, int64_t partials, FloatType type, int64_t rows, int64_t cols,
                cudaStream_t stream);
 
+/// The attention's QKV gradient from the three the attention's backward gives, and the QKV bias gradient, in one pass:
+/// d_qkv[r, h 3d + p d + j] = part_p[r, h d + j] for the parts p = 0, 1, 2 = dq, dk, dv ([rows, heads d] each), i.e.
+/// the [rows, heads, 3, d] layout of Megatron's query_key_value output, and db [3 heads d] its column sums (fp32
+/// partials in a fixed order as above; the workspace as for cols = 3 heads d at kBiasGradBlocksPerSm). bf16 or fp16,
+/// every pointer 16-byte aligned, d % 8 == 0. Throws as gelu_backward_bias_grad.
+void qkv_interleave_bias_grad(const void* dq, const void* dk, const void* dv, void* d_qkv, void* db, float* workspace,
+                              int64_t partials, FloatType type, int64_t rows, int64_t heads, int64_t head_dim,
+                              cudaStream_t stream);
+
 }  // namespace megaton::kernels

@@ -4,6 +4,8 @@
 // Counters: fused_ms, aten_ms, speedup (aten / fused), GB/s (fused: read d_act and pre, write d_pre; ATen: the same
 // plus the sum's second read of d_pre).
 // BM_BiasGradVsAtenSum: ops::bias_grad (the column sums alone, a linear layer's bias gradient) against ATen's sum(0).
+// BM_QkvInterleaveVsStackAndSum: the attention's QKV gradient and QKV bias gradient in one pass
+// (ops::qkv_interleave_bias_grad_fused, what ops::split_qkv's backward runs) against torch::stack + ops::bias_grad.
 // BM_GeluBiasGradTuning: the GELU kernel at each compiled kernels::GeluBiasGradTuning (range 2: its index in
 // kernels::gelu_bias_grad_tunings(), 0 the default), GPU time per call over back-to-back calls (CUDA events).
 //   build/perf/bench_gelu_bias_grad [--benchmark_min_time=1]     (reports an error row without a CUDA device)
@@ -11,6 +13,7 @@
 #include <torch/torch.h>
 
 #include <string>
+#include <vector>
 
 #include "bench_alternate.h"
 #include "bench_gpu_seconds.h"
@@ -57,6 +60,27 @@ void BM_BiasGradVsAtenSum(benchmark::State& state) {
       bytes, bytes);
 }
 
+void BM_QkvInterleaveVsStackAndSum(benchmark::State& state) {
+  if (perf::skip_without_cuda(state)) return;
+#ifdef MEGATON_HAVE_CUDA
+  const std::vector<int64_t> shape = {state.range(0), state.range(1), state.range(2), state.range(3)};  // [s, b, np, d]
+  const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  torch::Tensor dq = torch::randn(shape, o), dk = torch::randn(shape, o), dv = torch::randn(shape, o);
+  const int64_t cols = 3 * shape[2] * shape[3];
+  constexpr int kCalls = 10;
+  const double bytes = double(dq.numel()) * 3 * 2 * 2 * kCalls;  // read the three parts, write d_qkv
+  perf::time_alternately(
+      state, [] {},
+      [&] {
+        for (int i = 0; i < kCalls; ++i) ops::qkv_interleave_bias_grad_fused(dq, dk, dv);
+      },
+      [&] {
+        for (int i = 0; i < kCalls; ++i) ops::bias_grad(torch::stack({dq, dk, dv}, 3).view({-1, cols}));
+      },
+      bytes, bytes * 1.5);
+#endif
+}
+
 void BM_GeluBiasGradTuning(benchmark::State& state) {
   if (perf::skip_without_cuda(state)) return;
 #ifdef MEGATON_HAVE_CUDA
@@ -95,6 +119,11 @@ void tuning_args(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_GeluBiasGradTuning)->Apply(tuning_args)->UseManualTime()->Iterations(30)->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_QkvInterleaveVsStackAndSum)  // {s, b, np, d}: GPT-2 124M, GPT 1.3B
+    ->Args({1024, 32, 12, 64})
+    ->Args({2048, 8, 16, 128})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_BiasGradVsAtenSum)
     ->Args({32768, 2304})
     ->Args({32768, 768})

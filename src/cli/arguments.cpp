@@ -50,11 +50,16 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("no-bias-gelu-fusion", po::bool_switch(&a.no_bias_gelu_fusion), "accepted for compatibility (GLU needs it)")
       ("no-fused-layernorm", po::bool_switch(&a.no_fused_layernorm), "ATen's LayerNorm on CUDA, not megaton's kernel")
       ("no-gemm-epilogue-fusion", po::bool_switch(&a.no_gemm_epilogue_fusion),
-       "CUDA: fc1's bias and GELU as separate ATen ops instead of in its GEMM's cuBLASLt epilogue")
+       "CUDA: fc1's bias and GELU as separate ATen ops instead of in its GEMM's cuBLASLt epilogue (and no DGELU "
+       "epilogue in the backward)")
       ("gemm-epilogue-fusion", po::bool_switch(&a.gemm_epilogue_fusion),
        "the default (fc1's bias and GELU in its GEMM's cuBLASLt epilogue on CUDA); given, warns where it cannot apply")
-      ("gemm-dgelu-epilogue", po::bool_switch(&a.gemm_dgelu_epilogue),
-       "CUDA: the GELU derivative in fc2's input-gradient GEMM's cuBLASLt epilogue (DGELU), fc1's bias gradient after")
+      ("no-gemm-dgelu-epilogue", po::bool_switch(&a.no_gemm_dgelu_epilogue),
+       "CUDA: GELU backward + fc1's bias gradient in one kernel instead of the GELU derivative in fc2's input-gradient "
+       "GEMM's cuBLASLt epilogue (DGELU) and the bias gradient after")
+      ("no-qkv-grad-fusion", po::bool_switch(&a.no_qkv_grad_fusion),
+       "the attention's QKV gradient assembled by ATen's stack and the QKV bias gradient by a separate column sum, "
+       "instead of one pass for both")
       ("fused-lm-head-loss", po::bool_switch(&a.fused_lm_head_loss),
        "the LM head and its loss as one op: the logits' gradient written over the logits in the forward (less memory)")
       ("no-gradient-accumulation-fusion", po::bool_switch(&a.no_gradient_accumulation_fusion),

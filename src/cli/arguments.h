@@ -40,7 +40,8 @@ struct ModelArgs {
   bool no_fused_layernorm = false;    // ATen's LayerNorm on CUDA instead of kernels/layer_norm_kernels.cu (not saved)
   bool gemm_epilogue_fusion = false;  // asked for explicitly: warn where the epilogue cannot apply (not saved)
   bool no_gemm_epilogue_fusion = false;  // the MLP's fc1 GEMM without the GELU epilogue (not saved)
-  bool gemm_dgelu_epilogue = false;      // fc2's input-gradient GEMM with the GELU derivative epilogue (not saved)
+  bool no_gemm_dgelu_epilogue = false;   // GELU backward by the kernel, not fc2's input-gradient GEMM (not saved)
+  bool no_qkv_grad_fusion = false;       // QKV gradient by stack, its bias gradient by a separate sum (not saved)
   bool fused_lm_head_loss = false;       // the LM head and its loss as one autograd op (not saved; docs/model.md)
   bool no_gradient_accumulation_fusion = false;  // weight gradients via autograd + DataParallel's hook (not saved)
   bool apply_query_key_layer_scaling = true;     // --no-query-key-layer-scaling clears it

@@ -1,5 +1,6 @@
 #include "model/transformer_layer.h"
 
+#include <array>
 #include <cmath>
 
 #include "core/error.h"
@@ -7,6 +8,7 @@
 #include "ops/attention.h"
 #include "ops/gemm_epilogue.h"
 #include "ops/layer_norm.h"
+#include "ops/qkv_split.h"
 #include "parallel/tensor/mappings.h"
 
 namespace megaton::model {
@@ -59,7 +61,8 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   local_heads_ = heads / n;
   bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh;
   // where ops::gemm_epilogue_supported, else ATen
-  mlp_epilogues_ = {!m.no_gemm_epilogue_fusion, m.gemm_dgelu_epilogue};
+  fuse_qkv_grad_ = !m.no_qkv_grad_fusion;
+  mlp_epilogues_ = {!m.no_gemm_epilogue_fusion, !m.no_gemm_epilogue_fusion && !m.no_gemm_dgelu_epilogue};
   const std::string p = "layers." + std::to_string(index) + ".";
   auto ln = [&](const std::string& name, bool weight) {
     return f.make({p + name, {h}, -1, {}, weight ? InitSpec::ones() : InitSpec::zeros(), 0, true});
@@ -105,10 +108,17 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
 torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv) const {
   const auto& m = c_.model;
   const int64_t s = x.size(0), b = x.size(1), d = m.kv_channels;
-  torch::Tensor qkv = qkv_->forward(x).view({s, b, local_heads_, 3, d});  // [s, b, np, 3, d]
-  // unbind, not three selects: its backward writes the three gradients into one [s, b, np, 3, d] tensor (stack)
-  // instead of three zero-filled ones summed.
-  const std::vector<torch::Tensor> parts = qkv.unbind(3);
+  // [s, b, np, 3, d] -> q, k, v [s, b, np, d]. Both ways the backward writes the three gradients into one [s, b, np,
+  // 3, d] tensor (not three zero-filled ones summed): by default ops::split_qkv, which also gives the bias (added here
+  // without its gradient) its gradient in the same pass; with --no-qkv-grad-fusion unbind's stack, the bias gradient
+  // then a column sum in the linear's backward.
+  std::array<torch::Tensor, 3> parts;
+  if (fuse_qkv_grad_) {
+    parts = ops::split_qkv(qkv_->forward_bias_grad_elsewhere(x).view({s, b, local_heads_, 3, d}), qkv_->bias);
+  } else {
+    const std::vector<torch::Tensor> unbound = qkv_->forward(x).view({s, b, local_heads_, 3, d}).unbind(3);
+    parts = {unbound[0], unbound[1], unbound[2]};
+  }
   torch::Tensor q = parts[0], k = parts[1], v = parts[2];  // [s, b, np, d]
   if (ctx.rotary_cos.defined()) {
     q = apply_rotary(q, ctx.rotary_cos, ctx.rotary_sin);
@@ -137,8 +147,8 @@ torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
   const parallel::RowParallelLinear& fc2 = *fc2_;
   if (bias_gelu_mlp_ && fc1.bias.defined()) {
     // Megatron's bias-GeLU fusion (GELU backward + fc1 bias gradient in one kernel; on CUDA bf16/fp16 fc1's forward
-    // in a cuBLASLt epilogue unless --no-gemm-epilogue-fusion, fc2's input gradient with --gemm-dgelu-epilogue); the TP
-    // mappings of fc1 (column) and fc2 (row) around it.
+    // and fc2's input gradient times the GELU derivative in cuBLASLt epilogues unless --no-gemm-epilogue-fusion or
+    // --no-gemm-dgelu-epilogue); the TP mappings of fc1 (column) and fc2 (row) around it.
     const dist::CommunicatorPtr& tp = fc2.tp();
     const bool one_rank = tp->size() == 1;
     // [s, b, h], partial over TP (fc2's bias added after the reduction)

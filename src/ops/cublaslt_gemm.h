@@ -1,9 +1,14 @@
-// Four GEMMs with fused epilogues (cuBLASLt, as Transformer Engine does for the MLP), declared only in CUDA builds.
-// ops/gemm_epilogue.cpp uses linear_gelu_aux, and linear_dgelu with --gemm-dgelu-epilogue; dgelu_bgrad and
-// wgrad_bgrad measured slower than ATen's kernels on an H200 (perf/bench_gemm_epilogue.cpp keeps the comparison;
-// docs/gpu.md has the numbers). Matrices are row-major, contiguous, bf16 or fp16, all of one dtype, with T rows of
-// tokens; every function returns false without touching its outputs when cuBLASLt offers no algorithm for the shapes
-// and alignments given (the caller then computes the same with ATen).
+// cuBLASLt GEMMs (as Transformer Engine does for the MLP), declared only in CUDA builds: three with fused epilogues of
+// the MLP and one weight gradient into an fp32 main grad by a chosen algorithm. ops/gemm_epilogue.cpp uses
+// linear_gelu_aux and linear_dgelu; dgelu_bgrad and wgrad_bgrad measured slower than ATen's kernels on an H200
+// (perf/bench_gemm_epilogue.cpp keeps the comparison; docs/gpu.md has the numbers); wgrad_fp32 is what
+// perf/bench_gemm_algos.cpp times against cublasGemmEx's choice. Matrices are row-major, contiguous, bf16 or fp16 (the
+// fp32 main grad aside), of one dtype, with T rows of tokens; every function returns false without touching its outputs
+// when cuBLASLt offers no algorithm for the shapes and alignments given (the caller then computes the same with ATen).
+//
+// algo, count (linear_gelu_aux, linear_dgelu, wgrad_fp32): run the algo-th algorithm of cuBLASLt's heuristic (0: the
+// one it ranks best, what training runs); count, where given, is set to how many it offers (up to 16)
+// (perf/bench_gemm_algos.cpp times them all).
 //
 // cuBLASLt's GELU is the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 #pragma once
@@ -15,7 +20,7 @@ namespace megaton::ops::lt {
 /// Forward of fc1 + GELU: pre = x w^T + b and act = gelu(pre) in one GEMM (epilogue GELU_AUX_BIAS).
 /// x [T, in], w [out, in], b [out] -> act, pre [T, out] (preallocated, contiguous).
 bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, torch::Tensor& act,
-                     torch::Tensor& pre);
+                     torch::Tensor& pre, int algo = 0, int* count = nullptr);
 
 /// Backward through fc2's input and the GELU: d_pre = (dy w) * gelu'(pre) and db = d_pre summed over rows, in one
 /// GEMM (epilogue DGELU_BGRAD). dy [T, h], w [h, f], pre [T, f] -> d_pre [T, f], db [f] (preallocated).
@@ -25,7 +30,14 @@ bool dgelu_bgrad(const torch::Tensor& dy, const torch::Tensor& w, const torch::T
 /// Backward through fc2's input and the GELU without the bias gradient: d_pre = (dy w) * gelu'(pre), the derivative
 /// applied to the fp32 product before its one rounding (epilogue DGELU). dy [T, h], w [h, f], pre [T, f] -> d_pre
 /// [T, f] (preallocated).
-bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre);
+bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
+                  int algo = 0, int* count = nullptr);
+
+/// A weight gradient into an fp32 main grad: main [out, in] = dy^T x (overwrite) or += it, with bf16/fp16 dy [T, out]
+/// and x [T, in], through the algo-th algorithm of cuBLASLt's heuristic (0: the one it ranks best). count: where
+/// given, set to how many algorithms the heuristic offers (up to 16). False where it offers no algo-th one.
+bool wgrad_fp32(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& main, bool overwrite, int algo = 0,
+                int* count = nullptr);
 
 /// Weight and bias gradients of y = x w^T + b in one GEMM (epilogue BGRADB): dw = dy^T x, db = dy summed over rows.
 /// dy [T, out], x [T, in] -> dw [out, in], db [out] (preallocated).

@@ -114,10 +114,17 @@ struct Gemm {
   void* bias = nullptr;  // the bias (input) or the bias gradient (output)
   void* aux = nullptr;   // GELU input: output of the forward, input of the backward
   int64_t aux_ld = 0;
+  bool fp32_output = false;  // D (and C) fp32 instead of A's type
+  float beta = 0.0f;         // D = A B + beta D
+  int algo = 0;              // which of the heuristic's algorithms, best ranked first
 };
 
-bool run(const Gemm& g) {
-  const cudaDataType_t type = data_type(*g.a);
+constexpr int kMaxAlgos = 16;
+
+// Runs g with its algo-th heuristic algorithm; false (nothing run) where the heuristic offers fewer. count: where
+// given, set to how many it offers (up to kMaxAlgos).
+bool run(const Gemm& g, int* count = nullptr) {
+  const cudaDataType_t type = data_type(*g.a), d_type = g.fp32_output ? CUDA_R_32F : type;
   MatmulDesc op;
   op.set(CUBLASLT_MATMUL_DESC_TRANSA, int32_t(g.ta));
   op.set(CUBLASLT_MATMUL_DESC_TRANSB, int32_t(g.tb));
@@ -129,7 +136,7 @@ bool run(const Gemm& g) {
   }
   const Layout a(type, g.ta == CUBLAS_OP_N ? g.m : g.k, g.ta == CUBLAS_OP_N ? g.k : g.m, g.lda);
   const Layout b(type, g.tb == CUBLAS_OP_N ? g.k : g.n, g.tb == CUBLAS_OP_N ? g.n : g.k, g.ldb);
-  const Layout d(type, g.m, g.n, g.ldd);
+  const Layout d(d_type, g.m, g.n, g.ldd);
 
   Preference pref;
   pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kWorkspaceBytes);
@@ -139,18 +146,21 @@ bool run(const Gemm& g) {
   pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(g.d->data_ptr()));
 
   auto handle = reinterpret_cast<cublasLtHandle_t>(at::cuda::getCurrentCUDABlasHandle());
-  cublasLtMatmulHeuristicResult_t result{};
+  cublasLtMatmulHeuristicResult_t results[kMaxAlgos] = {};
   int found = 0;
+  const int want = count != nullptr ? kMaxAlgos : g.algo + 1;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, op.get(), a.get(), b.get(), d.get(), d.get(),
-                                                               pref.get(), 1, &result, &found);
-  if (status != CUBLAS_STATUS_SUCCESS || found == 0) return false;
+                                                               pref.get(), want, results, &found);
+  if (status != CUBLAS_STATUS_SUCCESS) found = 0;
+  if (count != nullptr) *count = found;
+  if (g.algo >= found) return false;
 
   torch::Tensor workspace =
       torch::empty({int64_t(kWorkspaceBytes)}, torch::TensorOptions().dtype(torch::kUInt8).device(g.d->device()));
-  const float alpha = 1.0f, beta = 0.0f;
+  const float alpha = 1.0f, beta = g.beta;
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(g.d->device().index()).stream();
   check(cublasLtMatmul(handle, op.get(), &alpha, g.a->data_ptr(), a.get(), g.b->data_ptr(), b.get(), &beta,
-                       g.d->data_ptr(), d.get(), g.d->data_ptr(), d.get(), &result.algo, workspace.data_ptr(),
+                       g.d->data_ptr(), d.get(), g.d->data_ptr(), d.get(), &results[g.algo].algo, workspace.data_ptr(),
                        kWorkspaceBytes, stream),
         "matmul");
   return true;
@@ -159,7 +169,7 @@ bool run(const Gemm& g) {
 }  // namespace
 
 bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, torch::Tensor& act,
-                     torch::Tensor& pre) {
+                     torch::Tensor& pre, int algo, int* count) {
   const int64_t tokens = x.size(0), in = x.size(1), out = w.size(0);
   Gemm g;
   g.ta = CUBLAS_OP_T;
@@ -171,7 +181,8 @@ bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch
   g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   g.bias = b.data_ptr();
   g.aux = pre.data_ptr(), g.aux_ld = out;
-  return run(g);
+  g.algo = algo;
+  return run(g, count);
 }
 
 bool dgelu_bgrad(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
@@ -190,7 +201,8 @@ bool dgelu_bgrad(const torch::Tensor& dy, const torch::Tensor& w, const torch::T
   return run(g);
 }
 
-bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre) {
+bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
+                  int algo, int* count) {
   const int64_t tokens = dy.size(0), h = dy.size(1), f = w.size(1);
   Gemm g;
   g.ta = CUBLAS_OP_N;
@@ -201,7 +213,24 @@ bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::
   g.d = &d_pre, g.ldd = f;
   g.epilogue = CUBLASLT_EPILOGUE_DGELU;
   g.aux = pre.data_ptr(), g.aux_ld = f;
-  return run(g);
+  g.algo = algo;
+  return run(g, count);
+}
+
+bool wgrad_fp32(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& main, bool overwrite, int algo,
+                int* count) {
+  const int64_t tokens = x.size(0), in = x.size(1), out = dy.size(1);
+  Gemm g;  // main^T [in, out] (column-major) = x_cm [in, T] . dy_cm^T [T, out]
+  g.ta = CUBLAS_OP_N;
+  g.tb = CUBLAS_OP_T;
+  g.m = in, g.n = out, g.k = tokens;
+  g.a = &x, g.lda = in;
+  g.b = &dy, g.ldb = out;
+  g.d = &main, g.ldd = in;
+  g.fp32_output = true;
+  g.beta = overwrite ? 0.0f : 1.0f;
+  g.algo = algo;
+  return run(g, count);
 }
 
 bool wgrad_bgrad(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& dw, torch::Tensor& db) {

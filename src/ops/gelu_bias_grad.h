@@ -35,6 +35,14 @@ std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_fused(const torc
                                                                       const kernels::GeluBiasGradTuning& tuning = {});
 /// bias_grad's kernel; requires gelu_bias_grad_fused_supported(dy, dy).
 torch::Tensor bias_grad_fused(const torch::Tensor& dy);
+/// Whether qkv_interleave_bias_grad_fused takes these: CUDA, bf16 or fp16, one dtype and device, contiguous [.., np,
+/// d] of one shape, d % 8 == 0.
+bool qkv_interleave_fused_supported(const torch::Tensor& dq, const torch::Tensor& dk, const torch::Tensor& dv);
+/// dq, dk, dv [.., np, d] -> (d_qkv [.., np, 3, d], db [np 3 d]): the QKV gradient in Megatron's interleaved layout and
+/// its column sums (the QKV bias gradient) in one pass (kernels/gelu_bias_grad_kernels.h); requires
+/// qkv_interleave_fused_supported.
+std::pair<torch::Tensor, torch::Tensor> qkv_interleave_bias_grad_fused(const torch::Tensor& dq, const torch::Tensor& dk,
+                                                                       const torch::Tensor& dv);
 #endif
 
 }  // namespace megaton::ops

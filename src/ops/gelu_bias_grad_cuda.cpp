@@ -60,6 +60,36 @@ std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_fused(const torc
   return {d_pre, db};
 }
 
+bool qkv_interleave_fused_supported(const torch::Tensor& dq, const torch::Tensor& dk, const torch::Tensor& dv) {
+  const auto t = dq.scalar_type();
+  if (!dq.is_cuda() || (t != torch::kBFloat16 && t != torch::kFloat16) || dq.dim() < 2 || dq.numel() == 0) return false;
+  for (const torch::Tensor* p : {&dq, &dk, &dv}) {
+    if (p->device() != dq.device() || p->scalar_type() != t || p->sizes() != dq.sizes() || !p->is_contiguous() ||
+        !aligned16(*p))
+      return false;
+  }
+  return dq.size(-1) % 8 == 0;
+}
+
+std::pair<torch::Tensor, torch::Tensor> qkv_interleave_bias_grad_fused(const torch::Tensor& dq, const torch::Tensor& dk,
+                                                                       const torch::Tensor& dv) {
+  MEGATON_ASSERT(qkv_interleave_fused_supported(dq, dk, dv), "qkv_interleave_bias_grad_fused: dq ", dq.sizes(), " ",
+                 c10::toString(dq.scalar_type()), ", dk ", dk.sizes(), ", dv ", dv.sizes());
+  const c10::cuda::CUDAGuard guard(dq.device());
+  const int64_t np = dq.size(-2), d = dq.size(-1), rows = dq.numel() / (np * d);
+  std::vector<int64_t> shape = dq.sizes().vec();
+  shape.insert(shape.end() - 1, 3);
+  torch::Tensor d_qkv = torch::empty(shape, dq.options());  // [.., np, 3, d]
+  const torch::Tensor rows_view = d_qkv.view({rows, 3 * np * d});
+  torch::Tensor db =
+      column_sums(rows_view, "qkv_interleave_bias_grad", kernels::kBiasGradBlocksPerSm,
+                  [&](void* out, float* ws, int64_t partials, kernels::FloatType type, cudaStream_t s) {
+                    kernels::qkv_interleave_bias_grad(dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), d_qkv.data_ptr(),
+                                                      out, ws, partials, type, rows, np, d, s);
+                  });
+  return {d_qkv, db};
+}
+
 torch::Tensor bias_grad_fused(const torch::Tensor& dy_in) {
   MEGATON_ASSERT(gelu_bias_grad_fused_supported(dy_in, dy_in), "bias_grad_fused: dy ", dy_in.sizes(), " ",
                  c10::toString(dy_in.scalar_type()));

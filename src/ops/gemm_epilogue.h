@@ -9,8 +9,8 @@
 //                  column-sum kernel. (The DGELU_BGRAD and BGRADB epilogues, which also take the bias gradients,
 //                  measured 0.53x and 0.96x: perf/bench_gemm_epilogue.cpp.)
 //
-// TransformerLayer takes it for every tanh-GELU MLP with an fc1 bias: the forward epilogue by default
-// (--no-gemm-epilogue-fusion turns it off), the backward one with --gemm-dgelu-epilogue, for CUDA tensors of one
+// TransformerLayer takes it for every tanh-GELU MLP with an fc1 bias, both epilogues by default
+// (--no-gemm-epilogue-fusion turns both off, --no-gemm-dgelu-epilogue the backward one), for CUDA tensors of one
 // dtype, bf16 or fp16, with feature sizes divisible by 8 (gemm_epilogue_supported). Otherwise, and for shapes cuBLASLt
 // has no algorithm for, the same function runs on ATen ops, which is also what the CPU tests check the gradients of.
 #pragma once

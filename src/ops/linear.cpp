@@ -32,8 +32,9 @@ struct LinearMainGrad : torch::autograd::Function<LinearMainGrad> {
     const torch::Tensor dy2 = dy.reshape({-1, dy.size(-1)}).contiguous();  // [T, out]
     const torch::Tensor x2 = x.reshape({-1, x.size(-1)}).contiguous();     // [T, in]
     torch::Tensor dx = ctx->needs_input_grad(0) ? torch::matmul(dy, w) : torch::Tensor();
-    weight_grad(dy2, x2, saved_main_grad(ctx, "main", "overwrite"));                          // into the main grad
-    torch::Tensor db = ctx->saved_data["has_b"].toBool() ? bias_grad(dy2) : torch::Tensor();  // [out]
+    weight_grad(dy2, x2, saved_main_grad(ctx, "main", "overwrite"));                       // into the main grad
+    const bool db_wanted = ctx->saved_data["has_b"].toBool() && ctx->needs_input_grad(2);  // not a detached bias
+    torch::Tensor db = db_wanted ? bias_grad(dy2) : torch::Tensor();                       // [out]
     return {dx, torch::Tensor(), db, torch::Tensor(), torch::Tensor()};
   }
 };

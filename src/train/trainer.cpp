@@ -648,12 +648,12 @@ int Trainer::run() {
 
 void Trainer::warn_if_gemm_epilogue_unused() const {
   const cli::ModelArgs& m = cfg_.model;
-  if (!m.gemm_epilogue_fusion && !m.gemm_dgelu_epilogue) return;
+  if (!m.gemm_epilogue_fusion) return;
   const bool tanh_gelu = ops::activation_from_flags(m.glu_activation, m.openai_gelu, !m.no_bias_gelu_fusion) ==
                          ops::Activation::kGeluTanh;  // what TransformerLayer takes the fused MLP for
   const bool half = cfg_.precision.bf16 || cfg_.precision.fp16;
   if (!tanh_gelu || !half || !gpt_->device.is_cuda())
-    log_.warn0(m.gemm_epilogue_fusion ? "--gemm-epilogue-fusion" : "--gemm-dgelu-epilogue", ": not applied (it needs a CUDA device, --bf16 or --fp16, and the tanh GELU MLP: ",
+    log_.warn0("--gemm-epilogue-fusion: not applied (it needs a CUDA device, --bf16 or --fp16, and the tanh GELU MLP: ",
                "not --glu-activation, not --no-bias-gelu-fusion without --openai-gelu); the MLP runs on ATen");
 }
 

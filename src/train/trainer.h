@@ -86,7 +86,7 @@ class Trainer {
   void settle_losses();
   bool logging_rank() const;
   bool interleaved() const;
-  void warn_if_gemm_epilogue_unused() const;  // --gemm-epilogue-fusion, --gemm-dgelu-epilogue where the MLP cannot take it
+  void warn_if_gemm_epilogue_unused() const;  // --gemm-epilogue-fusion where the MLP cannot take it
   bool holds_embedding() const;               // chunk 0 is the first (virtual) stage
   bool holds_loss() const;                    // the last chunk is the last (virtual) stage
   /// Megatron's forward_step for model chunk `chunk`: its output [s, b, h], or on the chunk holding the loss the

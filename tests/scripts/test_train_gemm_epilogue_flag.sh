@@ -1,7 +1,8 @@
 #!/bin/bash
 # --gemm-epilogue-fusion (the default, asked for explicitly) where the MLP cannot take it (here: a CPU run, fp32) says
 # so on rank 0 and changes nothing: the losses equal those of the run without the flag, bit for bit, and so do those of
-# --no-gemm-epilogue-fusion; the two flags together are a usage error. (The CUDA path itself is checked on a GPU by
+# --no-gemm-epilogue-fusion and --no-gemm-dgelu-epilogue; --gemm-epilogue-fusion with --no-gemm-epilogue-fusion is a
+# usage error. (The CUDA path itself is checked on a GPU by
 # KernelsGemmEpilogue.* and perf/gpu/session_batch.sh's A/B.)
 set -euo pipefail
 BUILD=$1 SRC=$2
@@ -19,6 +20,9 @@ compare_losses "$work/plain.jsonl" "$work/flag.jsonl" 0
 run_train 1 "${common[@]}" --no-gemm-epilogue-fusion --metrics-file "$work/off.jsonl" > "$work/off.log" 2>&1 ||
   { tail "$work/off.log"; exit 1; }
 compare_losses "$work/plain.jsonl" "$work/off.jsonl" 0
+run_train 1 "${common[@]}" --no-gemm-dgelu-epilogue --metrics-file "$work/no_dgelu.jsonl" > "$work/no_dgelu.log" 2>&1 ||
+  { tail "$work/no_dgelu.log"; exit 1; }
+compare_losses "$work/plain.jsonl" "$work/no_dgelu.jsonl" 0
 if run_train 1 "${common[@]}" --gemm-epilogue-fusion --no-gemm-epilogue-fusion > "$work/both.log" 2>&1; then
   echo "FAIL: both flags accepted"; exit 1
 fi

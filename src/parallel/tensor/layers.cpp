@@ -39,9 +39,17 @@ ColumnParallelLinear::ColumnParallelLinear(ParamFactory& f, const std::string& n
 }
 
 torch::Tensor ColumnParallelLinear::forward(const torch::Tensor& x) const {
+  return forward_with_bias(x, bias);
+}
+
+torch::Tensor ColumnParallelLinear::forward_bias_grad_elsewhere(const torch::Tensor& x) const {
+  return forward_with_bias(x, bias.defined() ? bias.detach() : torch::Tensor());
+}
+
+torch::Tensor ColumnParallelLinear::forward_with_bias(const torch::Tensor& x, const torch::Tensor& b) const {
   // at::linear, not torch::nn::functional::linear: the latter runs matmul + a broadcast `+= bias` for 3-D inputs, the
   // former folds [s, b, in] to 2-D and adds the bias in the GEMM's epilogue (one pass less over the output).
-  torch::Tensor y = ops::linear(copy_to_tp_region(x, tp_), weight, bias, main_grad());  // [.., out/tp]
+  torch::Tensor y = ops::linear(copy_to_tp_region(x, tp_), weight, b, main_grad());  // [.., out/tp]
   return o_.gather_output ? gather_from_tp_region(y, tp_) : y;
 }
 

@@ -35,6 +35,9 @@ class ColumnParallelLinear {
   ColumnParallelLinear(ParamFactory& f, const std::string& name, ColumnParallelOptions o, dist::CommunicatorPtr tp);
   /// x [.., in] -> [.., out/tp] (or [.., out] with gather_output).
   torch::Tensor forward(const torch::Tensor& x) const;
+  /// forward with the bias added outside autograd (bias.detach()): the caller gives the bias its gradient
+  /// (ops::split_qkv does, from the same pass that assembles the QKV gradient).
+  torch::Tensor forward_bias_grad_elsewhere(const torch::Tensor& x) const;
 
   torch::Tensor weight;  // [out/tp, in]
   torch::Tensor bias;    // [out/tp] (undefined without bias)
@@ -43,6 +46,8 @@ class ColumnParallelLinear {
   ops::MainGrad main_grad() const { return main_grads_->of(weight); }
 
  private:
+  torch::Tensor forward_with_bias(const torch::Tensor& x, const torch::Tensor& b) const;
+
   ColumnParallelOptions o_;
   dist::CommunicatorPtr tp_;
   MainGradsPtr main_grads_;

@@ -1,0 +1,136 @@
+// The cuBLASLt GEMMs training runs (ops/cublaslt_gemm.h) with each algorithm cuBLASLt's heuristic offers, against the
+// one it ranks first (what training runs), GPU time over back-to-back calls (CUDA events), bf16:
+//   BM_WgradAlgos/{in, out, tokens}   a weight gradient into its fp32 main grad (gradient accumulation fusion's first
+//                                     write, beta 0; ops::lt::wgrad_fp32); default_ms is what training runs today,
+//                                     ops::accumulate_weight_grad_cuda (cublasGemmEx's own choice: split-K kernels
+//                                     at GPT-2 124M, ~700 model-TFLOP/s against ~740 for the other GEMMs)
+//   BM_GeluAuxAlgos/{tokens, h}       fc1 with bias + GELU in the epilogue (ops::lt::linear_gelu_aux, f = 4h)
+//   BM_DgeluAlgos/{tokens, h}         fc2's input gradient times the GELU derivative (ops::lt::linear_dgelu)
+// Counters: default_ms (wgrad only), lt0_ms (the heuristic's first), best_ms and best_algo (the fastest offered),
+// algos (how many), speedup (default or lt0 over best), tflops (of the best). Is a faster algorithm on offer?
+//   build/perf/bench_gemm_algos     (an error row without CUDA)
+#include <benchmark/benchmark.h>
+#include <torch/torch.h>
+
+#include <limits>
+
+#include "bench_gpu_seconds.h"
+#include "ops/cublaslt_gemm.h"
+#include "ops/linear.h"
+
+using namespace megaton;
+
+namespace {
+
+#ifdef MEGATON_HAVE_CUDA
+constexpr int kReps = 20;
+
+// Times run(a) for every algorithm a < count; sets lt0_ms, best_ms, best_algo, algos, tflops (flops per call) and
+// returns the heuristic's first algorithm's seconds.
+template <typename Run>
+double time_algos(benchmark::State& state, int count, double flops, Run&& run) {
+  double first = 0, best = std::numeric_limits<double>::infinity();
+  int best_algo = -1;
+  for (int a = 0; a < count; ++a) {
+    run(a);  // warm-up (kernel loading)
+    const double s = perf::gpu_seconds([&] { run(a); }, kReps);
+    if (a == 0) first = s;
+    if (s < best) best = s, best_algo = a;
+  }
+  state.counters["lt0_ms"] = first * 1e3;
+  state.counters["best_ms"] = best * 1e3;
+  state.counters["best_algo"] = best_algo;
+  state.counters["algos"] = count;
+  state.counters["tflops"] = flops / best * 1e-12;
+  return first;
+}
+
+torch::TensorOptions bf16() {
+  return torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+}
+#endif
+
+void BM_WgradAlgos(benchmark::State& state) {
+  if (perf::skip_without_cuda(state)) return;
+#ifdef MEGATON_HAVE_CUDA
+  const int64_t in = state.range(0), out = state.range(1), tokens = state.range(2);
+  torch::Tensor dy = torch::randn({tokens, out}, bf16()), x = torch::randn({tokens, in}, bf16());  // [T, out], [T, in]
+  torch::Tensor main = torch::zeros({out, in}, bf16().dtype(torch::kFloat32));                     // [out, in]
+  int count = 0;
+  if (!ops::lt::wgrad_fp32(dy, x, main, true, 0, &count)) return state.SkipWithError("no cuBLASLt algorithm");
+  for (auto _ : state) {
+    const double fallback = perf::gpu_seconds([&] { ops::accumulate_weight_grad_cuda(main, dy, x, true); }, kReps);
+    time_algos(state, count, 2.0 * double(in * out) * double(tokens),
+               [&](int a) { ops::lt::wgrad_fp32(dy, x, main, true, a); });
+    state.SetIterationTime(fallback);
+    state.counters["default_ms"] = fallback * 1e3;
+    state.counters["speedup"] = fallback * 1e3 / state.counters["best_ms"];
+  }
+#endif
+}
+
+void BM_GeluAuxAlgos(benchmark::State& state) {
+  if (perf::skip_without_cuda(state)) return;
+#ifdef MEGATON_HAVE_CUDA
+  const int64_t tokens = state.range(0), h = state.range(1), f = 4 * h;
+  torch::Tensor x = torch::randn({tokens, h}, bf16()), w = torch::randn({f, h}, bf16()) * 0.02;
+  torch::Tensor b = torch::randn({f}, bf16()) * 0.02, act = torch::empty({tokens, f}, bf16()),
+                pre = torch::empty_like(act);
+  int count = 0;
+  if (!ops::lt::linear_gelu_aux(x, w, b, act, pre, 0, &count)) return state.SkipWithError("no cuBLASLt algorithm");
+  for (auto _ : state) {
+    const double first = time_algos(state, count, 2.0 * double(tokens * h) * double(f),
+                                    [&](int a) { ops::lt::linear_gelu_aux(x, w, b, act, pre, a); });
+    state.SetIterationTime(first);
+    state.counters["speedup"] = first * 1e3 / state.counters["best_ms"];
+  }
+#endif
+}
+
+void BM_DgeluAlgos(benchmark::State& state) {
+  if (perf::skip_without_cuda(state)) return;
+#ifdef MEGATON_HAVE_CUDA
+  const int64_t tokens = state.range(0), h = state.range(1), f = 4 * h;
+  torch::Tensor dy = torch::randn({tokens, h}, bf16()), w = torch::randn({h, f}, bf16()) * 0.02;
+  torch::Tensor pre = torch::randn({tokens, f}, bf16()), d_pre = torch::empty_like(pre);
+  int count = 0;
+  if (!ops::lt::linear_dgelu(dy, w, pre, d_pre, 0, &count)) return state.SkipWithError("no cuBLASLt algorithm");
+  for (auto _ : state) {
+    const double first = time_algos(state, count, 2.0 * double(tokens * h) * double(f),
+                                    [&](int a) { ops::lt::linear_dgelu(dy, w, pre, d_pre, a); });
+    state.SetIterationTime(first);
+    state.counters["speedup"] = first * 1e3 / state.counters["best_ms"];
+  }
+#endif
+}
+
+}  // namespace
+
+// {in, out, tokens}: the four weights of a layer (QKV, attention output, fc1, fc2) at GPT-2 124M (micro-batch 32 x
+// seq 1024) and GPT 1.3B (8 x 2048).
+BENCHMARK(BM_WgradAlgos)
+    ->Args({768, 2304, 32768})
+    ->Args({768, 768, 32768})
+    ->Args({768, 3072, 32768})
+    ->Args({3072, 768, 32768})
+    ->Args({2048, 6144, 16384})
+    ->Args({2048, 2048, 16384})
+    ->Args({2048, 8192, 16384})
+    ->Args({8192, 2048, 16384})
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_GeluAuxAlgos)
+    ->Args({32768, 768})
+    ->Args({16384, 2048})
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_DgeluAlgos)
+    ->Args({32768, 768})
+    ->Args({16384, 2048})
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK_MAIN();
