@@ -57,6 +57,9 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("no-gemm-dgelu-epilogue", po::bool_switch(&a.no_gemm_dgelu_epilogue),
        "CUDA: GELU backward + fc1's bias gradient in one kernel instead of the GELU derivative in fc2's input-gradient "
        "GEMM's cuBLASLt epilogue (DGELU) and the bias gradient after")
+      ("no-gemm-autotune", po::bool_switch(&a.no_gemm_autotune),
+       "CUDA: run the GEMMs megaton calls through cuBLASLt with the heuristic's first algorithm (cublasGemmEx for the "
+       "weight gradients) instead of timing the offered ones once per shape and keeping the fastest")
       ("no-qkv-grad-fusion", po::bool_switch(&a.no_qkv_grad_fusion),
        "the attention's QKV gradient assembled by ATen's stack and the QKV bias gradient by a separate column sum, "
        "instead of one pass for both")

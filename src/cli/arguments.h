@@ -41,6 +41,7 @@ struct ModelArgs {
   bool gemm_epilogue_fusion = false;  // asked for explicitly: warn where the epilogue cannot apply (not saved)
   bool no_gemm_epilogue_fusion = false;  // the MLP's fc1 GEMM without the GELU epilogue (not saved)
   bool no_gemm_dgelu_epilogue = false;   // GELU backward by the kernel, not fc2's input-gradient GEMM (not saved)
+  bool no_gemm_autotune = false;         // cuBLASLt's first-ranked algorithms, untimed (not saved)
   bool no_qkv_grad_fusion = false;       // QKV gradient by stack, its bias gradient by a separate sum (not saved)
   bool fused_lm_head_loss = false;       // the LM head and its loss as one autograd op (not saved; docs/model.md)
   bool no_gradient_accumulation_fusion = false;  // weight gradients via autograd + DataParallel's hook (not saved)

@@ -7,7 +7,8 @@
 // when cuBLASLt offers no algorithm for the shapes and alignments given (the caller then computes the same with ATen).
 //
 // algo, count (linear_gelu_aux, linear_dgelu, wgrad_fp32): run the algo-th algorithm of cuBLASLt's heuristic (0: the
-// one it ranks best, what training runs); count, where given, is set to how many it offers (up to 16)
+// one it ranks best; kTunedAlgo, what training runs: the one ops::gemm_tuner() measured fastest for the shape, the
+// first with --no-gemm-autotune); count, where given, is set to how many it offers (up to 16)
 // (perf/bench_gemm_algos.cpp times them all).
 //
 // cuBLASLt's GELU is the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -17,10 +18,13 @@
 
 namespace megaton::ops::lt {
 
+/// algo: the algorithm ops::gemm_tuner() keeps for the shape (the heuristic's first with --no-gemm-autotune).
+inline constexpr int kTunedAlgo = -1;
+
 /// Forward of fc1 + GELU: pre = x w^T + b and act = gelu(pre) in one GEMM (epilogue GELU_AUX_BIAS).
 /// x [T, in], w [out, in], b [out] -> act, pre [T, out] (preallocated, contiguous).
 bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, torch::Tensor& act,
-                     torch::Tensor& pre, int algo = 0, int* count = nullptr);
+                     torch::Tensor& pre, int algo = kTunedAlgo, int* count = nullptr);
 
 /// Backward through fc2's input and the GELU: d_pre = (dy w) * gelu'(pre) and db = d_pre summed over rows, in one
 /// GEMM (epilogue DGELU_BGRAD). dy [T, h], w [h, f], pre [T, f] -> d_pre [T, f], db [f] (preallocated).
@@ -31,13 +35,17 @@ bool dgelu_bgrad(const torch::Tensor& dy, const torch::Tensor& w, const torch::T
 /// applied to the fp32 product before its one rounding (epilogue DGELU). dy [T, h], w [h, f], pre [T, f] -> d_pre
 /// [T, f] (preallocated).
 bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
-                  int algo = 0, int* count = nullptr);
+                  int algo = kTunedAlgo, int* count = nullptr);
 
 /// A weight gradient into an fp32 main grad: main [out, in] = dy^T x (overwrite) or += it, with bf16/fp16 dy [T, out]
 /// and x [T, in], through the algo-th algorithm of cuBLASLt's heuristic (0: the one it ranks best). count: where
 /// given, set to how many algorithms the heuristic offers (up to 16). False where it offers no algo-th one.
 bool wgrad_fp32(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& main, bool overwrite, int algo = 0,
                 int* count = nullptr);
+
+/// wgrad_fp32 by the algorithm ops::gemm_tuner() keeps for the shape among cublasGemmEx (the baseline: cuBLAS's own
+/// choice) and cuBLASLt's offered ones. Throws RuntimeError where cuBLAS fails.
+void wgrad_fp32_tuned(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& main, bool overwrite);
 
 /// Weight and bias gradients of y = x w^T + b in one GEMM (epilogue BGRADB): dw = dy^T x, db = dy summed over rows.
 /// dy [T, out], x [T, in] -> dw [out, in], db [out] (preallocated).

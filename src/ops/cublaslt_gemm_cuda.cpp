@@ -12,10 +12,15 @@
 #include <c10/cuda/CUDAStream.h>
 #include <cublasLt.h>
 
+#include <climits>
 #include <cstdint>
+#include <functional>
+#include <optional>
+#include <vector>
 
 #include "core/error.h"
 #include "ops/cublaslt_gemm.h"
+#include "ops/gemm_tuner.h"
 
 namespace megaton::ops::lt {
 
@@ -121,49 +126,152 @@ struct Gemm {
 
 constexpr int kMaxAlgos = 16;
 
+// g's descriptors and the algorithms cuBLASLt's heuristic offers for them (up to `want`, best ranked first).
+class Prepared {
+ public:
+  Prepared(const Gemm& g, int want) : type_(data_type(*g.a)), d_type_(g.fp32_output ? CUDA_R_32F : type_) {
+    op_.set(CUBLASLT_MATMUL_DESC_TRANSA, int32_t(g.ta));
+    op_.set(CUBLASLT_MATMUL_DESC_TRANSB, int32_t(g.tb));
+    op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(g.epilogue));
+    if (g.bias != nullptr) op_.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+    if (g.aux != nullptr) {
+      op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
+      op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.aux_ld);
+    }
+    a_.emplace(type_, g.ta == CUBLAS_OP_N ? g.m : g.k, g.ta == CUBLAS_OP_N ? g.k : g.m, g.lda);
+    b_.emplace(type_, g.tb == CUBLAS_OP_N ? g.k : g.n, g.tb == CUBLAS_OP_N ? g.n : g.k, g.ldb);
+    d_.emplace(d_type_, g.m, g.n, g.ldd);
+    pref_.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kWorkspaceBytes);
+    pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(g.a->data_ptr()));
+    pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(g.b->data_ptr()));
+    pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(g.d->data_ptr()));
+    pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(g.d->data_ptr()));
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle(), op_.get(), a_->get(), b_->get(), d_->get(),
+                                                                 d_->get(), pref_.get(), want, results_, &found_);
+    if (status != CUBLAS_STATUS_SUCCESS) found_ = 0;
+  }
+
+  int found() const { return found_; }
+
+  // Runs g with algorithm i, D (and C) = d (g's own output or a scratch of its shape, no less aligned).
+  void launch(const Gemm& g, int i, torch::Tensor& d) const {
+    torch::Tensor workspace =
+        torch::empty({int64_t(kWorkspaceBytes)}, torch::TensorOptions().dtype(torch::kUInt8).device(d.device()));
+    const float alpha = 1.0f, beta = g.beta;
+    const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(d.device().index()).stream();
+    check(cublasLtMatmul(handle(), op_.get(), &alpha, g.a->data_ptr(), a_->get(), g.b->data_ptr(), b_->get(), &beta,
+                         d.data_ptr(), d_->get(), d.data_ptr(), d_->get(), &results_[i].algo, workspace.data_ptr(),
+                         kWorkspaceBytes, stream),
+          "matmul");
+  }
+
+ private:
+  static cublasLtHandle_t handle() { return reinterpret_cast<cublasLtHandle_t>(at::cuda::getCurrentCUDABlasHandle()); }
+  cudaDataType_t type_, d_type_;
+  MatmulDesc op_;
+  std::optional<Layout> a_, b_, d_;
+  Preference pref_;
+  cublasLtMatmulHeuristicResult_t results_[kMaxAlgos] = {};
+  int found_ = 0;
+};
+
 // Runs g with its algo-th heuristic algorithm; false (nothing run) where the heuristic offers fewer. count: where
 // given, set to how many it offers (up to kMaxAlgos).
 bool run(const Gemm& g, int* count = nullptr) {
-  const cudaDataType_t type = data_type(*g.a), d_type = g.fp32_output ? CUDA_R_32F : type;
-  MatmulDesc op;
-  op.set(CUBLASLT_MATMUL_DESC_TRANSA, int32_t(g.ta));
-  op.set(CUBLASLT_MATMUL_DESC_TRANSB, int32_t(g.tb));
-  op.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(g.epilogue));
-  if (g.bias != nullptr) op.set(CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
-  if (g.aux != nullptr) {
-    op.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
-    op.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.aux_ld);
-  }
-  const Layout a(type, g.ta == CUBLAS_OP_N ? g.m : g.k, g.ta == CUBLAS_OP_N ? g.k : g.m, g.lda);
-  const Layout b(type, g.tb == CUBLAS_OP_N ? g.k : g.n, g.tb == CUBLAS_OP_N ? g.n : g.k, g.ldb);
-  const Layout d(d_type, g.m, g.n, g.ldd);
-
-  Preference pref;
-  pref.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kWorkspaceBytes);
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(g.a->data_ptr()));
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(g.b->data_ptr()));
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(g.d->data_ptr()));
-  pref.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(g.d->data_ptr()));
-
-  auto handle = reinterpret_cast<cublasLtHandle_t>(at::cuda::getCurrentCUDABlasHandle());
-  cublasLtMatmulHeuristicResult_t results[kMaxAlgos] = {};
-  int found = 0;
-  const int want = count != nullptr ? kMaxAlgos : g.algo + 1;
-  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle, op.get(), a.get(), b.get(), d.get(), d.get(),
-                                                               pref.get(), want, results, &found);
-  if (status != CUBLAS_STATUS_SUCCESS) found = 0;
-  if (count != nullptr) *count = found;
-  if (g.algo >= found) return false;
-
-  torch::Tensor workspace =
-      torch::empty({int64_t(kWorkspaceBytes)}, torch::TensorOptions().dtype(torch::kUInt8).device(g.d->device()));
-  const float alpha = 1.0f, beta = g.beta;
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(g.d->device().index()).stream();
-  check(cublasLtMatmul(handle, op.get(), &alpha, g.a->data_ptr(), a.get(), g.b->data_ptr(), b.get(), &beta,
-                       g.d->data_ptr(), d.get(), g.d->data_ptr(), d.get(), &results[g.algo].algo, workspace.data_ptr(),
-                       kWorkspaceBytes, stream),
-        "matmul");
+  const int algo = g.algo < 0 ? 0 : g.algo;
+  const Prepared p(g, count != nullptr ? kMaxAlgos : algo + 1);
+  if (count != nullptr) *count = p.found();
+  if (algo >= p.found()) return false;
+  p.launch(g, algo, *g.d);
   return true;
+}
+
+// Seconds per call of fn on the current stream: one call to warm up, then the mean of three between CUDA events; -1
+// where fn throws (a candidate cuBLAS refuses: the tuner skips it).
+double seconds_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const std::exception&) {
+    return -1;
+  }
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  cudaEvent_t start, stop;
+  cudaEventCreate(&start);
+  cudaEventCreate(&stop);
+  cudaEventRecord(start, stream);
+  constexpr int kReps = 3;
+  for (int i = 0; i < kReps; ++i) fn();
+  cudaEventRecord(stop, stream);
+  cudaEventSynchronize(stop);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, start, stop);
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  return ms * 1e-3 / kReps;
+}
+
+// What decides the algorithms on offer and their speed: the product, its layouts, epilogue, types, beta and the
+// pointers' alignments, the device; `kind` tells apart GEMMs tuned among different candidate sets.
+std::vector<int64_t> key_of(const Gemm& g, int64_t kind) {
+  return {kind,
+          g.ta,
+          g.tb,
+          g.m,
+          g.n,
+          g.k,
+          g.lda,
+          g.ldb,
+          g.ldd,
+          g.aux_ld,
+          int64_t(g.epilogue),
+          int64_t(data_type(*g.a)),
+          g.fp32_output,
+          g.beta != 0.0f,
+          alignment_of(g.a->data_ptr()),
+          alignment_of(g.b->data_ptr()),
+          alignment_of(g.d->data_ptr()),
+          g.d->device().index()};
+}
+
+// Runs g with the algorithm the tuner keeps for it (timed on g's own outputs: beta 0 only). False where cuBLASLt
+// offers none.
+bool run_tuned(const Gemm& g) {
+  MEGATON_ASSERT(g.beta == 0.0f, "run_tuned times on the outputs themselves: beta 0 only");
+  const Prepared p(g, kMaxAlgos);
+  if (p.found() == 0) return false;
+  const int algo =
+      gemm_tuner().choose(key_of(g, 0), 0, p.found(), [&](int i) { return seconds_of([&] { p.launch(g, i, *g.d); }); });
+  p.launch(g, algo, *g.d);
+  return true;
+}
+
+// main^T [in, out] (column-major) = x_cm [in, T] . dy_cm^T [T, out] (+ main): the weight gradient into an fp32 main
+// grad.
+Gemm wgrad_gemm(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& main, bool overwrite) {
+  const int64_t tokens = x.size(0), in = x.size(1), out = dy.size(1);
+  Gemm g;
+  g.ta = CUBLAS_OP_N;
+  g.tb = CUBLAS_OP_T;
+  g.m = in, g.n = out, g.k = tokens;
+  g.a = &x, g.lda = in;
+  g.b = &dy, g.ldb = out;
+  g.d = &main, g.ldd = in;
+  g.fp32_output = true;
+  g.beta = overwrite ? 0.0f : 1.0f;
+  return g;
+}
+
+// The same product by cublasGemmEx (cuBLAS's own choice of kernel) into `d`.
+void wgrad_gemm_ex(const Gemm& g, torch::Tensor& d) {
+  const cudaDataType_t ab = data_type(*g.a);
+  const float alpha = 1.0f, beta = g.beta;
+  const cublasStatus_t st =
+      cublasGemmEx(at::cuda::getCurrentCUDABlasHandle(), g.ta, g.tb, int(g.m), int(g.n), int(g.k), &alpha,
+                   g.a->data_ptr(), ab, int(g.lda), g.b->data_ptr(), ab, int(g.ldb), &beta, d.data_ptr(), CUDA_R_32F,
+                   int(g.ldd), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+  MEGATON_CHECK(st == CUBLAS_STATUS_SUCCESS, RuntimeError,
+                "weight-gradient GEMM into the fp32 main grad: cuBLAS status ", int(st), " (m ", g.m, ", n ", g.n,
+                ", k ", g.k, ")");
 }
 
 }  // namespace
@@ -182,7 +290,7 @@ bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch
   g.bias = b.data_ptr();
   g.aux = pre.data_ptr(), g.aux_ld = out;
   g.algo = algo;
-  return run(g, count);
+  return algo == kTunedAlgo && count == nullptr ? run_tuned(g) : run(g, count);
 }
 
 bool dgelu_bgrad(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
@@ -214,23 +322,29 @@ bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::
   g.epilogue = CUBLASLT_EPILOGUE_DGELU;
   g.aux = pre.data_ptr(), g.aux_ld = f;
   g.algo = algo;
-  return run(g, count);
+  return algo == kTunedAlgo && count == nullptr ? run_tuned(g) : run(g, count);
 }
 
 bool wgrad_fp32(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& main, bool overwrite, int algo,
                 int* count) {
-  const int64_t tokens = x.size(0), in = x.size(1), out = dy.size(1);
-  Gemm g;  // main^T [in, out] (column-major) = x_cm [in, T] . dy_cm^T [T, out]
-  g.ta = CUBLAS_OP_N;
-  g.tb = CUBLAS_OP_T;
-  g.m = in, g.n = out, g.k = tokens;
-  g.a = &x, g.lda = in;
-  g.b = &dy, g.ldb = out;
-  g.d = &main, g.ldd = in;
-  g.fp32_output = true;
-  g.beta = overwrite ? 0.0f : 1.0f;
+  Gemm g = wgrad_gemm(dy, x, main, overwrite);
   g.algo = algo;
   return run(g, count);
+}
+
+void wgrad_fp32_tuned(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& main, bool overwrite) {
+  const Gemm g = wgrad_gemm(dy, x, main, overwrite);
+  int choice = -1;  // -1: cublasGemmEx, the baseline; i >= 0: cuBLASLt's i-th algorithm
+  if (gemm_tuner().enabled() && g.m <= INT_MAX && g.n <= INT_MAX && g.k <= INT_MAX) {
+    const Prepared p(g, kMaxAlgos);
+    // beta 1 adds to main: time on a scratch of its shape instead
+    torch::Tensor scratch = overwrite ? main : torch::zeros_like(main);
+    choice = gemm_tuner().choose(key_of(g, 1), -1, p.found(), [&](int i) {
+      return seconds_of([&] { i < 0 ? wgrad_gemm_ex(g, scratch) : p.launch(g, i, scratch); });
+    });
+    if (choice >= 0) return p.launch(g, choice, main);
+  }
+  wgrad_gemm_ex(g, main);
 }
 
 bool wgrad_bgrad(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& dw, torch::Tensor& db) {

@@ -1,11 +1,14 @@
-// The CUDA path of ops::weight_grad's accumulation: one cublasGemmEx with bf16/fp16 inputs and an fp32 output that
-// it adds to (beta = 1) or, on a main grad's first write of an iteration, overwrites (beta = 0), on ATen's cuBLAS
-// handle and current stream.
+// The CUDA path of ops::weight_grad's accumulation: one GEMM with bf16/fp16 inputs and an fp32 output that it adds to
+// (beta = 1) or, on a main grad's first write of an iteration, overwrites (beta = 0), on ATen's cuBLAS handle and
+// current stream: cublasGemmEx, or the cuBLASLt algorithm ops::gemm_tuner() measured faster for the shape
+// (ops::lt::wgrad_fp32_tuned).
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
-#include <cublas_v2.h>
+
+#include <climits>
 
 #include "core/error.h"
+#include "ops/cublaslt_gemm.h"
 #include "ops/linear.h"
 
 namespace megaton::ops {
@@ -24,17 +27,8 @@ bool accumulate_weight_grad_cuda(const torch::Tensor& main, const torch::Tensor&
     return true;
   }
   const c10::cuda::CUDAGuard guard(main.device());
-  // Row-major main [out, in] is column-major [in, out]: main^T = x^T dy, i.e. C (in x out) = A (in x T) B^T, with A
-  // the column-major view [in, T] of x and B the column-major view [out, T] of dy.
-  const cudaDataType_t ab = t == torch::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
-  const float alpha = 1.0f, beta = overwrite ? 0.0f : 1.0f;  // beta 0: C is not read
-  const cublasStatus_t st = cublasGemmEx(
-      at::cuda::getCurrentCUDABlasHandle(), CUBLAS_OP_N, CUBLAS_OP_T, static_cast<int>(in), static_cast<int>(out),
-      static_cast<int>(rows), &alpha, x.data_ptr(), ab, static_cast<int>(in), dy.data_ptr(), ab, static_cast<int>(out),
-      &beta, main.data_ptr(), CUDA_R_32F, static_cast<int>(in), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
-  MEGATON_CHECK(st == CUBLAS_STATUS_SUCCESS, RuntimeError,
-                "weight-gradient GEMM into the fp32 main grad: cuBLAS status ", static_cast<int>(st), " (dy ",
-                dy.sizes(), ", x ", x.sizes(), ")");
+  torch::Tensor target = main;
+  lt::wgrad_fp32_tuned(dy, x, target, overwrite);  // cublasGemmEx or a faster cuBLASLt algorithm (ops::gemm_tuner)
   return true;
 }
 

@@ -17,6 +17,7 @@
 #include "dist/mpi_session.h"
 #include "model/gpt_stage.h"
 #include "ops/activations.h"
+#include "ops/gemm_tuner.h"
 #include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/microbatches.h"
@@ -606,6 +607,7 @@ int Trainer::run() {
                " are not all in this run (iterations ", iteration_ + 1, "..", train_iters_,
                "): no profile will be written");
   warn_if_gemm_epilogue_unused();
+  ops::gemm_tuner().set_enabled(!cfg_.model.no_gemm_autotune);  // process-wide (ops/gemm_tuner.h)
   while (iteration_ < train_iters_) {
     profiler.before_step(iteration_);
     const StepOutcome s = train_step();

@@ -1,0 +1,43 @@
+#include "ops/gemm_tuner.h"
+
+namespace megaton::ops {
+
+void GemmTuner::set_enabled(bool on) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  enabled_ = on;
+}
+
+bool GemmTuner::enabled() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  return enabled_;
+}
+
+int GemmTuner::choose(const std::vector<int64_t>& key, int baseline, int last,
+                      const std::function<double(int)>& seconds) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  if (!enabled_ || last - baseline <= 1) return baseline;
+  if (auto it = chosen_.find(key); it != chosen_.end()) return it->second;
+  const double base = seconds(baseline);
+  int best = baseline;
+  double best_s = base;
+  for (int c = baseline + 1; c < last; ++c) {
+    const double s = seconds(c);
+    if (s >= 0 && (best_s < 0 || s < best_s)) best = c, best_s = s;
+  }
+  // the baseline stays unless the fastest beats it by the margin (a failed baseline: the fastest that ran)
+  if (base >= 0 && best_s > base * (1.0 - kMargin)) best = baseline;
+  chosen_.emplace(key, best);
+  return best;
+}
+
+std::map<std::vector<int64_t>, int> GemmTuner::choices() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  return chosen_;
+}
+
+GemmTuner& gemm_tuner() {
+  static GemmTuner tuner;
+  return tuner;
+}
+
+}  // namespace megaton::ops

@@ -1,0 +1,48 @@
+// The choice among the algorithms a GEMM library offers for one GEMM shape, by timing each once (as PyTorch's
+// TunableOp does): cuBLASLt's heuristic ranks its algorithms by a model of the GPU, and at some training shapes an
+// algorithm it ranks lower runs 4-28% faster on an H200 (perf/bench_gemm_algos.cpp; docs/gpu.md). ops/cublaslt_gemm
+// asks the tuner for the MLP's epilogue GEMMs and the weight-gradient GEMMs into fp32 main grads.
+//
+// A memo of measurements per process, like the GEMM libraries' own caches: the one process-wide instance
+// (gemm_tuner()) is the deliberate exception to "no global mutable state" (docs/model.md, --no-gemm-autotune). The
+// choice is made once per shape, on its first call (the first training iteration), and kept: within a run the same
+// shape always runs the same algorithm; across runs the timing may pick differently among near-equal algorithms, so
+// results can differ in the last bits between runs (a candidate replaces the baseline only when kMargin faster).
+// --no-gemm-autotune keeps the baseline (cuBLASLt's first choice), deterministic across runs.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <vector>
+
+namespace megaton::ops {
+
+class GemmTuner {
+ public:
+  /// A candidate must be this much faster than the baseline (relative) to replace it.
+  static constexpr double kMargin = 0.02;
+
+  /// Off: choose returns the baseline without timing (and forgets nothing).
+  void set_enabled(bool on);
+  bool enabled() const;
+
+  /// The candidate to run for the GEMM `key` (its kind, sizes, dtypes, alignments: whatever decides the algorithms on
+  /// offer and their speed), among [baseline, last): on the first call for `key` every candidate is timed once by
+  /// seconds(c) (which runs it) and the fastest kept, the baseline unless another is kMargin faster; later calls
+  /// return the kept one. seconds(c) < 0: the candidate failed and is skipped.
+  int choose(const std::vector<int64_t>& key, int baseline, int last, const std::function<double(int)>& seconds);
+
+  /// The kept choices so far (tests, benchmarks).
+  std::map<std::vector<int64_t>, int> choices() const;
+
+ private:
+  mutable std::mutex mu_;
+  bool enabled_ = true;
+  std::map<std::vector<int64_t>, int> chosen_;
+};
+
+/// The process-wide tuner.
+GemmTuner& gemm_tuner();
+
+}  // namespace megaton::ops

@@ -1,0 +1,88 @@
+// ops::GemmTuner with fake timings (CPU): which candidate it keeps, that it measures each once per key, the margin in
+// the baseline's favour, failed candidates, the off switch. KernelsGemmTuner.*: the tuned cuBLASLt weight-gradient
+// GEMM against the fp32 product on the GPU, overwriting and adding (skipped without CUDA).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include <map>
+#include <vector>
+
+#include "ops/gemm_tuner.h"
+#ifdef MEGATON_HAVE_CUDA
+#include "ops/cublaslt_gemm.h"
+#include "ops/linear.h"
+#endif
+
+using namespace megaton;
+
+namespace {
+
+// seconds(c) from a table, counting the calls.
+struct FakeTimes {
+  std::map<int, double> seconds;
+  std::map<int, int> calls;
+  double operator()(int c) {
+    ++calls[c];
+    return seconds.at(c);
+  }
+};
+
+}  // namespace
+
+TEST(GemmTuner, KeepsTheFastestAndMeasuresOncePerKey) {
+  ops::GemmTuner tuner;
+  FakeTimes t{{{0, 1.0}, {1, 0.5}, {2, 0.7}}, {}};
+  auto seconds = [&](int c) { return t(c); };
+  EXPECT_EQ(tuner.choose({1, 2, 3}, 0, 3, seconds), 1);
+  EXPECT_EQ(tuner.choose({1, 2, 3}, 0, 3, seconds), 1);  // kept, not measured again
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(t.calls[c], 1);
+  t.seconds = {{0, 0.5}, {1, 1.0}, {2, 1.0}};
+  EXPECT_EQ(tuner.choose({1, 2, 4}, 0, 3, seconds), 0);  // another key: measured anew
+  EXPECT_EQ(tuner.choices().size(), 2u);
+}
+
+TEST(GemmTuner, BaselineStaysWithinTheMargin) {
+  ops::GemmTuner tuner;
+  const double almost = 1.0 - ops::GemmTuner::kMargin / 2;
+  EXPECT_EQ(tuner.choose({7}, -1, 2, [&](int c) { return c == 1 ? almost : 1.0; }), -1);
+  const double clearly = 1.0 - 2 * ops::GemmTuner::kMargin;
+  EXPECT_EQ(tuner.choose({8}, -1, 2, [&](int c) { return c == 0 ? clearly : 1.0; }), 0);
+}
+
+TEST(GemmTuner, FailedCandidatesAreSkipped) {
+  ops::GemmTuner tuner;
+  EXPECT_EQ(tuner.choose({1}, 0, 3, [](int c) { return c == 1 ? -1.0 : (c == 2 ? 0.1 : 1.0); }), 2);
+  EXPECT_EQ(tuner.choose({2}, 0, 3, [](int c) { return c == 0 ? -1.0 : (c == 1 ? 0.3 : 0.2); }), 2);
+}
+
+TEST(GemmTuner, OffOrOneCandidateReturnsTheBaselineUntimed) {
+  ops::GemmTuner tuner;
+  int calls = 0;
+  auto seconds = [&](int c) { return ++calls, c == 0 ? 1.0 : 0.1; };
+  EXPECT_EQ(tuner.choose({1}, 0, 1, seconds), 0);
+  tuner.set_enabled(false);
+  EXPECT_FALSE(tuner.enabled());
+  EXPECT_EQ(tuner.choose({2}, 0, 5, seconds), 0);
+  EXPECT_EQ(calls, 0);
+  tuner.set_enabled(true);
+  EXPECT_EQ(tuner.choose({2}, 0, 5, seconds), 1);
+}
+
+#ifdef MEGATON_HAVE_CUDA
+TEST(KernelsGemmTuner, TunedWeightGradientOverwritesAndAdds) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(2);
+  const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  for (auto [tokens, in, out] : {std::tuple<int64_t, int64_t, int64_t>{4096, 768, 2304}, {1000, 64, 48}}) {
+    torch::Tensor dy = torch::randn({tokens, out}, o), x = torch::randn({tokens, in}, o);
+    const torch::Tensor ref = torch::mm(dy.t().to(torch::kFloat32), x.to(torch::kFloat32));  // [out, in]
+    torch::Tensor main = torch::full({out, in}, 7.0f, o.dtype(torch::kFloat32));
+    ops::lt::wgrad_fp32_tuned(dy, x, main, /*overwrite=*/true);
+    const double tol = 1e-3 * ref.abs().max().item<double>();
+    EXPECT_LE((main - ref).abs().max().item<double>(), tol) << tokens << " " << in << " " << out;
+    ops::lt::wgrad_fp32_tuned(dy, x, main, /*overwrite=*/false);  // adds: 2 ref
+    EXPECT_LE((main - 2 * ref).abs().max().item<double>(), 2 * tol) << tokens << " " << in << " " << out;
+  }
+  EXPECT_FALSE(ops::gemm_tuner().choices().empty());  // the process-wide tuner measured them
+}
+#endif
