@@ -14,6 +14,7 @@
 
 #include <climits>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <optional>
 #include <vector>
@@ -126,10 +127,10 @@ struct Gemm {
 
 constexpr int kMaxAlgos = 16;
 
-// g's descriptors and the algorithms cuBLASLt's heuristic offers for them (up to `want`, best ranked first).
+// g's descriptors and (after query) the algorithms cuBLASLt's heuristic offers for them, best ranked first.
 class Prepared {
  public:
-  Prepared(const Gemm& g, int want) : type_(data_type(*g.a)), d_type_(g.fp32_output ? CUDA_R_32F : type_) {
+  explicit Prepared(const Gemm& g) : type_(data_type(*g.a)), d_type_(g.fp32_output ? CUDA_R_32F : type_) {
     op_.set(CUBLASLT_MATMUL_DESC_TRANSA, int32_t(g.ta));
     op_.set(CUBLASLT_MATMUL_DESC_TRANSB, int32_t(g.tb));
     op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(g.epilogue));
@@ -146,22 +147,28 @@ class Prepared {
     pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(g.b->data_ptr()));
     pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(g.d->data_ptr()));
     pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(g.d->data_ptr()));
+  }
+
+  // Asks the heuristic for up to `want` algorithms (its CPU cost is why the tuned paths keep their choice's record);
+  // returns how many it offers.
+  int query(int want) {
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle(), op_.get(), a_->get(), b_->get(), d_->get(),
                                                                  d_->get(), pref_.get(), want, results_, &found_);
     if (status != CUBLAS_STATUS_SUCCESS) found_ = 0;
+    return found_;
   }
-
   int found() const { return found_; }
+  const cublasLtMatmulAlgo_t& algo(int i) const { return results_[i].algo; }
 
-  // Runs g with algorithm i, D (and C) = d (g's own output or a scratch of its shape, no less aligned).
-  void launch(const Gemm& g, int i, torch::Tensor& d) const {
+  // Runs g with `algo`, D (and C) = d (g's own output or a scratch of its shape, no less aligned).
+  void launch(const Gemm& g, const cublasLtMatmulAlgo_t& algo, torch::Tensor& d) const {
     torch::Tensor workspace =
         torch::empty({int64_t(kWorkspaceBytes)}, torch::TensorOptions().dtype(torch::kUInt8).device(d.device()));
     const float alpha = 1.0f, beta = g.beta;
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(d.device().index()).stream();
     check(cublasLtMatmul(handle(), op_.get(), &alpha, g.a->data_ptr(), a_->get(), g.b->data_ptr(), b_->get(), &beta,
-                         d.data_ptr(), d_->get(), d.data_ptr(), d_->get(), &results_[i].algo, workspace.data_ptr(),
-                         kWorkspaceBytes, stream),
+                         d.data_ptr(), d_->get(), d.data_ptr(), d_->get(), &algo, workspace.data_ptr(), kWorkspaceBytes,
+                         stream),
           "matmul");
   }
 
@@ -179,10 +186,11 @@ class Prepared {
 // given, set to how many it offers (up to kMaxAlgos).
 bool run(const Gemm& g, int* count = nullptr) {
   const int algo = g.algo < 0 ? 0 : g.algo;
-  const Prepared p(g, count != nullptr ? kMaxAlgos : algo + 1);
+  Prepared p(g);
+  p.query(count != nullptr ? kMaxAlgos : algo + 1);
   if (count != nullptr) *count = p.found();
   if (algo >= p.found()) return false;
-  p.launch(g, algo, *g.d);
+  p.launch(g, p.algo(algo), *g.d);
   return true;
 }
 
@@ -233,15 +241,46 @@ std::vector<int64_t> key_of(const Gemm& g, int64_t kind) {
           g.d->device().index()};
 }
 
-// Runs g with the algorithm the tuner keeps for it (timed on g's own outputs: beta 0 only). False where cuBLASLt
-// offers none.
+// A kept choice as the tuner's record: {1, the cuBLASLt algorithm's words}, or {0} for cublasGemmEx.
+constexpr size_t kAlgoWords = sizeof(cublasLtMatmulAlgo_t) / sizeof(uint64_t);
+static_assert(sizeof(cublasLtMatmulAlgo_t) % sizeof(uint64_t) == 0);
+
+std::vector<uint64_t> record_of(const cublasLtMatmulAlgo_t& algo) {
+  std::vector<uint64_t> r(1 + kAlgoWords, 1);
+  std::memcpy(r.data() + 1, &algo, sizeof(algo));
+  return r;
+}
+
+cublasLtMatmulAlgo_t algo_of(const std::vector<uint64_t>& record) {
+  MEGATON_ASSERT(record.size() == 1 + kAlgoWords && record[0] == 1, "not a cuBLASLt algorithm's record");
+  cublasLtMatmulAlgo_t algo;
+  std::memcpy(&algo, record.data() + 1, sizeof(algo));
+  return algo;
+}
+
+// The tuner's key for g: key_of plus whether it tunes (off: the heuristic's first is kept instead).
+std::vector<int64_t> tuner_key(const Gemm& g, int64_t kind) {
+  std::vector<int64_t> key = key_of(g, kind);
+  key.push_back(gemm_tuner().enabled());
+  return key;
+}
+
+// Runs g with the algorithm the tuner keeps for it (timed on g's own outputs: beta 0 only); the heuristic is asked only
+// on a shape's first call. False where cuBLASLt offers none.
 bool run_tuned(const Gemm& g) {
   MEGATON_ASSERT(g.beta == 0.0f, "run_tuned times on the outputs themselves: beta 0 only");
-  const Prepared p(g, kMaxAlgos);
-  if (p.found() == 0) return false;
-  const int algo =
-      gemm_tuner().choose(key_of(g, 0), 0, p.found(), [&](int i) { return seconds_of([&] { p.launch(g, i, *g.d); }); });
-  p.launch(g, algo, *g.d);
+  GemmTuner& tuner = gemm_tuner();
+  const std::vector<int64_t> key = tuner_key(g, 0);
+  Prepared p(g);
+  std::vector<uint64_t> record = tuner.record(key);
+  if (record.empty()) {
+    if (p.query(kMaxAlgos) == 0) return false;
+    const int i =
+        tuner.choose(key, 0, p.found(), [&](int c) { return seconds_of([&] { p.launch(g, p.algo(c), *g.d); }); });
+    record = record_of(p.algo(i));
+    tuner.keep_record(key, record);
+  }
+  p.launch(g, algo_of(record), *g.d);
   return true;
 }
 
@@ -334,17 +373,23 @@ bool wgrad_fp32(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& 
 
 void wgrad_fp32_tuned(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& main, bool overwrite) {
   const Gemm g = wgrad_gemm(dy, x, main, overwrite);
-  int choice = -1;  // -1: cublasGemmEx, the baseline; i >= 0: cuBLASLt's i-th algorithm
-  if (gemm_tuner().enabled() && g.m <= INT_MAX && g.n <= INT_MAX && g.k <= INT_MAX) {
-    const Prepared p(g, kMaxAlgos);
-    // beta 1 adds to main: time on a scratch of its shape instead
-    torch::Tensor scratch = overwrite ? main : torch::zeros_like(main);
-    choice = gemm_tuner().choose(key_of(g, 1), -1, p.found(), [&](int i) {
-      return seconds_of([&] { i < 0 ? wgrad_gemm_ex(g, scratch) : p.launch(g, i, scratch); });
+  GemmTuner& tuner = gemm_tuner();
+  if (!tuner.enabled()) return wgrad_gemm_ex(g, main);  // the baseline, untimed
+  const std::vector<int64_t> key = tuner_key(g, 1);
+  Prepared p(g);
+  std::vector<uint64_t> record = tuner.record(key);
+  if (record.empty()) {
+    const int found = p.query(kMaxAlgos);
+    torch::Tensor scratch = overwrite ? main : torch::zeros_like(main);  // beta 1 adds to main: time elsewhere
+    // -1: cublasGemmEx, the baseline; c >= 0: cuBLASLt's c-th algorithm
+    const int i = tuner.choose(key, -1, found, [&](int c) {
+      return seconds_of([&] { c < 0 ? wgrad_gemm_ex(g, scratch) : p.launch(g, p.algo(c), scratch); });
     });
-    if (choice >= 0) return p.launch(g, choice, main);
+    record = i < 0 ? std::vector<uint64_t>{0} : record_of(p.algo(i));
+    tuner.keep_record(key, record);
   }
-  wgrad_gemm_ex(g, main);
+  if (record[0] == 0) return wgrad_gemm_ex(g, main);
+  p.launch(g, algo_of(record), main);
 }
 
 bool wgrad_bgrad(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& dw, torch::Tensor& db) {

@@ -1,5 +1,7 @@
 #include "ops/gemm_tuner.h"
 
+#include <utility>
+
 namespace megaton::ops {
 
 void GemmTuner::set_enabled(bool on) {
@@ -33,6 +35,17 @@ int GemmTuner::choose(const std::vector<int64_t>& key, int baseline, int last,
 std::map<std::vector<int64_t>, int> GemmTuner::choices() const {
   const std::lock_guard<std::mutex> lock(mu_);
   return chosen_;
+}
+
+void GemmTuner::keep_record(const std::vector<int64_t>& key, std::vector<uint64_t> record) {
+  const std::lock_guard<std::mutex> lock(mu_);
+  records_[key] = std::move(record);
+}
+
+std::vector<uint64_t> GemmTuner::record(const std::vector<int64_t>& key) const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  auto it = records_.find(key);
+  return it == records_.end() ? std::vector<uint64_t>{} : it->second;
 }
 
 GemmTuner& gemm_tuner() {

@@ -36,10 +36,16 @@ class GemmTuner {
   /// The kept choices so far (tests, benchmarks).
   std::map<std::vector<int64_t>, int> choices() const;
 
+  /// An opaque record kept for `key` (the library's own description of the algorithm to run), so that later calls
+  /// launch it without asking the library again; record() is empty until keep_record.
+  void keep_record(const std::vector<int64_t>& key, std::vector<uint64_t> record);
+  std::vector<uint64_t> record(const std::vector<int64_t>& key) const;
+
  private:
   mutable std::mutex mu_;
   bool enabled_ = true;
   std::map<std::vector<int64_t>, int> chosen_;
+  std::map<std::vector<int64_t>, std::vector<uint64_t>> records_;
 };
 
 /// The process-wide tuner.

@@ -68,6 +68,14 @@ TEST(GemmTuner, OffOrOneCandidateReturnsTheBaselineUntimed) {
   EXPECT_EQ(tuner.choose({2}, 0, 5, seconds), 1);
 }
 
+TEST(GemmTuner, RecordsAreKeptPerKey) {
+  ops::GemmTuner tuner;
+  EXPECT_TRUE(tuner.record({1, 2}).empty());
+  tuner.keep_record({1, 2}, {1, 42, 43});
+  EXPECT_EQ(tuner.record({1, 2}), (std::vector<uint64_t>{1, 42, 43}));
+  EXPECT_TRUE(tuner.record({1, 3}).empty());
+}
+
 #ifdef MEGATON_HAVE_CUDA
 TEST(KernelsGemmTuner, TunedWeightGradientOverwritesAndAdds) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
@@ -84,5 +92,13 @@ TEST(KernelsGemmTuner, TunedWeightGradientOverwritesAndAdds) {
     EXPECT_LE((main - 2 * ref).abs().max().item<double>(), 2 * tol) << tokens << " " << in << " " << out;
   }
   EXPECT_FALSE(ops::gemm_tuner().choices().empty());  // the process-wide tuner measured them
+  // off: the baseline (cublasGemmEx), the same product
+  ops::gemm_tuner().set_enabled(false);
+  torch::Tensor dy = torch::randn({512, 96}, o), x = torch::randn({512, 32}, o);
+  torch::Tensor main = torch::zeros({96, 32}, o.dtype(torch::kFloat32));
+  ops::lt::wgrad_fp32_tuned(dy, x, main, true);
+  ops::gemm_tuner().set_enabled(true);
+  const torch::Tensor ref = torch::mm(dy.t().to(torch::kFloat32), x.to(torch::kFloat32));
+  EXPECT_LE((main - ref).abs().max().item<double>(), 1e-3 * ref.abs().max().item<double>());
 }
 #endif
