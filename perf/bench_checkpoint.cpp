@@ -8,8 +8,8 @@
 
 #include <chrono>
 #include <cstring>
-#include <functional>
 #include <filesystem>
+#include <functional>
 
 #include "checkpoint/checkpoint.h"
 #include "dist/process_groups.h"
@@ -130,7 +130,8 @@ void BM_Load(benchmark::State& st) {
   lo.collective_io = cfg.collective;
   lo.verify_checksums = st.range(0) != 0;
   for (auto _ : st)
-    st.SetIterationTime(timed([&] { checkpoint::load_checkpoint(cfg.dir + "/load", m.params, &m.optim, nullptr, g, lo, log); }));
+    st.SetIterationTime(
+        timed([&] { checkpoint::load_checkpoint(cfg.dir + "/load", m.params, &m.optim, nullptr, g, lo, log); }));
   st.SetBytesProcessed(static_cast<int64_t>(m.bytes) * st.iterations());
   st.counters["ranks"] = world;
   st.counters["verify"] = static_cast<double>(lo.verify_checksums);
@@ -179,23 +180,43 @@ int main(int argc, char** argv) {
   for (int i = 0; i < argc; ++i) {
     const std::string a = argv[i];
     auto val = [&](const char* k) { return a.rfind(k, 0) == 0 ? a.substr(std::strlen(k)) : std::string(); };
-    if (!val("--hidden=").empty()) cfg.hidden = std::stoll(val("--hidden="));
-    else if (!val("--layers=").empty()) cfg.layers = std::stoll(val("--layers="));
-    else if (!val("--tp=").empty()) cfg.tp = std::stoi(val("--tp="));
-    else if (!val("--pp=").empty()) cfg.pp = std::stoi(val("--pp="));
-    else if (!val("--dir=").empty()) cfg.dir = val("--dir=");
-    else if (a == "--independent") cfg.collective = false;
-    else rest.push_back(argv[i]);
+    if (!val("--hidden=").empty())
+      cfg.hidden = std::stoll(val("--hidden="));
+    else if (!val("--layers=").empty())
+      cfg.layers = std::stoll(val("--layers="));
+    else if (!val("--tp=").empty())
+      cfg.tp = std::stoi(val("--tp="));
+    else if (!val("--pp=").empty())
+      cfg.pp = std::stoi(val("--pp="));
+    else if (!val("--dir=").empty())
+      cfg.dir = val("--dir=");
+    else if (a == "--independent")
+      cfg.collective = false;
+    else
+      rest.push_back(argv[i]);
   }
   int n = static_cast<int>(rest.size());
   if (world_rank() == 0) fs::create_directories(cfg.dir);
-  benchmark::RegisterBenchmark("checkpoint_save", BM_Save)->UseManualTime()->Iterations(3)->Unit(benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("checkpoint_load", BM_Load)->Arg(1)->Arg(0)->UseManualTime()->Iterations(3)->Unit(
-      benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("torch_save", BM_TorchSaveLoad)->Arg(0)->UseManualTime()->Iterations(3)->Unit(
-      benchmark::kMillisecond);
-  benchmark::RegisterBenchmark("torch_load", BM_TorchSaveLoad)->Arg(1)->UseManualTime()->Iterations(3)->Unit(
-      benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("checkpoint_save", BM_Save)
+      ->UseManualTime()
+      ->Iterations(3)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("checkpoint_load", BM_Load)
+      ->Arg(1)
+      ->Arg(0)
+      ->UseManualTime()
+      ->Iterations(3)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("torch_save", BM_TorchSaveLoad)
+      ->Arg(0)
+      ->UseManualTime()
+      ->Iterations(3)
+      ->Unit(benchmark::kMillisecond);
+  benchmark::RegisterBenchmark("torch_load", BM_TorchSaveLoad)
+      ->Arg(1)
+      ->UseManualTime()
+      ->Iterations(3)
+      ->Unit(benchmark::kMillisecond);
   benchmark::Initialize(&n, rest.data());
   if (world_rank() == 0) {
     benchmark::RunSpecifiedBenchmarks();

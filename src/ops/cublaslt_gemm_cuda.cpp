@@ -125,6 +125,18 @@ struct Gemm {
   int algo = 0;              // which of the heuristic's algorithms, best ranked first
 };
 
+// g with its product: D [m, n] = op(A) [m, k] . op(B) [k, n], the stored matrices and their leading dimensions.
+Gemm product(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, int64_t k, const torch::Tensor& a,
+             int64_t lda, const torch::Tensor& b, int64_t ldb, torch::Tensor& d, int64_t ldd) {
+  Gemm g;
+  g.ta = ta, g.tb = tb;
+  g.m = m, g.n = n, g.k = k;
+  g.a = &a, g.lda = lda;
+  g.b = &b, g.ldb = ldb;
+  g.d = &d, g.ldd = ldd;
+  return g;
+}
+
 constexpr int kMaxAlgos = 16;
 
 // g's descriptors and (after query) the algorithms cuBLASLt's heuristic offers for them, best ranked first.
@@ -295,13 +307,7 @@ bool run_tuned(const Gemm& g) {
 // grad.
 Gemm wgrad_gemm(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& main, bool overwrite) {
   const int64_t tokens = x.size(0), in = x.size(1), out = dy.size(1);
-  Gemm g;
-  g.ta = CUBLAS_OP_N;
-  g.tb = CUBLAS_OP_T;
-  g.m = in, g.n = out, g.k = tokens;
-  g.a = &x, g.lda = in;
-  g.b = &dy, g.ldb = out;
-  g.d = &main, g.ldd = in;
+  Gemm g = product(CUBLAS_OP_N, CUBLAS_OP_T, in, out, tokens, x, in, dy, out, main, in);
   g.fp32_output = true;
   g.beta = overwrite ? 0.0f : 1.0f;
   return g;
@@ -325,13 +331,7 @@ void wgrad_gemm_ex(const Gemm& g, torch::Tensor& d) {
 bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, torch::Tensor& act,
                      torch::Tensor& pre, int algo, int* count) {
   const int64_t tokens = x.size(0), in = x.size(1), out = w.size(0);
-  Gemm g;
-  g.ta = CUBLAS_OP_T;
-  g.tb = CUBLAS_OP_N;
-  g.m = out, g.n = tokens, g.k = in;
-  g.a = &w, g.lda = in;
-  g.b = &x, g.ldb = in;
-  g.d = &act, g.ldd = out;
+  Gemm g = product(CUBLAS_OP_T, CUBLAS_OP_N, out, tokens, in, w, in, x, in, act, out);
   g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   g.bias = b.data_ptr();
   g.aux = pre.data_ptr(), g.aux_ld = out;
@@ -342,13 +342,7 @@ bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch
 bool dgelu_bgrad(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
                  torch::Tensor& db) {
   const int64_t tokens = dy.size(0), h = dy.size(1), f = w.size(1);
-  Gemm g;
-  g.ta = CUBLAS_OP_N;
-  g.tb = CUBLAS_OP_N;
-  g.m = f, g.n = tokens, g.k = h;
-  g.a = &w, g.lda = f;
-  g.b = &dy, g.ldb = h;
-  g.d = &d_pre, g.ldd = f;
+  Gemm g = product(CUBLAS_OP_N, CUBLAS_OP_N, f, tokens, h, w, f, dy, h, d_pre, f);
   g.epilogue = CUBLASLT_EPILOGUE_DGELU_BGRAD;
   g.bias = db.data_ptr();
   g.aux = pre.data_ptr(), g.aux_ld = f;
@@ -358,13 +352,7 @@ bool dgelu_bgrad(const torch::Tensor& dy, const torch::Tensor& w, const torch::T
 bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
                   int algo, int* count) {
   const int64_t tokens = dy.size(0), h = dy.size(1), f = w.size(1);
-  Gemm g;
-  g.ta = CUBLAS_OP_N;
-  g.tb = CUBLAS_OP_N;
-  g.m = f, g.n = tokens, g.k = h;
-  g.a = &w, g.lda = f;
-  g.b = &dy, g.ldb = h;
-  g.d = &d_pre, g.ldd = f;
+  Gemm g = product(CUBLAS_OP_N, CUBLAS_OP_N, f, tokens, h, w, f, dy, h, d_pre, f);
   g.epilogue = CUBLASLT_EPILOGUE_DGELU;
   g.aux = pre.data_ptr(), g.aux_ld = f;
   g.algo = algo;
@@ -401,13 +389,7 @@ void wgrad_fp32_tuned(const torch::Tensor& dy, const torch::Tensor& x, torch::Te
 
 bool wgrad_bgrad(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& dw, torch::Tensor& db) {
   const int64_t tokens = x.size(0), in = x.size(1), out = dy.size(1);
-  Gemm g;
-  g.ta = CUBLAS_OP_N;
-  g.tb = CUBLAS_OP_T;
-  g.m = in, g.n = out, g.k = tokens;
-  g.a = &x, g.lda = in;
-  g.b = &dy, g.ldb = out;
-  g.d = &dw, g.ldd = in;
+  Gemm g = product(CUBLAS_OP_N, CUBLAS_OP_T, in, out, tokens, x, in, dy, out, dw, in);
   g.epilogue = CUBLASLT_EPILOGUE_BGRADB;
   g.bias = db.data_ptr();
   return run(g);
