@@ -1,5 +1,8 @@
 #include "ops/gemm_tuner.h"
 
+#include <algorithm>
+#include <iomanip>
+#include <sstream>
 #include <utility>
 
 namespace megaton::ops {
@@ -27,14 +30,31 @@ int GemmTuner::choose(const std::vector<int64_t>& key, int baseline, int last,
     if (s >= 0 && (best_s < 0 || s < best_s)) best = c, best_s = s;
   }
   // the baseline stays unless the fastest beats it by the margin (a failed baseline: the fastest that ran)
-  if (base >= 0 && best_s > base * (1.0 - kMargin)) best = baseline;
+  if (base >= 0 && best_s > base * (1.0 - kMargin)) best = baseline, best_s = base;
   chosen_.emplace(key, best);
+  gains_.emplace(key, base > 0 && best_s > 0 ? base / best_s : 1.0);
   return best;
 }
 
 std::map<std::vector<int64_t>, int> GemmTuner::choices() const {
   const std::lock_guard<std::mutex> lock(mu_);
   return chosen_;
+}
+
+std::string GemmTuner::summary() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  if (gains_.empty()) return {};
+  std::vector<double> faster;
+  for (const auto& [key, gain] : gains_)
+    if (gain > 1.0) faster.push_back(gain);
+  std::sort(faster.rbegin(), faster.rend());
+  std::ostringstream out;
+  out << "GEMM tuner: " << gains_.size() << " GEMM shape(s) timed on their first call, " << faster.size()
+      << " run faster than the baseline (cuBLASLt's first-ranked algorithm or cublasGemmEx)";
+  out << std::fixed << std::setprecision(2);
+  for (size_t i = 0; i < faster.size(); ++i) out << (i == 0 ? ": " : ", ") << faster[i] << "x";
+  out << " (--no-gemm-autotune keeps the baselines)";
+  return out.str();
 }
 
 void GemmTuner::keep_record(const std::vector<int64_t>& key, std::vector<uint64_t> record) {

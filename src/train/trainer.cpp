@@ -608,10 +608,16 @@ int Trainer::run() {
                "): no profile will be written");
   warn_if_gemm_epilogue_unused();
   ops::gemm_tuner().set_enabled(!cfg_.model.no_gemm_autotune);  // process-wide (ops/gemm_tuner.h)
+  bool tuner_reported = false;
   while (iteration_ < train_iters_) {
     profiler.before_step(iteration_);
     const StepOutcome s = train_step();
     ++iteration_;
+    if (!tuner_reported) {  // the first step timed every GEMM shape (ops/gemm_tuner.h)
+      const std::string tuned = ops::gemm_tuner().summary();
+      if (!tuned.empty()) log_.info0(tuned);
+      tuner_reported = true;
+    }
     const std::string profile = profiler.after_step(iteration_);
     if (!profile.empty())
       log_.info("profile of iterations ", cfg_.logging.profile_step_start + 1, "..", iteration_, " written: ", profile);

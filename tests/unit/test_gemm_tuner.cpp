@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <map>
+#include <string>
 #include <vector>
 
 #include "ops/gemm_tuner.h"
@@ -66,6 +67,18 @@ TEST(GemmTuner, OffOrOneCandidateReturnsTheBaselineUntimed) {
   EXPECT_EQ(calls, 0);
   tuner.set_enabled(true);
   EXPECT_EQ(tuner.choose({2}, 0, 5, seconds), 1);
+}
+
+TEST(GemmTuner, SummaryCountsShapesAndGains) {
+  ops::GemmTuner tuner;
+  EXPECT_EQ(tuner.summary(), "");
+  tuner.choose({1}, 0, 2, [](int c) { return c == 0 ? 1.0 : 0.5; });     // 2x
+  tuner.choose({2}, 0, 2, [](int c) { return c == 0 ? 1.0 : 0.995; });   // within the margin: baseline
+  tuner.choose({3}, -1, 1, [](int c) { return c == -1 ? 1.25 : 1.0; });  // 1.25x
+  const std::string s = tuner.summary();
+  EXPECT_NE(s.find("3 GEMM shape(s) timed"), std::string::npos) << s;
+  EXPECT_NE(s.find("2 run faster than the baseline"), std::string::npos) << s;
+  EXPECT_NE(s.find(": 2.00x, 1.25x"), std::string::npos) << s;
 }
 
 TEST(GemmTuner, RecordsAreKeptPerKey) {
