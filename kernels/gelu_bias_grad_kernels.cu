@@ -61,7 +61,7 @@ enum class Mode {
 // thread <= 65536 / (256 kBlocks)): more blocks overlap one warp's arithmetic with other warps' loads, more rows per
 // pass keep more bytes in flight per warp (GeluBiasGradTuning).
 // kMode (Mode): kSum reads d_act only (pre, d_pre, parts and head_dim unused); kGelu reads d_act and pre and writes
-// d_pre; kInterleave reads d_act, parts[0] and parts[1] as dq, dk, dv (pre unused), writes d_pre.
+// d_pre; kInterleave reads d_act, dk and dv as dq, dk, dv (pre unused), writes d_pre (the gathered d_qkv).
 template <typename T, Mode kMode, int U, int kBlocks>
 __global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocks)
     bias_grad_kernel(const T* __restrict__ d_act, const T* __restrict__ pre, T* __restrict__ d_pre,
@@ -105,11 +105,8 @@ __global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocks)
             acc[k] += to_float(out.v[k]);
           }
           *reinterpret_cast<Pack<T>*>(d_pre + r * cols + col) = out;
-        } else if constexpr (kMode == Mode::kInterleave) {
-          *reinterpret_cast<Pack<T>*>(d_pre + r * cols + col) = dy[u];
-#pragma unroll
-          for (int k = 0; k < kVec; ++k) acc[k] += to_float(dy[u].v[k]);
         } else {
+          if constexpr (kMode == Mode::kInterleave) *reinterpret_cast<Pack<T>*>(d_pre + r * cols + col) = dy[u];
 #pragma unroll
           for (int k = 0; k < kVec; ++k) acc[k] += to_float(dy[u].v[k]);
         }

@@ -15,6 +15,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <limits>
 
 #include "bench_gpu_seconds.h"
@@ -82,6 +83,23 @@ void BM_WgradAlgos(benchmark::State& state) {
 #endif
 }
 
+#ifdef MEGATON_HAVE_CUDA
+// An MLP epilogue GEMM: run(algo, count) calls it (ops::lt::kTunedAlgo: the tuner's choice; count: where given, set to
+// how many algorithms are on offer). Every algorithm against the heuristic's first and the tuner's choice.
+void epilogue_algos(benchmark::State& state, double flops, const std::function<bool(int, int*)>& run) {
+  int count = 0;
+  if (!run(0, &count)) return state.SkipWithError("no cuBLASLt algorithm");
+  for (auto _ : state) {
+    const double first = time_algos(state, count, flops, [&](int a) { run(a, nullptr); });
+    run(ops::lt::kTunedAlgo, nullptr);  // the tuner's choice made here
+    const double tuned = perf::gpu_seconds([&] { run(ops::lt::kTunedAlgo, nullptr); }, kReps);
+    state.SetIterationTime(tuned);
+    state.counters["tuned_ms"] = tuned * 1e3;
+    state.counters["speedup"] = first / tuned;
+  }
+}
+#endif
+
 void BM_GeluAuxAlgos(benchmark::State& state) {
   if (perf::skip_without_cuda(state)) return;
 #ifdef MEGATON_HAVE_CUDA
@@ -89,17 +107,8 @@ void BM_GeluAuxAlgos(benchmark::State& state) {
   torch::Tensor x = torch::randn({tokens, h}, bf16()), w = torch::randn({f, h}, bf16()) * 0.02;
   torch::Tensor b = torch::randn({f}, bf16()) * 0.02, act = torch::empty({tokens, f}, bf16()),
                 pre = torch::empty_like(act);
-  int count = 0;
-  if (!ops::lt::linear_gelu_aux(x, w, b, act, pre, 0, &count)) return state.SkipWithError("no cuBLASLt algorithm");
-  for (auto _ : state) {
-    const double first = time_algos(state, count, 2.0 * double(tokens * h) * double(f),
-                                    [&](int a) { ops::lt::linear_gelu_aux(x, w, b, act, pre, a); });
-    ops::lt::linear_gelu_aux(x, w, b, act, pre);  // the tuner's choice made here
-    const double tuned = perf::gpu_seconds([&] { ops::lt::linear_gelu_aux(x, w, b, act, pre); }, kReps);
-    state.SetIterationTime(tuned);
-    state.counters["tuned_ms"] = tuned * 1e3;
-    state.counters["speedup"] = first / tuned;
-  }
+  epilogue_algos(state, 2.0 * double(tokens * h) * double(f),
+                 [&](int a, int* count) { return ops::lt::linear_gelu_aux(x, w, b, act, pre, a, count); });
 #endif
 }
 
@@ -109,17 +118,8 @@ void BM_DgeluAlgos(benchmark::State& state) {
   const int64_t tokens = state.range(0), h = state.range(1), f = 4 * h;
   torch::Tensor dy = torch::randn({tokens, h}, bf16()), w = torch::randn({h, f}, bf16()) * 0.02;
   torch::Tensor pre = torch::randn({tokens, f}, bf16()), d_pre = torch::empty_like(pre);
-  int count = 0;
-  if (!ops::lt::linear_dgelu(dy, w, pre, d_pre, 0, &count)) return state.SkipWithError("no cuBLASLt algorithm");
-  for (auto _ : state) {
-    const double first = time_algos(state, count, 2.0 * double(tokens * h) * double(f),
-                                    [&](int a) { ops::lt::linear_dgelu(dy, w, pre, d_pre, a); });
-    ops::lt::linear_dgelu(dy, w, pre, d_pre);  // the tuner's choice made here
-    const double tuned = perf::gpu_seconds([&] { ops::lt::linear_dgelu(dy, w, pre, d_pre); }, kReps);
-    state.SetIterationTime(tuned);
-    state.counters["tuned_ms"] = tuned * 1e3;
-    state.counters["speedup"] = first / tuned;
-  }
+  epilogue_algos(state, 2.0 * double(tokens * h) * double(f),
+                 [&](int a, int* count) { return ops::lt::linear_dgelu(dy, w, pre, d_pre, a, count); });
 #endif
 }
 

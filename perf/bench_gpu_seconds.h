@@ -22,27 +22,20 @@ inline bool skip_without_cuda(benchmark::State& state) {
 }  // namespace megaton::perf
 
 #ifdef MEGATON_HAVE_CUDA
-#include <c10/cuda/CUDAStream.h>
-#include <cuda_runtime_api.h>
+#include <c10/cuda/CUDAFunctions.h>
+
+#include "core/device_clock.h"
 
 namespace megaton::perf {
 
-/// Seconds per call of fn, run `reps` times back to back on the current stream between two CUDA events.
+/// Seconds per call of fn, run `reps` times back to back on the current stream between two CUDA events (the training
+/// timers' device clock, core/device_clock.h).
 template <typename F>
 double gpu_seconds(F&& fn, int reps) {
-  const cudaStream_t s = c10::cuda::getCurrentCUDAStream().stream();
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  cudaEventRecord(start, s);
+  const DeviceClock clock = cuda_device_clock(c10::cuda::current_device());
+  const std::unique_ptr<DeviceMark> start = clock();
   for (int i = 0; i < reps; ++i) fn();
-  cudaEventRecord(stop, s);
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms * 1e-3 / reps;
+  return clock()->seconds_since(*start) / reps;
 }
 
 }  // namespace megaton::perf

@@ -60,8 +60,8 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   const int n = tp->size();
   local_heads_ = heads / n;
   bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh;
-  // where ops::gemm_epilogue_supported, else ATen
   fuse_qkv_grad_ = !m.no_qkv_grad_fusion;
+  // where ops::gemm_epilogue_supported, else ATen
   mlp_epilogues_ = {!m.no_gemm_epilogue_fusion, !m.no_gemm_epilogue_fusion && !m.no_gemm_dgelu_epilogue};
   const std::string p = "layers." + std::to_string(index) + ".";
   auto ln = [&](const std::string& name, bool weight) {

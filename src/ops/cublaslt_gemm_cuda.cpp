@@ -9,6 +9,7 @@
 // cuBLASLt one (cuBLAS documents that every cublasHandle_t is a valid cublasLtHandle_t); the workspace comes from the
 // caching allocator on the current stream.
 #include <ATen/cuda/CUDAContext.h>
+#include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <cublasLt.h>
 
@@ -16,9 +17,11 @@
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <vector>
 
+#include "core/device_clock.h"
 #include "core/error.h"
 #include "ops/cublaslt_gemm.h"
 #include "ops/gemm_tuner.h"
@@ -217,24 +220,16 @@ double seconds_of(const std::function<void()>& fn) {
   } catch (const std::exception&) {
     return -1;
   }
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
+  const DeviceClock clock = cuda_device_clock(c10::cuda::current_device());  // events on the current stream
   constexpr int kRounds = 3, kReps = 5;
-  float best_ms = -1;
+  double best = -1;
   for (int round = 0; round < kRounds; ++round) {
-    cudaEventRecord(start, stream);
+    const std::unique_ptr<DeviceMark> start = clock();
     for (int i = 0; i < kReps; ++i) fn();
-    cudaEventRecord(stop, stream);
-    cudaEventSynchronize(stop);
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (best_ms < 0 || ms < best_ms) best_ms = ms;
+    const double s = clock()->seconds_since(*start);
+    if (best < 0 || s < best) best = s;
   }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return best_ms * 1e-3 / kReps;
+  return best / kReps;
 }
 
 // What decides the algorithms on offer and their speed: the product, its layouts, epilogue, types, beta and the
@@ -284,25 +279,6 @@ std::vector<int64_t> tuner_key(const Gemm& g, int64_t kind) {
   return key;
 }
 
-// Runs g with the algorithm the tuner keeps for it (timed on g's own outputs: beta 0 only); the heuristic is asked only
-// on a shape's first call. False where cuBLASLt offers none.
-bool run_tuned(const Gemm& g) {
-  MEGATON_ASSERT(g.beta == 0.0f, "run_tuned times on the outputs themselves: beta 0 only");
-  GemmTuner& tuner = gemm_tuner();
-  const std::vector<int64_t> key = tuner_key(g, 0);
-  Prepared p(g);
-  std::vector<uint64_t> record = tuner.record(key);
-  if (record.empty()) {
-    if (p.query(kMaxAlgos) == 0) return false;
-    const int i =
-        tuner.choose(key, 0, p.found(), [&](int c) { return seconds_of([&] { p.launch(g, p.algo(c), *g.d); }); });
-    record = record_of(p.algo(i));
-    tuner.keep_record(key, record);
-  }
-  p.launch(g, algo_of(record), *g.d);
-  return true;
-}
-
 // main^T [in, out] (column-major) = x_cm [in, T] . dy_cm^T [T, out] (+ main): the weight gradient into an fp32 main
 // grad.
 Gemm wgrad_gemm(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& main, bool overwrite) {
@@ -313,8 +289,8 @@ Gemm wgrad_gemm(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& 
   return g;
 }
 
-// The same product by cublasGemmEx (cuBLAS's own choice of kernel) into `d`.
-void wgrad_gemm_ex(const Gemm& g, torch::Tensor& d) {
+// g (an fp32-output product) by cublasGemmEx (cuBLAS's own choice of kernel) into `d`.
+void gemm_ex_fp32(const Gemm& g, torch::Tensor& d) {
   const cudaDataType_t ab = data_type(*g.a);
   const float alpha = 1.0f, beta = g.beta;
   const cublasStatus_t st =
@@ -324,6 +300,36 @@ void wgrad_gemm_ex(const Gemm& g, torch::Tensor& d) {
   MEGATON_CHECK(st == CUBLAS_STATUS_SUCCESS, RuntimeError,
                 "weight-gradient GEMM into the fp32 main grad: cuBLAS status ", int(st), " (m ", g.m, ", n ", g.n,
                 ", k ", g.k, ")");
+}
+
+// Runs g (into *g.d) with the algorithm the tuner keeps for its shape, timed on the shape's first call (on *g.d with
+// beta 0; with beta 1, which adds to it, on a scratch of its shape); later calls launch the kept record without asking
+// the heuristic again. gemm_ex: cublasGemmEx (candidate -1, fp32 output only) is a candidate and the baseline, else
+// cuBLASLt's first-ranked algorithm is. False where nothing is on offer.
+bool run_tuned(const Gemm& g, bool gemm_ex) {
+  GemmTuner& tuner = gemm_tuner();
+  if (gemm_ex && !tuner.enabled()) {  // the baseline, untimed
+    gemm_ex_fp32(g, *g.d);
+    return true;
+  }
+  const std::vector<int64_t> key = tuner_key(g, gemm_ex);
+  Prepared p(g);
+  std::vector<uint64_t> record = tuner.record(key);
+  if (record.empty()) {
+    const int found = p.query(kMaxAlgos);
+    if (found == 0 && !gemm_ex) return false;
+    torch::Tensor scratch = g.beta == 0.0f ? *g.d : torch::zeros_like(*g.d);
+    const int i = tuner.choose(key, gemm_ex ? -1 : 0, found, [&](int c) {
+      return seconds_of([&] { c < 0 ? gemm_ex_fp32(g, scratch) : p.launch(g, p.algo(c), scratch); });
+    });
+    record = i < 0 ? std::vector<uint64_t>{0} : record_of(p.algo(i));
+    tuner.keep_record(key, record);
+  }
+  if (record[0] == 0)
+    gemm_ex_fp32(g, *g.d);
+  else
+    p.launch(g, algo_of(record), *g.d);
+  return true;
 }
 
 }  // namespace
@@ -336,7 +342,7 @@ bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch
   g.bias = b.data_ptr();
   g.aux = pre.data_ptr(), g.aux_ld = out;
   g.algo = algo;
-  return algo == kTunedAlgo && count == nullptr ? run_tuned(g) : run(g, count);
+  return algo == kTunedAlgo && count == nullptr ? run_tuned(g, /*gemm_ex=*/false) : run(g, count);
 }
 
 bool dgelu_bgrad(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
@@ -356,7 +362,7 @@ bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::
   g.epilogue = CUBLASLT_EPILOGUE_DGELU;
   g.aux = pre.data_ptr(), g.aux_ld = f;
   g.algo = algo;
-  return algo == kTunedAlgo && count == nullptr ? run_tuned(g) : run(g, count);
+  return algo == kTunedAlgo && count == nullptr ? run_tuned(g, /*gemm_ex=*/false) : run(g, count);
 }
 
 bool wgrad_fp32(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& main, bool overwrite, int algo,
@@ -367,24 +373,7 @@ bool wgrad_fp32(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& 
 }
 
 void wgrad_fp32_tuned(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& main, bool overwrite) {
-  const Gemm g = wgrad_gemm(dy, x, main, overwrite);
-  GemmTuner& tuner = gemm_tuner();
-  if (!tuner.enabled()) return wgrad_gemm_ex(g, main);  // the baseline, untimed
-  const std::vector<int64_t> key = tuner_key(g, 1);
-  Prepared p(g);
-  std::vector<uint64_t> record = tuner.record(key);
-  if (record.empty()) {
-    const int found = p.query(kMaxAlgos);
-    torch::Tensor scratch = overwrite ? main : torch::zeros_like(main);  // beta 1 adds to main: time elsewhere
-    // -1: cublasGemmEx, the baseline; c >= 0: cuBLASLt's c-th algorithm
-    const int i = tuner.choose(key, -1, found, [&](int c) {
-      return seconds_of([&] { c < 0 ? wgrad_gemm_ex(g, scratch) : p.launch(g, p.algo(c), scratch); });
-    });
-    record = i < 0 ? std::vector<uint64_t>{0} : record_of(p.algo(i));
-    tuner.keep_record(key, record);
-  }
-  if (record[0] == 0) return wgrad_gemm_ex(g, main);
-  p.launch(g, algo_of(record), main);
+  run_tuned(wgrad_gemm(dy, x, main, overwrite), /*gemm_ex=*/true);
 }
 
 bool wgrad_bgrad(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& dw, torch::Tensor& db) {
