@@ -209,27 +209,19 @@ bool run(const Gemm& g, int* count = nullptr) {
   return true;
 }
 
-// Seconds per call of fn on the current stream: two calls to warm up, then the fastest of three rounds of five calls
-// between CUDA events (the GPU's clock moves at its power cap: one short window misranked near-equal algorithms at
-// the 1.3B shapes in the fifth 2026-12-03 session's run 4); -1 where fn throws (a candidate cuBLAS refuses: the tuner
-// skips it).
+// Seconds per call of fn on the current stream over five back-to-back calls between CUDA events (one round of the
+// tuner's, which warms up, repeats and averages: GemmTuner::choose); -1 where fn throws (a candidate cuBLAS refuses:
+// the tuner skips it).
 double seconds_of(const std::function<void()>& fn) {
+  constexpr int kReps = 5;
+  const DeviceClock clock = cuda_device_clock(c10::cuda::current_device());  // events on the current stream
+  const std::unique_ptr<DeviceMark> start = clock();
   try {
-    fn();
-    fn();
+    for (int i = 0; i < kReps; ++i) fn();
   } catch (const std::exception&) {
     return -1;
   }
-  const DeviceClock clock = cuda_device_clock(c10::cuda::current_device());  // events on the current stream
-  constexpr int kRounds = 3, kReps = 5;
-  double best = -1;
-  for (int round = 0; round < kRounds; ++round) {
-    const std::unique_ptr<DeviceMark> start = clock();
-    for (int i = 0; i < kReps; ++i) fn();
-    const double s = clock()->seconds_since(*start);
-    if (best < 0 || s < best) best = s;
-  }
-  return best / kReps;
+  return clock()->seconds_since(*start) / kReps;
 }
 
 // What decides the algorithms on offer and their speed: the product, its layouts, epilogue, types, beta and the

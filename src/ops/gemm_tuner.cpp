@@ -22,11 +22,22 @@ int GemmTuner::choose(const std::vector<int64_t>& key, int baseline, int last,
   const std::lock_guard<std::mutex> lock(mu_);
   if (!enabled_ || last - baseline <= 1) return baseline;
   if (auto it = chosen_.find(key); it != chosen_.end()) return it->second;
-  const double base = seconds(baseline);
+  // mean seconds per call of each candidate over the measured rounds; < 0 once it failed
+  std::vector<double> mean(size_t(last - baseline), 0.0);
+  for (int round = 0; round <= kRounds; ++round) {
+    for (int i = 0; i < last - baseline; ++i) {
+      const int c = round % 2 == 0 ? baseline + i : last - 1 - i;
+      double& m = mean[size_t(c - baseline)];
+      if (m < 0) continue;
+      const double s = seconds(c);
+      m = s < 0 ? -1.0 : (round == 0 ? 0.0 : m + s / kRounds);
+    }
+  }
+  const double base = mean[0];
   int best = baseline;
   double best_s = base;
   for (int c = baseline + 1; c < last; ++c) {
-    const double s = seconds(c);
+    const double s = mean[size_t(c - baseline)];
     if (s >= 0 && (best_s < 0 || s < best_s)) best = c, best_s = s;
   }
   // the baseline stays unless the fastest beats it by the margin (a failed baseline: the fastest that ran)

@@ -23,15 +23,21 @@ class GemmTuner {
  public:
   /// A candidate must be this much faster than the baseline (relative) to replace it.
   static constexpr double kMargin = 0.03;
+  /// Measured rounds after one warm-up round; each round times every candidate once, in alternating order.
+  static constexpr int kRounds = 4;
 
   /// Off: choose returns the baseline without timing (and forgets nothing).
   void set_enabled(bool on);
   bool enabled() const;
 
   /// The candidate to run for the GEMM `key` (its kind, sizes, dtypes, alignments: whatever decides the algorithms on
-  /// offer and their speed), among [baseline, last): on the first call for `key` every candidate is timed once by
-  /// seconds(c) (which runs it) and the fastest kept, the baseline unless another is kMargin faster; later calls
-  /// return the kept one. seconds(c) < 0: the candidate failed and is skipped.
+  /// offer and their speed), among [baseline, last): on the first call for `key` the candidates are timed by
+  /// seconds(c) (which runs c a few times and returns seconds per call) in 1 + kRounds rounds, each over all
+  /// candidates, forwards then backwards in turn; the first round warms up and is dropped, the others are averaged
+  /// (the GPU's clock drifts at its power cap: timing one candidate after another favoured whichever ran while the
+  /// clock was high, and the alternating order cancels a steady drift). The fastest is kept, the baseline unless
+  /// another is kMargin faster; later calls return the kept one. seconds(c) < 0 in any round: c failed and is
+  /// skipped.
   int choose(const std::vector<int64_t>& key, int baseline, int last, const std::function<double(int)>& seconds);
 
   /// The kept choices so far (tests, benchmarks).

@@ -1,4 +1,5 @@
-// ops::GemmTuner with fake timings (CPU): which candidate it keeps, that it measures each once per key, the margin in
+// ops::GemmTuner with fake timings (CPU): which candidate it keeps, that it measures each only on a key's first call
+// (a warm-up round and kRounds measured ones), that a steady drift of the clock favours no candidate, the margin in
 // the baseline's favour, failed candidates, the off switch. KernelsGemmTuner.*: the tuned cuBLASLt weight-gradient
 // GEMM against the fp32 product on the GPU, overwriting and adding (skipped without CUDA).
 #include <gtest/gtest.h>
@@ -36,10 +37,21 @@ TEST(GemmTuner, KeepsTheFastestAndMeasuresOncePerKey) {
   auto seconds = [&](int c) { return t(c); };
   EXPECT_EQ(tuner.choose({1, 2, 3}, 0, 3, seconds), 1);
   EXPECT_EQ(tuner.choose({1, 2, 3}, 0, 3, seconds), 1);  // kept, not measured again
-  for (int c = 0; c < 3; ++c) EXPECT_EQ(t.calls[c], 1);
+  for (int c = 0; c < 3; ++c) EXPECT_EQ(t.calls[c], 1 + ops::GemmTuner::kRounds);
   t.seconds = {{0, 0.5}, {1, 1.0}, {2, 1.0}};
   EXPECT_EQ(tuner.choose({1, 2, 4}, 0, 3, seconds), 0);  // another key: measured anew
   EXPECT_EQ(tuner.choices().size(), 2u);
+}
+
+TEST(GemmTuner, SteadyClockDriftFavoursNoCandidate) {
+  // three equally fast candidates timed while the clock rises (each measurement 2% shorter than the one before):
+  // timed one after another the last would look 4% faster than the baseline and replace it
+  ops::GemmTuner tuner;
+  int calls = 0;
+  auto rising = [&](int) { return 1.0 - 0.02 * calls++; };
+  EXPECT_EQ(tuner.choose({1}, 0, 3, rising), 0);
+  calls = 0;  // and one a tenth faster still wins under the same drift
+  EXPECT_EQ(tuner.choose({2}, 0, 3, [&](int c) { return (c == 1 ? 0.9 : 1.0) * (1.0 - 0.02 * calls++); }), 1);
 }
 
 TEST(GemmTuner, BaselineStaysWithinTheMargin) {
@@ -54,6 +66,9 @@ TEST(GemmTuner, FailedCandidatesAreSkipped) {
   ops::GemmTuner tuner;
   EXPECT_EQ(tuner.choose({1}, 0, 3, [](int c) { return c == 1 ? -1.0 : (c == 2 ? 0.1 : 1.0); }), 2);
   EXPECT_EQ(tuner.choose({2}, 0, 3, [](int c) { return c == 0 ? -1.0 : (c == 1 ? 0.3 : 0.2); }), 2);
+  int calls = 0;  // candidate 2 fails only in a later round: skipped all the same
+  EXPECT_EQ(tuner.choose({3}, 0, 3, [&](int c) { return c == 2 ? (++calls > 2 ? -1.0 : 0.1) : (c == 1 ? 0.5 : 1.0); }),
+            1);
 }
 
 TEST(GemmTuner, OffOrOneCandidateReturnsTheBaselineUntimed) {
