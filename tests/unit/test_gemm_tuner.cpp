@@ -44,14 +44,15 @@ TEST(GemmTuner, KeepsTheFastestAndMeasuresOncePerKey) {
 }
 
 TEST(GemmTuner, SteadyClockDriftFavoursNoCandidate) {
-  // three equally fast candidates timed while the clock rises (each measurement 2% shorter than the one before):
-  // timed one after another the last would look 4% faster than the baseline and replace it
+  // three equally fast candidates timed while the clock rises (each measurement 6% of the first shorter than the one
+  // before): timed one after another the last would look faster than the baseline by more than the margin and replace
+  // it
   ops::GemmTuner tuner;
   int calls = 0;
-  auto rising = [&](int) { return 1.0 - 0.02 * calls++; };
+  auto rising = [&](int) { return 1.0 - 0.06 * calls++; };
   EXPECT_EQ(tuner.choose({1}, 0, 3, rising), 0);
-  calls = 0;  // and one a tenth faster still wins under the same drift
-  EXPECT_EQ(tuner.choose({2}, 0, 3, [&](int c) { return (c == 1 ? 0.9 : 1.0) * (1.0 - 0.02 * calls++); }), 1);
+  calls = 0;  // and one a fifth faster still wins under the same drift
+  EXPECT_EQ(tuner.choose({2}, 0, 3, [&](int c) { return (c == 1 ? 0.8 : 1.0) * (1.0 - 0.06 * calls++); }), 1);
 }
 
 TEST(GemmTuner, BaselineStaysWithinTheMargin) {
