@@ -1,13 +1,14 @@
 // The cuBLASLt GEMMs training runs (ops/cublaslt_gemm.h) with each algorithm cuBLASLt's heuristic offers, against the
-// one it ranks first and the one ops::gemm_tuner() keeps (what training runs), GPU time over back-to-back calls (CUDA
-// events), bf16:
+// one it ranks first and the one ops::gemm_tuner() keeps (what training runs with --gemm-autotune), GPU time over
+// back-to-back calls (CUDA events), bf16:
 //   BM_WgradAlgos/{in, out, tokens}   a weight gradient into its fp32 main grad (gradient accumulation fusion's first
 //                                     write, beta 0; ops::lt::wgrad_fp32) against cublasGemmEx's own choice (split-K
 //                                     kernels at GPT-2 124M, ~700 model-TFLOP/s against ~740 for the other GEMMs),
 //                                     what ops::accumulate_weight_grad_cuda ran before the tuner
 //   BM_GeluAuxAlgos/{tokens, h}       fc1 with bias + GELU in the epilogue (ops::lt::linear_gelu_aux, f = 4h)
 //   BM_DgeluAlgos/{tokens, h}         fc2's input gradient times the GELU derivative (ops::lt::linear_dgelu)
-// Counters: tuned_ms (what training runs: the algorithm ops::gemm_tuner() keeps; the benchmark's own time),
+// Counters: tuned_ms (what training runs with --gemm-autotune: the algorithm ops::gemm_tuner() keeps; the benchmark's
+// own time),
 // default_ms (wgrad only: cublasGemmEx, the tuner's baseline), lt0_ms (the heuristic's first), best_ms and best_algo
 // (the fastest offered, timed here), algos (how many), speedup (default_ms or lt0_ms over tuned_ms), tflops (of the
 // best).
@@ -91,8 +92,12 @@ void epilogue_algos(benchmark::State& state, double flops, const std::function<b
   if (!run(0, &count)) return state.SkipWithError("no cuBLASLt algorithm");
   for (auto _ : state) {
     const double first = time_algos(state, count, flops, [&](int a) { run(a, nullptr); });
+    ops::GemmTuner& tuner = ops::gemm_tuner();
+    const bool was = tuner.enabled();
+    tuner.set_enabled(true);            // as --gemm-autotune
     run(ops::lt::kTunedAlgo, nullptr);  // the tuner's choice made here
     const double tuned = perf::gpu_seconds([&] { run(ops::lt::kTunedAlgo, nullptr); }, kReps);
+    tuner.set_enabled(was);
     state.SetIterationTime(tuned);
     state.counters["tuned_ms"] = tuned * 1e3;
     state.counters["speedup"] = first / tuned;

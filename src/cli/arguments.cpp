@@ -57,9 +57,12 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("no-gemm-dgelu-epilogue", po::bool_switch(&a.no_gemm_dgelu_epilogue),
        "CUDA: GELU backward + fc1's bias gradient in one kernel instead of the GELU derivative in fc2's input-gradient "
        "GEMM's cuBLASLt epilogue (DGELU) and the bias gradient after")
+      ("gemm-autotune", po::bool_switch(&a.gemm_autotune),
+       "CUDA: time the algorithms cuBLASLt offers for each GEMM megaton calls itself (the MLP's epilogue GEMMs, the "
+       "weight gradients) on its first call and keep the fastest, instead of the heuristic's first (cublasGemmEx for "
+       "the weight gradients)")
       ("no-gemm-autotune", po::bool_switch(&a.no_gemm_autotune),
-       "CUDA: run the GEMMs megaton calls through cuBLASLt with the heuristic's first algorithm (cublasGemmEx for the "
-       "weight gradients) instead of timing the offered ones once per shape and keeping the fastest")
+       "the default (the heuristic's first algorithm, cublasGemmEx for the weight gradients; untimed)")
       ("no-qkv-grad-fusion", po::bool_switch(&a.no_qkv_grad_fusion),
        "the attention's QKV gradient assembled by ATen's stack and the QKV bias gradient by a separate column sum, "
        "instead of one pass for both")
@@ -256,6 +259,8 @@ void validate_model(ModelArgs& m) {
   if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
   MEGATON_CHECK(!(m.gemm_epilogue_fusion && m.no_gemm_epilogue_fusion), UsageError,
                 "--gemm-epilogue-fusion and --no-gemm-epilogue-fusion contradict each other");
+  MEGATON_CHECK(!(m.gemm_autotune && m.no_gemm_autotune), UsageError,
+                "--gemm-autotune and --no-gemm-autotune contradict each other");
   MEGATON_CHECK(m.position_embedding_type == "absolute" || m.position_embedding_type == "rotary" ||
                     m.position_embedding_type == "alibi",
                 UsageError, "--position-embedding-type: expected absolute|rotary|alibi, got '",

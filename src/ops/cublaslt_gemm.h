@@ -7,8 +7,8 @@
 // when cuBLASLt offers no algorithm for the shapes and alignments given (the caller then computes the same with ATen).
 //
 // algo, count (linear_gelu_aux, linear_dgelu, wgrad_fp32): run the algo-th algorithm of cuBLASLt's heuristic (0: the
-// one it ranks best; kTunedAlgo, what training runs: the one ops::gemm_tuner() measured fastest for the shape, the
-// first with --no-gemm-autotune); count, where given, is set to how many it offers (up to 16)
+// one it ranks best; kTunedAlgo, what training runs: the one ops::gemm_tuner() measured fastest for the shape with
+// --gemm-autotune, else the first); count, where given, is set to how many it offers (up to 16)
 // (perf/bench_gemm_algos.cpp times them all).
 //
 // cuBLASLt's GELU is the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
@@ -18,7 +18,7 @@
 
 namespace megaton::ops::lt {
 
-/// algo: the algorithm ops::gemm_tuner() keeps for the shape (the heuristic's first with --no-gemm-autotune).
+/// algo: the algorithm ops::gemm_tuner() keeps for the shape (with --gemm-autotune; else the heuristic's first).
 inline constexpr int kTunedAlgo = -1;
 
 /// Forward of fc1 + GELU: pre = x w^T + b and act = gelu(pre) in one GEMM (epilogue GELU_AUX_BIAS).

@@ -1,14 +1,19 @@
-// The choice among the algorithms a GEMM library offers for one GEMM shape, by timing each once (as PyTorch's
-// TunableOp does): cuBLASLt's heuristic ranks its algorithms by a model of the GPU, and at some training shapes an
-// algorithm it ranks lower runs 4-28% faster on an H200 (perf/bench_gemm_algos.cpp; docs/gpu.md). ops/cublaslt_gemm
-// asks the tuner for the MLP's epilogue GEMMs and the weight-gradient GEMMs into fp32 main grads.
+// The choice among the algorithms a GEMM library offers for one GEMM shape, by timing each on its first call (as
+// PyTorch's TunableOp does): cuBLASLt's heuristic ranks its algorithms by a model of the GPU, and at some training
+// shapes an algorithm it ranks lower runs 14-40% faster in isolation on an H200 (perf/bench_gemm_algos.cpp;
+// docs/gpu.md). ops/cublaslt_gemm asks the tuner for the MLP's epilogue GEMMs and the weight-gradient GEMMs into fp32
+// main grads.
+//
+// Off by default (`--gemm-autotune` turns it on): on an H200 at its power cap the short timings misranked algorithms
+// (a kept choice ran 7-13% slower than the baseline over longer windows at the 1.3B shapes) and no training A/B showed
+// a gain beyond the ~1% spread between runs (docs/gpu.md, sixth 2026-12-03 session).
 //
 // A memo of measurements per process, like the GEMM libraries' own caches: the one process-wide instance
-// (gemm_tuner()) is the deliberate exception to "no global mutable state" (docs/model.md, --no-gemm-autotune). The
+// (gemm_tuner()) is the deliberate exception to "no global mutable state" (docs/model.md, --gemm-autotune). The
 // choice is made once per shape, on its first call (the first training iteration), and kept: within a run the same
 // shape always runs the same algorithm; across runs the timing may pick differently among near-equal algorithms, so
 // results can differ in the last bits between runs (a candidate replaces the baseline only when kMargin faster).
-// --no-gemm-autotune keeps the baseline (cuBLASLt's first choice), deterministic across runs.
+// Off, the baselines run (cuBLASLt's first choice, cublasGemmEx for the weight gradients), deterministic across runs.
 #pragma once
 #include <cstdint>
 #include <functional>
@@ -29,7 +34,7 @@ class GemmTuner {
   /// Measured rounds after one warm-up round; each round times every candidate once, in alternating order.
   static constexpr int kRounds = 4;
 
-  /// Off: choose returns the baseline without timing (and forgets nothing).
+  /// Off (the default): choose returns the baseline without timing (and forgets nothing).
   void set_enabled(bool on);
   bool enabled() const;
 
@@ -57,7 +62,7 @@ class GemmTuner {
 
  private:
   mutable std::mutex mu_;
-  bool enabled_ = true;
+  bool enabled_ = false;
   std::map<std::vector<int64_t>, int> chosen_;
   std::map<std::vector<int64_t>, double> gains_;  // baseline's seconds over the kept one's, where timed
   std::map<std::vector<int64_t>, std::vector<uint64_t>> records_;

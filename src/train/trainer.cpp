@@ -607,7 +607,7 @@ int Trainer::run() {
                " are not all in this run (iterations ", iteration_ + 1, "..", train_iters_,
                "): no profile will be written");
   warn_if_gemm_epilogue_unused();
-  ops::gemm_tuner().set_enabled(!cfg_.model.no_gemm_autotune);  // process-wide (ops/gemm_tuner.h)
+  ops::gemm_tuner().set_enabled(cfg_.model.gemm_autotune);  // process-wide (ops/gemm_tuner.h)
   bool tuner_reported = false;
   while (iteration_ < train_iters_) {
     profiler.before_step(iteration_);

@@ -1,7 +1,7 @@
-// ops::GemmTuner with fake timings (CPU): which candidate it keeps, that it measures each only on a key's first call
-// (a warm-up round and kRounds measured ones), that a steady drift of the clock favours no candidate, the margin in
-// the baseline's favour, failed candidates, the off switch. KernelsGemmTuner.*: the tuned cuBLASLt weight-gradient
-// GEMM against the fp32 product on the GPU, overwriting and adding (skipped without CUDA).
+// ops::GemmTuner with fake timings (CPU; the tuner is off unless set on): which candidate it keeps, that it measures
+// each only on a key's first call (a warm-up round and kRounds measured ones), that a steady drift of the clock favours
+// no candidate, the margin in the baseline's favour, failed candidates, the off switch. KernelsGemmTuner.*: the tuned
+// cuBLASLt weight-gradient GEMM against the fp32 product on the GPU, overwriting and adding (skipped without CUDA).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -33,6 +33,7 @@ struct FakeTimes {
 
 TEST(GemmTuner, KeepsTheFastestAndMeasuresOncePerKey) {
   ops::GemmTuner tuner;
+  tuner.set_enabled(true);
   FakeTimes t{{{0, 1.0}, {1, 0.5}, {2, 0.7}}, {}};
   auto seconds = [&](int c) { return t(c); };
   EXPECT_EQ(tuner.choose({1, 2, 3}, 0, 3, seconds), 1);
@@ -48,6 +49,7 @@ TEST(GemmTuner, SteadyClockDriftFavoursNoCandidate) {
   // before): timed one after another the last would look faster than the baseline by more than the margin and replace
   // it
   ops::GemmTuner tuner;
+  tuner.set_enabled(true);
   int calls = 0;
   auto rising = [&](int) { return 1.0 - 0.06 * calls++; };
   EXPECT_EQ(tuner.choose({1}, 0, 3, rising), 0);
@@ -57,6 +59,7 @@ TEST(GemmTuner, SteadyClockDriftFavoursNoCandidate) {
 
 TEST(GemmTuner, BaselineStaysWithinTheMargin) {
   ops::GemmTuner tuner;
+  tuner.set_enabled(true);
   const double almost = 1.0 - ops::GemmTuner::kMargin / 2;
   EXPECT_EQ(tuner.choose({7}, -1, 2, [&](int c) { return c == 1 ? almost : 1.0; }), -1);
   const double clearly = 1.0 - 2 * ops::GemmTuner::kMargin;
@@ -65,6 +68,7 @@ TEST(GemmTuner, BaselineStaysWithinTheMargin) {
 
 TEST(GemmTuner, FailedCandidatesAreSkipped) {
   ops::GemmTuner tuner;
+  tuner.set_enabled(true);
   EXPECT_EQ(tuner.choose({1}, 0, 3, [](int c) { return c == 1 ? -1.0 : (c == 2 ? 0.1 : 1.0); }), 2);
   EXPECT_EQ(tuner.choose({2}, 0, 3, [](int c) { return c == 0 ? -1.0 : (c == 1 ? 0.3 : 0.2); }), 2);
   int calls = 0;  // candidate 2 fails only in a later round: skipped all the same
@@ -73,7 +77,9 @@ TEST(GemmTuner, FailedCandidatesAreSkipped) {
 }
 
 TEST(GemmTuner, OffOrOneCandidateReturnsTheBaselineUntimed) {
+  EXPECT_FALSE(ops::GemmTuner().enabled());  // off unless asked (--gemm-autotune)
   ops::GemmTuner tuner;
+  tuner.set_enabled(true);
   int calls = 0;
   auto seconds = [&](int c) { return ++calls, c == 0 ? 1.0 : 0.1; };
   EXPECT_EQ(tuner.choose({1}, 0, 1, seconds), 0);
@@ -87,6 +93,7 @@ TEST(GemmTuner, OffOrOneCandidateReturnsTheBaselineUntimed) {
 
 TEST(GemmTuner, SummaryCountsShapesAndGains) {
   ops::GemmTuner tuner;
+  tuner.set_enabled(true);
   EXPECT_EQ(tuner.summary(), "");
   tuner.choose({1}, 0, 2, [](int c) { return c == 0 ? 1.0 : 0.5; });     // 2x
   tuner.choose({2}, 0, 2, [](int c) { return c == 0 ? 1.0 : 0.995; });   // within the margin: baseline
@@ -99,6 +106,7 @@ TEST(GemmTuner, SummaryCountsShapesAndGains) {
 
 TEST(GemmTuner, RecordsAreKeptPerKey) {
   ops::GemmTuner tuner;
+  tuner.set_enabled(true);
   EXPECT_TRUE(tuner.record({1, 2}).empty());
   tuner.keep_record({1, 2}, {1, 42, 43});
   EXPECT_EQ(tuner.record({1, 2}), (std::vector<uint64_t>{1, 42, 43}));
@@ -109,6 +117,7 @@ TEST(GemmTuner, RecordsAreKeptPerKey) {
 TEST(KernelsGemmTuner, TunedWeightGradientOverwritesAndAdds) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   torch::manual_seed(2);
+  ops::gemm_tuner().set_enabled(true);  // as --gemm-autotune
   const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
   for (auto [tokens, in, out] : {std::tuple<int64_t, int64_t, int64_t>{4096, 768, 2304}, {1000, 64, 48}}) {
     torch::Tensor dy = torch::randn({tokens, out}, o), x = torch::randn({tokens, in}, o);
@@ -126,7 +135,6 @@ TEST(KernelsGemmTuner, TunedWeightGradientOverwritesAndAdds) {
   torch::Tensor dy = torch::randn({512, 96}, o), x = torch::randn({512, 32}, o);
   torch::Tensor main = torch::zeros({96, 32}, o.dtype(torch::kFloat32));
   ops::lt::wgrad_fp32_tuned(dy, x, main, true);
-  ops::gemm_tuner().set_enabled(true);
   const torch::Tensor ref = torch::mm(dy.t().to(torch::kFloat32), x.to(torch::kFloat32));
   EXPECT_LE((main - ref).abs().max().item<double>(), 1e-3 * ref.abs().max().item<double>());
 }
