@@ -11,7 +11,7 @@
 #   6. the unit tests (UNIT_FILTER, default all; CPU tests on this machine), if time is left        -> unit_tests.log
 #   7. perf/sweep over perf/sweep/configs/h200-1gpu.txt with the time left, and `megaton plan --check` -> sweep/
 # Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
-# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none), SKIP ("" or words of: bench train (the profiled runs) ckpt peer generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
+# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none; an empty set is skipped), AB_REPEAT (set: the defaults run again after the B runs, compared too), SKIP ("" or words of: bench train (the profiled runs) ckpt peer generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
@@ -113,6 +113,16 @@ if [ ${#ln_flag[@]} -eq 0 ] && [ -n "$AB_FLAGS" ]; then
       python3 "$SRC/perf/gpu/compare_runs.py" "$R/ab_${c}_base.jsonl" "$R/ab_${c}_b$i.jsonl" 2>&1 | tail -1 |
         tee -a "$OUT/summary.txt"
     done
+    # AB_REPEAT=1: the defaults once more, last, and each B against that run too: the first run after the benchmarks
+    # ran ~1% slower than the same code later in the call (docs/gpu.md, sixth session), an order effect this cancels.
+    if [ -n "${AB_REPEAT:-}" ]; then
+      ab_run "$c" base2
+      for i in "${!ab_sets[@]}"; do
+        echo "A = defaults again (last), B = ${ab_sets[$i]} ($c):" | tee -a "$OUT/summary.txt"
+        python3 "$SRC/perf/gpu/compare_runs.py" "$R/ab_${c}_base2.jsonl" "$R/ab_${c}_b$i.jsonl" 2>&1 | tail -1 |
+          tee -a "$OUT/summary.txt"
+      done
+    fi
   done
 fi
 # A checkpoint written on the GPU (124M, bf16, with optimizer state) loads and training continues from it.
