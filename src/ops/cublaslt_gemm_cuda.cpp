@@ -294,6 +294,16 @@ void gemm_ex_fp32(const Gemm& g, torch::Tensor& d) {
                 ", k ", g.k, ")");
 }
 
+// How the tuner's log names g: "weight gradient", "GELU_AUX_BIAS" or "DGELU" (else the epilogue's number) and m x n x
+// k.
+std::string tuner_label(const Gemm& g, bool gemm_ex) {
+  std::string what = gemm_ex                                         ? "weight gradient"
+                     : g.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? "GELU_AUX_BIAS"
+                     : g.epilogue == CUBLASLT_EPILOGUE_DGELU         ? "DGELU"
+                                                                     : "epilogue " + std::to_string(int(g.epilogue));
+  return what + " " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k);
+}
+
 // Runs g (into *g.d) with the algorithm the tuner keeps for its shape, timed on the shape's first call (on *g.d with
 // beta 0; with beta 1, which adds to it, on a scratch of its shape); later calls launch the kept record without asking
 // the heuristic again. gemm_ex: cublasGemmEx (candidate -1, fp32 output only) is a candidate and the baseline, else
@@ -311,9 +321,10 @@ bool run_tuned(const Gemm& g, bool gemm_ex) {
     const int found = p.query(kMaxAlgos);
     if (found == 0 && !gemm_ex) return false;
     torch::Tensor scratch = g.beta == 0.0f ? *g.d : torch::zeros_like(*g.d);
-    const int i = tuner.choose(key, gemm_ex ? -1 : 0, found, [&](int c) {
-      return seconds_of([&] { c < 0 ? gemm_ex_fp32(g, scratch) : p.launch(g, p.algo(c), scratch); });
-    });
+    const int i = tuner.choose(
+        key, gemm_ex ? -1 : 0, found,
+        [&](int c) { return seconds_of([&] { c < 0 ? gemm_ex_fp32(g, scratch) : p.launch(g, p.algo(c), scratch); }); },
+        tuner_label(g, gemm_ex));
     record = i < 0 ? std::vector<uint64_t>{0} : record_of(p.algo(i));
     tuner.keep_record(key, record);
   }

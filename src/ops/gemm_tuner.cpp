@@ -18,7 +18,7 @@ bool GemmTuner::enabled() const {
 }
 
 int GemmTuner::choose(const std::vector<int64_t>& key, int baseline, int last,
-                      const std::function<double(int)>& seconds) {
+                      const std::function<double(int)>& seconds, const std::string& label) {
   const std::lock_guard<std::mutex> lock(mu_);
   if (!enabled_ || last - baseline <= 1) return baseline;
   if (auto it = chosen_.find(key); it != chosen_.end()) return it->second;
@@ -42,8 +42,21 @@ int GemmTuner::choose(const std::vector<int64_t>& key, int baseline, int last,
   }
   // the baseline stays unless the fastest beats it by the margin (a failed baseline: the fastest that ran)
   if (base >= 0 && best_s > base * (1.0 - kMargin)) best = baseline, best_s = base;
+  const double gain = base > 0 && best_s > 0 ? base / best_s : 1.0;
   chosen_.emplace(key, best);
-  gains_.emplace(key, base > 0 && best_s > 0 ? base / best_s : 1.0);
+  gains_.emplace(key, gain);
+  std::ostringstream line;
+  line << (label.empty() ? "GEMM" : label) << ":" << std::fixed << std::setprecision(3);
+  for (int c = baseline; c < last; ++c) {
+    const double s = mean[size_t(c - baseline)];
+    line << (c == baseline ? " " : ", ") << c << " ";
+    if (s < 0)
+      line << "-";
+    else
+      line << s * 1e3;
+  }
+  line << " ms; kept " << best << std::setprecision(2) << " (" << gain << "x)";
+  details_.emplace(key, line.str());
   return best;
 }
 
@@ -66,6 +79,13 @@ std::string GemmTuner::summary() const {
   for (size_t i = 0; i < faster.size(); ++i) out << (i == 0 ? ": " : ", ") << faster[i] << "x";
   out << " (--gemm-autotune)";
   return out.str();
+}
+
+std::vector<std::string> GemmTuner::details() const {
+  const std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::string> lines;
+  for (const auto& [key, line] : details_) lines.push_back(line);
+  return lines;
 }
 
 void GemmTuner::keep_record(const std::vector<int64_t>& key, std::vector<uint64_t> record) {

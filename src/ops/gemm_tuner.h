@@ -45,8 +45,9 @@ class GemmTuner {
   /// (the GPU's clock drifts at its power cap: timing one candidate after another favoured whichever ran while the
   /// clock was high, and the alternating order cancels a steady drift). The fastest is kept, the baseline unless
   /// another is kMargin faster; later calls return the kept one. seconds(c) < 0 in any round: c failed and is
-  /// skipped.
-  int choose(const std::vector<int64_t>& key, int baseline, int last, const std::function<double(int)>& seconds);
+  /// skipped. label: how details() names the GEMM (e.g. "weight gradient 768x2304x32768").
+  int choose(const std::vector<int64_t>& key, int baseline, int last, const std::function<double(int)>& seconds,
+             const std::string& label = {});
 
   /// The kept choices so far (tests, benchmarks).
   std::map<std::vector<int64_t>, int> choices() const;
@@ -54,6 +55,11 @@ class GemmTuner {
   /// One line on the choices so far for the log ("GEMM tuner: N shapes timed, K ran faster than the baseline: 1.37x
   /// ..."), or empty when nothing was timed.
   std::string summary() const;
+
+  /// A line per timed GEMM, in key order: its label, every candidate's mean ms per call ("-" where it failed) and the
+  /// one kept, e.g. "weight gradient 768x2304x32768: -1 0.240, 0 0.172, 1 0.181 ms; kept 0 (1.40x)" (what the log
+  /// shows with --gemm-autotune, to compare with perf/bench_gemm_algos.cpp).
+  std::vector<std::string> details() const;
 
   /// An opaque record kept for `key` (the library's own description of the algorithm to run), so that later calls
   /// launch it without asking the library again; record() is empty until keep_record.
@@ -66,6 +72,7 @@ class GemmTuner {
   std::map<std::vector<int64_t>, int> chosen_;
   std::map<std::vector<int64_t>, double> gains_;  // baseline's seconds over the kept one's, where timed
   std::map<std::vector<int64_t>, std::vector<uint64_t>> records_;
+  std::map<std::vector<int64_t>, std::string> details_;  // details()' line per timed key
 };
 
 /// The process-wide tuner.

@@ -616,6 +616,7 @@ int Trainer::run() {
     if (!tuner_reported) {  // the first step timed every GEMM shape (ops/gemm_tuner.h)
       const std::string tuned = ops::gemm_tuner().summary();
       if (!tuned.empty()) log_.info0(tuned);
+      for (const std::string& line : ops::gemm_tuner().details()) log_.info0("GEMM tuner: ", line);
       tuner_reported = true;
     }
     const std::string profile = profiler.after_step(iteration_);

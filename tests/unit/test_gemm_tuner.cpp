@@ -104,6 +104,19 @@ TEST(GemmTuner, SummaryCountsShapesAndGains) {
   EXPECT_NE(s.find(": 2.00x, 1.25x"), std::string::npos) << s;
 }
 
+TEST(GemmTuner, DetailsListEveryCandidateAndTheKeptOne) {
+  ops::GemmTuner tuner;
+  tuner.set_enabled(true);
+  EXPECT_TRUE(tuner.details().empty());
+  tuner.choose(
+      {1}, -1, 2, [](int c) { return c == -1 ? 2e-3 : (c == 0 ? -1.0 : 1e-3); }, "weight gradient 8x4x2");
+  tuner.choose({2}, 0, 2, [](int c) { return c == 0 ? 1e-3 : 0.99e-3; });  // within the margin, no label
+  const std::vector<std::string> d = tuner.details();
+  ASSERT_EQ(d.size(), 2u);
+  EXPECT_EQ(d[0], "weight gradient 8x4x2: -1 2.000, 0 -, 1 1.000 ms; kept 1 (2.00x)");
+  EXPECT_EQ(d[1], "GEMM: 0 1.000, 1 0.990 ms; kept 0 (1.00x)");
+}
+
 TEST(GemmTuner, RecordsAreKeptPerKey) {
   ops::GemmTuner tuner;
   tuner.set_enabled(true);
