@@ -294,8 +294,8 @@ void gemm_ex_fp32(const Gemm& g, torch::Tensor& d) {
                 ", k ", g.k, ")");
 }
 
-// How the tuner's log names g: "weight gradient", "GELU_AUX_BIAS" or "DGELU" (else the epilogue's number) and m x n x
-// k.
+// How the tuner's log names g: what it computes ("weight gradient", "GELU_AUX_BIAS", "DGELU", else the epilogue's
+// number) and its m x n x k.
 std::string tuner_label(const Gemm& g, bool gemm_ex) {
   std::string what = gemm_ex                                         ? "weight gradient"
                      : g.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS ? "GELU_AUX_BIAS"

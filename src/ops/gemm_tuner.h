@@ -28,8 +28,8 @@ class GemmTuner {
  public:
   /// A candidate must be this much faster than the baseline (relative) to replace it.
   /// 10%: on an H200 at its power cap, timings of short windows misranked algorithms within ~10% of each other (at
-  /// the 1.3B shapes a kept choice ran 10-13% slower than the baseline over longer windows: docs/gpu.md, sixth
-  /// 2026-12-03 session), while the gains that held in every run were 1.15-1.5x.
+  /// the 1.3B shapes a kept choice ran 7-13% slower than the baseline over longer windows: docs/gpu.md, sixth
+  /// 2026-12-03 session), while the gains that held in every benchmark run were 1.14-1.46x.
   static constexpr double kMargin = 0.10;
   /// Measured rounds after one warm-up round; each round times every candidate once, in alternating order.
   static constexpr int kRounds = 4;
