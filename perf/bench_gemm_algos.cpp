@@ -51,6 +51,16 @@ double time_algos(benchmark::State& state, int count, double flops, Run&& run) {
   return first;
 }
 
+// Calls fn, with the tuner on (as --gemm-autotune), until the tuner's trials are over: the candidates take the calls
+// in turn until each has its samples (ops/gemm_tuner.h). The tuner stays on.
+void tune(const std::function<void()>& fn) {
+  ops::GemmTuner& tuner = ops::gemm_tuner();
+  tuner.set_enabled(true);
+  int calls = 0;
+  do fn();
+  while (++calls < 1000 && tuner.trials_in_progress() > 0);
+}
+
 torch::TensorOptions bf16() {
   return torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
 }
@@ -70,8 +80,7 @@ void BM_WgradAlgos(benchmark::State& state) {
     const bool was = tuner.enabled();
     tuner.set_enabled(false);  // the baseline: cublasGemmEx
     const double fallback = perf::gpu_seconds(training, kReps);
-    tuner.set_enabled(true);
-    training();  // the tuner's choice made here
+    tune(training);  // the tuner's choice made here
     const double tuned = perf::gpu_seconds(training, kReps);
     tuner.set_enabled(was);
     time_algos(state, count, 2.0 * double(in * out) * double(tokens),
@@ -94,8 +103,7 @@ void epilogue_algos(benchmark::State& state, double flops, const std::function<b
     const double first = time_algos(state, count, flops, [&](int a) { run(a, nullptr); });
     ops::GemmTuner& tuner = ops::gemm_tuner();
     const bool was = tuner.enabled();
-    tuner.set_enabled(true);            // as --gemm-autotune
-    run(ops::lt::kTunedAlgo, nullptr);  // the tuner's choice made here
+    tune([&] { run(ops::lt::kTunedAlgo, nullptr); });  // the tuner's choice made here
     const double tuned = perf::gpu_seconds([&] { run(ops::lt::kTunedAlgo, nullptr); }, kReps);
     tuner.set_enabled(was);
     state.SetIterationTime(tuned);

@@ -209,21 +209,6 @@ bool run(const Gemm& g, int* count = nullptr) {
   return true;
 }
 
-// Seconds per call of fn on the current stream over five back-to-back calls between CUDA events (one round of the
-// tuner's, which warms up, repeats and averages: GemmTuner::choose); -1 where fn throws (a candidate cuBLAS refuses:
-// the tuner skips it).
-double seconds_of(const std::function<void()>& fn) {
-  constexpr int kReps = 5;
-  const DeviceClock clock = cuda_device_clock(c10::cuda::current_device());  // events on the current stream
-  const std::unique_ptr<DeviceMark> start = clock();
-  try {
-    for (int i = 0; i < kReps; ++i) fn();
-  } catch (const std::exception&) {
-    return -1;
-  }
-  return clock()->seconds_since(*start) / kReps;
-}
-
 // What decides the algorithms on offer and their speed: the product, its layouts, epilogue, types, beta and the
 // pointers' alignments, the device; `kind` tells apart GEMMs tuned among different candidate sets.
 std::vector<int64_t> key_of(const Gemm& g, int64_t kind) {
@@ -304,10 +289,10 @@ std::string tuner_label(const Gemm& g, bool gemm_ex) {
   return what + " " + std::to_string(g.m) + "x" + std::to_string(g.n) + "x" + std::to_string(g.k);
 }
 
-// Runs g (into *g.d) with the algorithm the tuner keeps for its shape, timed on the shape's first call (on *g.d with
-// beta 0; with beta 1, which adds to it, on a scratch of its shape); later calls launch the kept record without asking
-// the heuristic again. gemm_ex: cublasGemmEx (candidate -1, fp32 output only) is a candidate and the baseline, else
-// cuBLASLt's first-ranked algorithm is. False where nothing is on offer.
+// Runs g (into *g.d) with the algorithm the tuner keeps for its shape; while the shape's trial runs, with the
+// candidate whose turn it is, between two CUDA events (ops/gemm_tuner.h); once a choice is final its record is kept
+// and later calls launch it without asking the heuristic again. gemm_ex: cublasGemmEx (candidate -1, fp32 output only)
+// is a candidate and the baseline, else cuBLASLt's first-ranked algorithm is. False where nothing is on offer.
 bool run_tuned(const Gemm& g, bool gemm_ex) {
   GemmTuner& tuner = gemm_tuner();
   if (gemm_ex && !tuner.enabled()) {  // the baseline, untimed
@@ -317,21 +302,37 @@ bool run_tuned(const Gemm& g, bool gemm_ex) {
   const std::vector<int64_t> key = tuner_key(g, gemm_ex);
   Prepared p(g);
   std::vector<uint64_t> record = tuner.record(key);
-  if (record.empty()) {
-    const int found = p.query(kMaxAlgos);
-    if (found == 0 && !gemm_ex) return false;
-    torch::Tensor scratch = g.beta == 0.0f ? *g.d : torch::zeros_like(*g.d);
-    const int i = tuner.choose(
-        key, gemm_ex ? -1 : 0, found,
-        [&](int c) { return seconds_of([&] { c < 0 ? gemm_ex_fp32(g, scratch) : p.launch(g, p.algo(c), scratch); }); },
-        tuner_label(g, gemm_ex));
-    record = i < 0 ? std::vector<uint64_t>{0} : record_of(p.algo(i));
-    tuner.keep_record(key, record);
+  if (!record.empty()) {
+    if (record[0] == 0)
+      gemm_ex_fp32(g, *g.d);
+    else
+      p.launch(g, algo_of(record), *g.d);
+    return true;
   }
-  if (record[0] == 0)
-    gemm_ex_fp32(g, *g.d);
-  else
-    p.launch(g, algo_of(record), *g.d);
+  const int found = p.query(kMaxAlgos);
+  if (found == 0 && !gemm_ex) return false;
+  const int baseline = gemm_ex ? -1 : 0;
+  auto launch = [&](int c) { c < 0 ? gemm_ex_fp32(g, *g.d) : p.launch(g, p.algo(c), *g.d); };
+  const GemmTuner::Turn turn = tuner.next(key, baseline, found, tuner_label(g, gemm_ex));
+  if (!turn.timed) {
+    launch(turn.candidate);
+  } else {
+    const DeviceClock clock = cuda_device_clock(c10::cuda::current_device());  // events on the current stream
+    std::unique_ptr<DeviceMark> start = clock();
+    try {
+      launch(turn.candidate);
+    } catch (const std::exception&) {  // a candidate cuBLAS refuses: no more turns; this call takes the baseline
+      if (turn.candidate == baseline) throw;
+      tuner.failed(key, turn.candidate);
+      launch(baseline);
+      start.reset();
+    }
+    if (start) tuner.add_sample(key, turn.candidate, std::move(start), clock());
+  }
+  if (turn.final || tuner.decided(key)) {
+    const int i = turn.final ? turn.candidate : tuner.choice(key);
+    tuner.keep_record(key, i < 0 ? std::vector<uint64_t>{0} : record_of(p.algo(i)));
+  }
   return true;
 }
 

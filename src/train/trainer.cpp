@@ -607,16 +607,19 @@ int Trainer::run() {
                " are not all in this run (iterations ", iteration_ + 1, "..", train_iters_,
                "): no profile will be written");
   warn_if_gemm_epilogue_unused();
-  ops::gemm_tuner().set_enabled(cfg_.model.gemm_autotune);  // process-wide (ops/gemm_tuner.h)
-  bool tuner_reported = false;
+  ops::GemmTuner& tuner = ops::gemm_tuner();  // process-wide (ops/gemm_tuner.h)
+  tuner.set_enabled(false);
+  constexpr int64_t kTunerWarmup = 2;  // --gemm-autotune times GEMMs from the third iteration of the run on
+  const int64_t tune_from = iteration_ + kTunerWarmup;
+  bool tuner_reported = !cfg_.model.gemm_autotune;
   while (iteration_ < train_iters_) {
+    if (cfg_.model.gemm_autotune && iteration_ == tune_from) tuner.set_enabled(true);
     profiler.before_step(iteration_);
     const StepOutcome s = train_step();
     ++iteration_;
-    if (!tuner_reported) {  // the first step timed every GEMM shape (ops/gemm_tuner.h)
-      const std::string tuned = ops::gemm_tuner().summary();
-      if (!tuned.empty()) log_.info0(tuned);
-      for (const std::string& line : ops::gemm_tuner().details()) log_.info0("GEMM tuner: ", line);
+    if (!tuner_reported && tuner.enabled() && tuner.trials_in_progress() == 0 && !tuner.choices().empty()) {
+      log_.info0(tuner.summary(), " by iteration ", iteration_);
+      for (const std::string& line : tuner.details()) log_.info0("GEMM tuner: ", line);
       tuner_reported = true;
     }
     const std::string profile = profiler.after_step(iteration_);
