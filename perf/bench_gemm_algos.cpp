@@ -51,14 +51,19 @@ double time_algos(benchmark::State& state, int count, double flops, Run&& run) {
   return first;
 }
 
-// Calls fn, with the tuner on (as --gemm-autotune), until the tuner's trials are over: the candidates take the calls
-// in turn until each has its samples (ops/gemm_tuner.h). The tuner stays on.
-void tune(const std::function<void()>& fn) {
+// Seconds per call of fn (a tuned GEMM) with the algorithm the tuner keeps: with the tuner on (as --gemm-autotune),
+// fn is called until the trials are over (the candidates take the calls in turn until each has its samples:
+// ops/gemm_tuner.h), then timed; the tuner is left as it was.
+double tuned_seconds(const std::function<void()>& fn) {
   ops::GemmTuner& tuner = ops::gemm_tuner();
+  const bool was = tuner.enabled();
   tuner.set_enabled(true);
   int calls = 0;
   do fn();
   while (++calls < 1000 && tuner.trials_in_progress() > 0);
+  const double s = perf::gpu_seconds(fn, kReps);
+  tuner.set_enabled(was);
+  return s;
 }
 
 torch::TensorOptions bf16() {
@@ -80,9 +85,8 @@ void BM_WgradAlgos(benchmark::State& state) {
     const bool was = tuner.enabled();
     tuner.set_enabled(false);  // the baseline: cublasGemmEx
     const double fallback = perf::gpu_seconds(training, kReps);
-    tune(training);  // the tuner's choice made here
-    const double tuned = perf::gpu_seconds(training, kReps);
     tuner.set_enabled(was);
+    const double tuned = tuned_seconds(training);
     time_algos(state, count, 2.0 * double(in * out) * double(tokens),
                [&](int a) { ops::lt::wgrad_fp32(dy, x, main, true, a); });
     state.SetIterationTime(tuned);
@@ -101,11 +105,7 @@ void epilogue_algos(benchmark::State& state, double flops, const std::function<b
   if (!run(0, &count)) return state.SkipWithError("no cuBLASLt algorithm");
   for (auto _ : state) {
     const double first = time_algos(state, count, flops, [&](int a) { run(a, nullptr); });
-    ops::GemmTuner& tuner = ops::gemm_tuner();
-    const bool was = tuner.enabled();
-    tune([&] { run(ops::lt::kTunedAlgo, nullptr); });  // the tuner's choice made here
-    const double tuned = perf::gpu_seconds([&] { run(ops::lt::kTunedAlgo, nullptr); }, kReps);
-    tuner.set_enabled(was);
+    const double tuned = tuned_seconds([&] { run(ops::lt::kTunedAlgo, nullptr); });
     state.SetIterationTime(tuned);
     state.counters["tuned_ms"] = tuned * 1e3;
     state.counters["speedup"] = first / tuned;

@@ -2,15 +2,14 @@
 // ([32768 tokens = micro-batch 32 x seq 1024, h 768, ffn 3072]) and GPT 1.3B ([16384 = 8 x 2048, 2048, 8192]) training
 // sizes, bf16: ops::bias_gelu_mlp (the model's MLP; third argument, bits: 1 bias + GELU in fc1's GEMM epilogue, the
 // default; 2 the GELU derivative in fc2's input-gradient GEMM epilogue, the default since 2026-12-03; without 2 GELU
-// backward
-// + fc1 bias gradient in one kernel) against torch::linear / torch::gelu / torch::linear (ATen's kernels), timed
-// alternately in the same iterations.
+// backward + fc1 bias gradient in one kernel) against torch::linear / torch::gelu / torch::linear (ATen's kernels),
+// timed alternately in the same iterations.
 // Counters: aten_ms, fused_ms, speedup (aten / fused); the benchmark's own time is the fused path's.
 // BM_LinearGeluAux, BM_DgeluBgrad, BM_WgradBgrad: each cuBLASLt epilogue alone (ops/cublaslt_gemm.h) against the ATen
 // ops it would replace. On an H200 (2026-12-03): GELU_AUX_BIAS 1.15x / 1.10x, DGELU_BGRAD 0.53x / 0.55x, BGRADB
-// 0.98x / 0.96x (124M / 1.3B), which is why bias_gelu_mlp's backward stays on ATen. BM_DgeluThenBiasGrad: the DGELU
-// epilogue (no bias gradient) + ops::bias_grad against what the MLP's backward runs by default (mm + the GELU-backward
-// and bias-gradient kernel).
+// 0.98x / 0.96x (124M / 1.3B), which is why the bias gradients stay out of the GEMM epilogues.
+// BM_DgeluThenBiasGrad: the DGELU epilogue (no bias gradient) + ops::bias_grad, what the MLP's backward runs by
+// default, against mm + the GELU-backward and bias-gradient kernel (--no-gemm-dgelu-epilogue).
 //   build/perf/bench_gemm_epilogue [--benchmark_min_time=1]     (reports an error row without a CUDA device)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>

@@ -59,8 +59,8 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
        "GEMM's cuBLASLt epilogue (DGELU) and the bias gradient after")
       ("gemm-autotune", po::bool_switch(&a.gemm_autotune),
        "CUDA: time the algorithms cuBLASLt offers for each GEMM megaton calls itself (the MLP's epilogue GEMMs, the "
-       "weight gradients) on its first call and keep the fastest, instead of the heuristic's first (cublasGemmEx for "
-       "the weight gradients)")
+       "weight gradients) on its calls in training from the third iteration, in turn, and keep the fastest, instead "
+       "of the heuristic's first (cublasGemmEx for the weight gradients)")
       ("no-gemm-autotune", po::bool_switch(&a.no_gemm_autotune),
        "the default (the heuristic's first algorithm, cublasGemmEx for the weight gradients; untimed)")
       ("no-qkv-grad-fusion", po::bool_switch(&a.no_qkv_grad_fusion),

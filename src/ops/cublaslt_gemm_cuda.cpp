@@ -175,8 +175,9 @@ class Prepared {
   int found() const { return found_; }
   const cublasLtMatmulAlgo_t& algo(int i) const { return results_[i].algo; }
 
-  // Runs g with `algo`, D (and C) = d (g's own output or a scratch of its shape, no less aligned).
-  void launch(const Gemm& g, const cublasLtMatmulAlgo_t& algo, torch::Tensor& d) const {
+  // Runs g with `algo` into *g.d (D and C).
+  void launch(const Gemm& g, const cublasLtMatmulAlgo_t& algo) const {
+    torch::Tensor& d = *g.d;
     torch::Tensor workspace =
         torch::empty({int64_t(kWorkspaceBytes)}, torch::TensorOptions().dtype(torch::kUInt8).device(d.device()));
     const float alpha = 1.0f, beta = g.beta;
@@ -205,7 +206,7 @@ bool run(const Gemm& g, int* count = nullptr) {
   p.query(count != nullptr ? kMaxAlgos : algo + 1);
   if (count != nullptr) *count = p.found();
   if (algo >= p.found()) return false;
-  p.launch(g, p.algo(algo), *g.d);
+  p.launch(g, p.algo(algo));
   return true;
 }
 
@@ -266,8 +267,9 @@ Gemm wgrad_gemm(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& 
   return g;
 }
 
-// g (an fp32-output product) by cublasGemmEx (cuBLAS's own choice of kernel) into `d`.
-void gemm_ex_fp32(const Gemm& g, torch::Tensor& d) {
+// g (an fp32-output product) by cublasGemmEx (cuBLAS's own choice of kernel) into *g.d.
+void gemm_ex_fp32(const Gemm& g) {
+  torch::Tensor& d = *g.d;
   const cudaDataType_t ab = data_type(*g.a);
   const float alpha = 1.0f, beta = g.beta;
   const cublasStatus_t st =
@@ -296,7 +298,7 @@ std::string tuner_label(const Gemm& g, bool gemm_ex) {
 bool run_tuned(const Gemm& g, bool gemm_ex) {
   GemmTuner& tuner = gemm_tuner();
   if (gemm_ex && !tuner.enabled()) {  // the baseline, untimed
-    gemm_ex_fp32(g, *g.d);
+    gemm_ex_fp32(g);
     return true;
   }
   const std::vector<int64_t> key = tuner_key(g, gemm_ex);
@@ -304,15 +306,15 @@ bool run_tuned(const Gemm& g, bool gemm_ex) {
   std::vector<uint64_t> record = tuner.record(key);
   if (!record.empty()) {
     if (record[0] == 0)
-      gemm_ex_fp32(g, *g.d);
+      gemm_ex_fp32(g);
     else
-      p.launch(g, algo_of(record), *g.d);
+      p.launch(g, algo_of(record));
     return true;
   }
   const int found = p.query(kMaxAlgos);
   if (found == 0 && !gemm_ex) return false;
   const int baseline = gemm_ex ? -1 : 0;
-  auto launch = [&](int c) { c < 0 ? gemm_ex_fp32(g, *g.d) : p.launch(g, p.algo(c), *g.d); };
+  auto launch = [&](int c) { c < 0 ? gemm_ex_fp32(g) : p.launch(g, p.algo(c)); };
   const GemmTuner::Turn turn = tuner.next(key, baseline, found, tuner_label(g, gemm_ex));
   if (!turn.timed) {
     launch(turn.candidate);
