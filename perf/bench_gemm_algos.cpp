@@ -4,14 +4,13 @@
 //   BM_WgradAlgos/{in, out, tokens}   a weight gradient into its fp32 main grad (gradient accumulation fusion's first
 //                                     write, beta 0; ops::lt::wgrad_fp32) against cublasGemmEx's own choice (split-K
 //                                     kernels at GPT-2 124M, ~700 model-TFLOP/s against ~740 for the other GEMMs),
-//                                     what ops::accumulate_weight_grad_cuda ran before the tuner
+//                                     what ops::accumulate_weight_grad_cuda runs without --gemm-autotune
 //   BM_GeluAuxAlgos/{tokens, h}       fc1 with bias + GELU in the epilogue (ops::lt::linear_gelu_aux, f = 4h)
 //   BM_DgeluAlgos/{tokens, h}         fc2's input gradient times the GELU derivative (ops::lt::linear_dgelu)
-// Counters: tuned_ms (what training runs with --gemm-autotune: the algorithm ops::gemm_tuner() keeps; the benchmark's
-// own time),
-// default_ms (wgrad only: cublasGemmEx, the tuner's baseline), lt0_ms (the heuristic's first), best_ms and best_algo
-// (the fastest offered, timed here), algos (how many), speedup (default_ms or lt0_ms over tuned_ms), tflops (of the
-// best).
+// Counters: tuned_ms (what training runs with --gemm-autotune: the algorithm ops::gemm_tuner() keeps once its trial
+// is over; the benchmark's own time), default_ms (wgrad only: cublasGemmEx, the tuner's baseline), lt0_ms (the
+// heuristic's first), best_ms and best_algo (the fastest offered, timed here), algos (how many), speedup (default_ms
+// or lt0_ms over tuned_ms), tflops (of the best).
 //   build/perf/bench_gemm_algos     (an error row without CUDA)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
