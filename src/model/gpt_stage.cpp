@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/positions.h"
 #include "model/recompute.h"
+#include "ops/embedding.h"
 #include "ops/layer_norm.h"
 #include "parallel/tensor/cross_entropy.h"
 #include "parallel/tensor/lm_head_loss.h"
@@ -141,7 +142,9 @@ torch::Tensor GptStage::embed(const torch::Tensor& ids, const torch::Tensor& pos
                   " is outside the vocabulary [0, ", c_.vocab_size, ") (wrong tokenizer for this data?)");
   }
   const int64_t s = ids.size(1);
-  torch::Tensor x = word_->forward(ids.to(torch::kInt64));  // [b, s, h]
+  // Looked up in [s, b] order: the embeddings come out as [s, b, h] (no transposing copy of the hidden states
+  // forward, nor of their gradient backward).
+  torch::Tensor x = word_->forward(ids.to(torch::kInt64).t());  // [s, b, h]
   if (m.embed_layernorm) x = ops::layer_norm(x, emb_ln_w_, emb_ln_b_, m.layernorm_epsilon, !m.no_fused_layernorm);
   if (position_.defined()) {
     MEGATON_CHECK(s <= m.max_position_embeddings, DataError, "sequence length ", s,
@@ -150,10 +153,10 @@ torch::Tensor GptStage::embed(const torch::Tensor& ids, const torch::Tensor& pos
                             ? position_ids.to(torch::kInt64)
                             : torch::arange(s, torch::TensorOptions().dtype(torch::kInt64).device(ids.device()))
                                   .unsqueeze(0)
-                                  .expand_as(ids);  // [b, s]
-    x = x + torch::embedding(position_, pos);
+                                  .expand_as(ids);                           // [b, s]
+    x = x + ops::embedding(position_, pos.t(), main_grads().of(position_));  // [s, b, h]
   }
-  return x.transpose(0, 1).contiguous();  // [s, b, h]
+  return x.contiguous();  // [s, b, h]
 }
 
 SplitHidden GptStage::run_layers(torch::Tensor h, const LayerContext& ctx) {

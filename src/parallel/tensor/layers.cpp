@@ -1,6 +1,7 @@
 #include "parallel/tensor/layers.h"
 
 #include "core/error.h"
+#include "ops/embedding.h"
 #include "ops/linear.h"
 #include "parallel/tensor/mappings.h"
 
@@ -89,13 +90,15 @@ VocabParallelEmbedding::VocabParallelEmbedding(ParamFactory& f, const std::strin
   start_ = per * tp_->rank();
   end_ = start_ + per;
   weight = f.make({name, {padded_vocab, hidden}, 0, {}, init, vocab, false, tied_embedding});
+  main_grads_ = f.main_grads();
 }
 
 torch::Tensor VocabParallelEmbedding::forward(const torch::Tensor& ids) const {
-  if (tp_->size() == 1) return torch::embedding(weight, ids);
+  const ops::MainGrad main_grad = main_grads_ ? main_grads_->of(weight) : ops::MainGrad();
+  if (tp_->size() == 1) return ops::embedding(weight, ids, main_grad);
   torch::Tensor outside = (ids < start_).logical_or(ids >= end_);  // [..]
   torch::Tensor local = (ids - start_).masked_fill(outside, 0);    // [..]
-  torch::Tensor out = torch::embedding(weight, local);             // [.., h]
+  torch::Tensor out = ops::embedding(weight, local, main_grad);    // [.., h]
   out = out.masked_fill(outside.unsqueeze(-1), 0.0);
   return reduce_from_tp_region(out, tp_);
 }

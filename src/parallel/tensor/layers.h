@@ -99,6 +99,7 @@ class VocabParallelEmbedding {
  private:
   int64_t start_ = 0, end_ = 0;
   dist::CommunicatorPtr tp_;
+  MainGradsPtr main_grads_;  // the weight's fp32 main grad, once bound: the lookup's backward adds into it
 };
 
 /// Logits of the (tied or untied) output layer: hidden [s, b, h] x weight [V/tp, h] -> [s, b, V/tp], each rank its

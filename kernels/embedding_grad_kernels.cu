@@ -1,0 +1,91 @@
+// kernels/embedding_grad_kernels.h: one thread block per kChunk positions of the sorted ids; the block sums every
+// segment (run of one id) that starts among its positions, reading on past its chunk's end when the segment does (a
+// frequent token's long segment costs that one block more rows, all loads independent), and adds the sum to the id's
+// row of the main grad. Every id is written by exactly one block: no atomics, one fixed order.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+
+#include "embedding_grad_kernels.h"
+#include "kernel_util.cuh"
+
+namespace megaton::kernels {
+
+namespace {
+
+using util::check;
+using util::to_float;
+
+constexpr int kChunk = 32;        // sorted positions per block
+constexpr int kMaxThreads = 256;  // threads per block at most
+
+template <typename T, int VEC>
+struct alignas(sizeof(T) * VEC) Pack {
+  T v[VEC];
+};
+
+// VEC elements of a row per thread per step (VEC = 1: the unaligned fallback); threads stride over the row's packs.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(kMaxThreads)
+    segment_sum_kernel(const int64_t* __restrict__ sorted, const int64_t* __restrict__ order,
+                       const T* __restrict__ grad, int64_t n, int64_t h, float* __restrict__ main, int64_t rows) {
+  const int64_t begin = static_cast<int64_t>(blockIdx.x) * kChunk, end = min(n, begin + kChunk);
+  const int64_t packs = h / VEC;
+  for (int64_t i = begin; i < end; ++i) {  // the same i, id and segment in every thread of the block
+    const int64_t id = sorted[i];
+    if ((i > 0 && sorted[i - 1] == id) || id < 0 || id >= rows) continue;  // not a segment's start, or not ours
+    int64_t stop = i + 1;
+    while (stop < n && sorted[stop] == id) ++stop;
+    float* out = main + id * h;  // [h]
+    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+      float acc[VEC];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) acc[k] = 0.f;
+#pragma unroll 4
+      for (int64_t j = i; j < stop; ++j) {
+        const Pack<T, VEC> g = reinterpret_cast<const Pack<T, VEC>*>(grad + order[j] * h)[p];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) acc[k] += to_float(g.v[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) out[p * VEC + k] += acc[k];
+    }
+  }
+}
+
+template <typename T>
+void launch(const int64_t* sorted, const int64_t* order, const void* grad, int64_t n, int64_t h, float* main,
+            int64_t rows, cudaStream_t stream) {
+  constexpr int kVec = 16 / sizeof(T);
+  const bool vec = h % kVec == 0 && reinterpret_cast<uintptr_t>(grad) % 16 == 0;
+  const int64_t packs = vec ? h / kVec : h;
+  const int threads = static_cast<int>(std::clamp<int64_t>((packs + 31) / 32 * 32, 32, kMaxThreads));
+  const auto blocks = static_cast<unsigned>((n + kChunk - 1) / kChunk);
+  const T* g = static_cast<const T*>(grad);
+  if (vec)
+    segment_sum_kernel<T, kVec><<<blocks, threads, 0, stream>>>(sorted, order, g, n, h, main, rows);
+  else
+    segment_sum_kernel<T, 1><<<blocks, threads, 0, stream>>>(sorted, order, g, n, h, main, rows);
+  check(cudaGetLastError(), "embedding_grad_accumulate launch");
+}
+
+}  // namespace
+
+void embedding_grad_accumulate(const int64_t* sorted_ids, const int64_t* order, const void* grad, FloatType type,
+                               int64_t n, int64_t h, float* main, int64_t rows, cudaStream_t stream) {
+  if (n < 0 || h < 0 || rows < 0) throw std::invalid_argument("embedding_grad_accumulate: negative size");
+  if (n == 0 || h == 0) return;
+  switch (type) {
+    case FloatType::kFloat32:
+      return launch<float>(sorted_ids, order, grad, n, h, main, rows, stream);
+    case FloatType::kBFloat16:
+      return launch<__nv_bfloat16>(sorted_ids, order, grad, n, h, main, rows, stream);
+    case FloatType::kFloat16:
+      return launch<__half>(sorted_ids, order, grad, n, h, main, rows, stream);
+  }
+}
+
+}  // namespace megaton::kernels
