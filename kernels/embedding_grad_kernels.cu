@@ -1,7 +1,7 @@
 // kernels/embedding_grad_kernels.h: one thread block per kChunk positions of the sorted ids; the block sums every
 // segment (run of one id) that starts among its positions, reading on past its chunk's end when the segment does (a
-// frequent token's long segment costs that one block more rows, all loads independent), and adds the sum to the id's
-// row of the main grad. Every id is written by exactly one block: no atomics, one fixed order.
+// frequent token's long segment costs that one block more rows, split over the block's lanes), and adds the sum to
+// the id's row of the main grad. Every id is written by exactly one block: no atomics, one fixed order.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
@@ -20,18 +20,24 @@ using util::check;
 using util::to_float;
 
 constexpr int kChunk = 32;        // sorted positions per block
-constexpr int kMaxThreads = 256;  // threads per block at most
+constexpr int kMaxThreads = 512;  // threads per block at most
 
 template <typename T, int VEC>
 struct alignas(sizeof(T) * VEC) Pack {
   T v[VEC];
 };
 
-// VEC elements of a row per thread per step (VEC = 1: the unaligned fallback); threads stride over the row's packs.
+// A block is `lanes` x `cols` threads: a thread takes the packs p = col, col + cols, ... of a row (VEC elements each;
+// VEC = 1: the unaligned fallback) and, of a segment, the rows i + lane, i + lane + lanes, ...; the lanes' sums meet in
+// shared memory and lane 0 adds them, in lane order, to the main grad. Several lanes keep more loads in flight on a
+// long segment (a frequent token's: thousands of rows summed by this one block).
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kMaxThreads)
     segment_sum_kernel(const int64_t* __restrict__ sorted, const int64_t* __restrict__ order,
-                       const T* __restrict__ grad, int64_t n, int64_t h, float* __restrict__ main, int64_t rows) {
+                       const T* __restrict__ grad, int64_t n, int64_t h, float* __restrict__ main, int64_t rows,
+                       int cols) {
+  __shared__ float red[kMaxThreads * VEC];  // [lanes][cols][VEC]
+  const int lanes = blockDim.x / cols, lane = threadIdx.x / cols, col = threadIdx.x - lane * cols;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kChunk, end = min(n, begin + kChunk);
   const int64_t packs = h / VEC;
   for (int64_t i = begin; i < end; ++i) {  // the same i, id and segment in every thread of the block
@@ -39,19 +45,32 @@ __global__ void __launch_bounds__(kMaxThreads)
     if ((i > 0 && sorted[i - 1] == id) || id < 0 || id >= rows) continue;  // not a segment's start, or not ours
     int64_t stop = i + 1;
     while (stop < n && sorted[stop] == id) ++stop;
-    float* out = main + id * h;  // [h]
-    for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
+    float* out = main + id * h;                     // [h]
+    for (int64_t p0 = 0; p0 < packs; p0 += cols) {  // every thread runs the same iterations (barriers below)
+      const int64_t p = p0 + col;
       float acc[VEC];
 #pragma unroll
       for (int k = 0; k < VEC; ++k) acc[k] = 0.f;
+      if (p < packs) {
 #pragma unroll 4
-      for (int64_t j = i; j < stop; ++j) {
-        const Pack<T, VEC> g = reinterpret_cast<const Pack<T, VEC>*>(grad + order[j] * h)[p];
+        for (int64_t j = i + lane; j < stop; j += lanes) {
+          const Pack<T, VEC> g = reinterpret_cast<const Pack<T, VEC>*>(grad + order[j] * h)[p];
 #pragma unroll
-        for (int k = 0; k < VEC; ++k) acc[k] += to_float(g.v[k]);
+          for (int k = 0; k < VEC; ++k) acc[k] += to_float(g.v[k]);
+        }
       }
 #pragma unroll
-      for (int k = 0; k < VEC; ++k) out[p * VEC + k] += acc[k];
+      for (int k = 0; k < VEC; ++k) red[threadIdx.x * VEC + k] = acc[k];
+      __syncthreads();
+      if (lane == 0 && p < packs) {
+        for (int l = 1; l < lanes; ++l) {
+#pragma unroll
+          for (int k = 0; k < VEC; ++k) acc[k] += red[(l * cols + col) * VEC + k];
+        }
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) out[p * VEC + k] += acc[k];
+      }
+      __syncthreads();  // red is rewritten next
     }
   }
 }
@@ -62,13 +81,14 @@ void launch(const int64_t* sorted, const int64_t* order, const void* grad, int64
   constexpr int kVec = 16 / sizeof(T);
   const bool vec = h % kVec == 0 && reinterpret_cast<uintptr_t>(grad) % 16 == 0;
   const int64_t packs = vec ? h / kVec : h;
-  const int threads = static_cast<int>(std::clamp<int64_t>((packs + 31) / 32 * 32, 32, kMaxThreads));
+  const int cols = static_cast<int>(std::clamp<int64_t>((packs + 31) / 32 * 32, 32, kMaxThreads));
+  const int threads = kMaxThreads / cols * cols;  // lanes x cols
   const auto blocks = static_cast<unsigned>((n + kChunk - 1) / kChunk);
   const T* g = static_cast<const T*>(grad);
   if (vec)
-    segment_sum_kernel<T, kVec><<<blocks, threads, 0, stream>>>(sorted, order, g, n, h, main, rows);
+    segment_sum_kernel<T, kVec><<<blocks, threads, 0, stream>>>(sorted, order, g, n, h, main, rows, cols);
   else
-    segment_sum_kernel<T, 1><<<blocks, threads, 0, stream>>>(sorted, order, g, n, h, main, rows);
+    segment_sum_kernel<T, 1><<<blocks, threads, 0, stream>>>(sorted, order, g, n, h, main, rows, cols);
   check(cudaGetLastError(), "embedding_grad_accumulate launch");
 }
 

@@ -77,13 +77,12 @@ __device__ __forceinline__ void group_sum(float (&v)[N], float* red, int group, 
 }
 
 // x, y [rows, h]; gamma, beta [h]; mean, rstd [rows]. Caches the thread's P vectors of the row as fp32 (P * kVec <=
-// 32 floats): one read of x, two-pass mean and variance from registers. With res: sum = x + res (+ xb [h], the bias of
-// the linear layer that produced x, added in fp32 before the one rounding) is written and normalised.
+// 32 floats): one read of x, two-pass mean and variance from registers.
 template <typename T, int P, bool kWarp>
 __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  // <= 64 registers, unless 32 floats
-    forward_kernel(const T* __restrict__ x, const T* __restrict__ res, const T* __restrict__ xb, T* __restrict__ sum,
-                   const T* __restrict__ gamma, const T* __restrict__ beta, T* __restrict__ y, float* __restrict__ mean,
-                   float* __restrict__ rstd, int64_t rows, int h, int group, float eps) {
+    forward_kernel(const T* __restrict__ x, const T* __restrict__ res, T* __restrict__ sum, const T* __restrict__ gamma,
+                   const T* __restrict__ beta, T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
+                   int64_t rows, int h, int group, float eps) {
   constexpr int V = Pack<T>::kVec;
   __shared__ float red[2 * kMaxWarps];
   const int units = h / V, rows_per_block = blockDim.x / group;
@@ -106,15 +105,8 @@ __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  /
         Pack<T> pk = xr[p];
         if (res != nullptr) {  // the residual add, rounded to T as ATen's x + res, normalised from the rounded sum
           const Pack<T> rk = reinterpret_cast<const Pack<T>*>(res + off)[p];
-          if (xb != nullptr) {
-            const Pack<T> bk = reinterpret_cast<const Pack<T>*>(xb)[p];
 #pragma unroll
-            for (int k = 0; k < V; ++k)
-              pk.v[k] = from_float<T>(to_float(pk.v[k]) + to_float(bk.v[k]) + to_float(rk.v[k]));
-          } else {
-#pragma unroll
-            for (int k = 0; k < V; ++k) pk.v[k] = from_float<T>(to_float(pk.v[k]) + to_float(rk.v[k]));
-          }
+          for (int k = 0; k < V; ++k) pk.v[k] = from_float<T>(to_float(pk.v[k]) + to_float(rk.v[k]));
           reinterpret_cast<Pack<T>*>(sum + off)[p] = pk;
         }
 #pragma unroll
@@ -161,21 +153,19 @@ __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  /
   }
 }
 
-// dy, x, dx [rows, h]; gamma [h]; mean, rstd [rows]; part [S, gridDim.x, h] fp32 (dgamma partials, then dbeta, then
-// with kColSum (S = 3) the column sums of the dx written: the gradient of the forward's xb).
+// dy, x, dx [rows, h]; gamma [h]; mean, rstd [rows]; part [2, gridDim.x, h] fp32 (dgamma partials, then dbeta).
 // Each thread sums dy * xhat and dy over the rows it handles for its own columns in registers; at the end the block's
 // groups are folded in a fixed order through shared memory (`fold`, [2, h] floats, when rows_per_block > 1) and the
 // block writes its row of partials. A group takes R consecutive rows per pass: x and dy of all R rows are loaded
 // (and kept in registers for the second half when they fit), then one group_sum reduces the 2 R row sums. kEarly:
 // the residual gradient is loaded with them (more bytes in flight before the reduction) instead of after it.
-template <typename T, int P, int R, bool kWarp, bool kEarly, bool kColSum>
+template <typename T, int P, int R, bool kWarp, bool kEarly>
 __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)  // <= 64 registers at 8 floats
     backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ gamma,
                     const float* __restrict__ mean, const float* __restrict__ rstd, const T* __restrict__ dres,
                     T* __restrict__ dx, float* __restrict__ part, int64_t rows, int h, int group) {
   constexpr int V = Pack<T>::kVec;
-  constexpr int S = kColSum ? 3 : 2;  // sums per column
-  extern __shared__ float fold[];     // [S, h] when rows_per_block > 1
+  extern __shared__ float fold[];  // [2, h] when rows_per_block > 1
   __shared__ float red[2 * 2 * R * kMaxWarps];
   const int units = h / V, rows_per_block = blockDim.x / group;
   const int g = threadIdx.x / group, t = threadIdx.x - g * group;
@@ -199,17 +189,12 @@ __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)
     if constexpr (kGammaCached) return gk[i];
     return gp[p];
   };
-  float acc[S][P][V];  // this thread's columns summed over its rows: dgamma, dbeta (, dx)
+  float dg[P][V], db[P][V];  // this thread's columns, summed over its rows
 #pragma unroll
-  for (int j = 0; j < S; ++j) {
+  for (int i = 0; i < P; ++i) {
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
-#pragma unroll
-      for (int k = 0; k < V; ++k) acc[j][i][k] = 0.f;
-    }
+    for (int k = 0; k < V; ++k) dg[i][k] = db[i][k] = 0.f;
   }
-  auto& dg = acc[0];
-  auto& db = acc[1];
   int phase = 0;
   for (int64_t r0 = (static_cast<int64_t>(blockIdx.x) * rows_per_block + g) * R; r0 < rows;
        r0 += static_cast<int64_t>(gridDim.x) * rows_per_block * R) {
@@ -283,91 +268,81 @@ __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)
           const float gd = to_float(dk.v[k]) * to_float(gv.v[k]);
           const float extra = dres != nullptr ? to_float(rk.v[k]) : 0.f;
           o.v[k] = from_float<T>(rs[j] * (gd - a - xh * b) + extra);
-          if constexpr (kColSum) acc[S - 1][i][k] += to_float(o.v[k]);  // the rounded value, as a reader sees it
         }
         dxr[p] = o;
       }
     }
   }
-  // This block's row of partials for each sum j: part[j, blockIdx.x, :].
-  auto partial = [&](int j) { return part + (static_cast<int64_t>(j) * gridDim.x + blockIdx.x) * h; };
+  float* pg = part + static_cast<int64_t>(blockIdx.x) * h;                // [h] dgamma partial
+  float* pb = part + (static_cast<int64_t>(gridDim.x) + blockIdx.x) * h;  // [h] dbeta partial
   if (rows_per_block == 1) {
 #pragma unroll
     for (int i = 0; i < P; ++i) {
       const int p = t + i * group;
       if (p < units) {
 #pragma unroll
-        for (int j = 0; j < S; ++j) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) partial(j)[p * V + k] = acc[j][i][k];
-        }
+        for (int k = 0; k < V; ++k) pg[p * V + k] = dg[i][k], pb[p * V + k] = db[i][k];
       }
     }
     return;
   }
   // Fold the groups last to first: group rows_per_block - 1 stores, each earlier group adds in turn.
-  for (int g2 = rows_per_block - 1; g2 >= 0; --g2) {
-    if (g == g2) {
+  for (int j = rows_per_block - 1; j >= 0; --j) {
+    if (g == j) {
 #pragma unroll
       for (int i = 0; i < P; ++i) {
         const int p = t + i * group;
         if (p < units) {
 #pragma unroll
-          for (int j = 0; j < S; ++j) {
-#pragma unroll
-            for (int k = 0; k < V; ++k) {
-              float& f = fold[j * h + p * V + k];
-              f = (g2 == rows_per_block - 1 ? 0.f : f) + acc[j][i][k];
-            }
+          for (int k = 0; k < V; ++k) {
+            const int c = p * V + k;
+            fold[c] = (j == rows_per_block - 1 ? 0.f : fold[c]) + dg[i][k];
+            fold[h + c] = (j == rows_per_block - 1 ? 0.f : fold[h + c]) + db[i][k];
           }
         }
       }
     }
     __syncthreads();
   }
-  for (int j = 0; j < S; ++j) {
-    float* out = partial(j);
-    for (int c = threadIdx.x; c < h; c += blockDim.x) out[c] = fold[j * h + c];
-  }
+  for (int c = threadIdx.x; c < h; c += blockDim.x) pg[c] = fold[c], pb[c] = fold[h + c];
 }
 
-// part [S, partials, h] -> out[j] [h] for each of the S = 2 (dgamma, dbeta) or 3 (+ the dx column sums, out[2]
-// non-null) sums: column c's partials summed in a fixed order. Block (kReduceCols, kReduceRows), grid
-// ceil(h / kReduceCols).
+// part [2, partials, h] -> dgamma, dbeta [h]: column c's partials summed in a fixed order. Block (kReduceCols,
+// kReduceRows), grid ceil(h / kReduceCols).
 template <typename T>
 __global__ void __launch_bounds__(kReduceCols* kReduceRows)
     gamma_beta_kernel(const float* __restrict__ part, int64_t partials, int h, T* __restrict__ dgamma,
-                      T* __restrict__ dbeta, T* __restrict__ dxsum) {
-  __shared__ float red[kReduceRows][kReduceCols + 1];
-  T* const out[3] = {dgamma, dbeta, dxsum};
+                      T* __restrict__ dbeta) {
+  __shared__ float sg[kReduceRows][kReduceCols + 1], sb[kReduceRows][kReduceCols + 1];
   const int c = blockIdx.x * kReduceCols + threadIdx.x;
-  for (int j = 0; j < 3 && out[j] != nullptr; ++j) {
-    float v = 0.f;
-    if (c < h) {
-      const float* pj = part + j * partials * h + c;  // column c of [partials, h]
+  float g = 0.f, b = 0.f;
+  if (c < h) {
+    const float* pg = part + c;                 // column c of [partials, h]
+    const float* pb = part + partials * h + c;  // column c of the dbeta partials
 #pragma unroll 4
-      for (int64_t q = threadIdx.y; q < partials; q += kReduceRows) v += pj[q * h];
+    for (int64_t j = threadIdx.y; j < partials; j += kReduceRows) {
+      g += pg[j * h];
+      b += pb[j * h];
     }
-    red[threadIdx.y][threadIdx.x] = v;
-    __syncthreads();
-    if (threadIdx.y == 0 && c < h) {
-      for (int q = 1; q < kReduceRows; ++q) v += red[q][threadIdx.x];
-      out[j][c] = from_float<T>(v);
-    }
-    __syncthreads();  // red is reused by the next sum
+  }
+  sg[threadIdx.y][threadIdx.x] = g;
+  sb[threadIdx.y][threadIdx.x] = b;
+  __syncthreads();
+  if (threadIdx.y == 0 && c < h) {
+    for (int j = 1; j < kReduceRows; ++j) g += sg[j][threadIdx.x], b += sb[j][threadIdx.x];
+    dgamma[c] = from_float<T>(g);
+    dbeta[c] = from_float<T>(b);
   }
 }
 
 // ~~~ host side ~~~
 
 struct Config {
-  int packs;            // P: 16-byte vectors per thread per row
-  int rows;             // R: rows per pass of a group (the backward's)
-  int group;            // threads per row
-  int rows_per_block;   // groups per block
-  bool early = false;   // the backward loads the residual gradient with x and dy (instantiated for R = 1, <= 8 floats)
-  bool colsum = false;  // the backward also sums dx's columns (a third sum per column; instantiated for R = 1)
-  int sums() const { return colsum ? 3 : 2; }
+  int packs;           // P: 16-byte vectors per thread per row
+  int rows;            // R: rows per pass of a group (the backward's)
+  int group;           // threads per row
+  int rows_per_block;  // groups per block
+  bool early = false;  // the backward loads the residual gradient with x and dy (instantiated for R = 1, <= 8 floats)
   int threads() const { return group * rows_per_block; }
   bool warp() const { return group == 32; }  // a warp per row: shuffles only
 };
@@ -375,33 +350,30 @@ struct Config {
 // h is supported (layer_norm_supported_width) and a multiple of vec. `floats`: the elements of a row each thread
 // takes (LayerNormTuning), rounded to whole vectors; more when a row would need more than kMaxThreads threads. A row
 // whose threads fit in one warp gets one. rows: the backward's rows per pass (1 for the forward). A block holds as many
-// groups as fit in block_threads (at least one). sums: the backward's fp32 sums per column (2, or 3 with the dx column
-// sums; then one row per pass).
-Config choose(int64_t h, int vec, int floats, int rows, int block_threads, int sums) {
+// groups as fit in block_threads (at least one).
+Config choose(int64_t h, int vec, int floats, int rows, int block_threads) {
   block_threads = std::clamp(block_threads, 32, kMaxThreads);
   const int units = static_cast<int>(h / vec);
   int packs = std::min(std::max(1, floats / vec), (units + 31) / 32);
   packs = std::max(packs, (units + kMaxThreads - 1) / kMaxThreads);  // group <= kMaxThreads
   if (packs == 5 || packs == 7) ++packs;                             // instantiated: 1, 2, 3, 4, 6, 8
   const int group = ((units + packs - 1) / packs + 31) / 32 * 32;    // <= kMaxThreads
-  if (packs * vec > 8 || sums > 2) rows = 1;                         // R = 2 is instantiated up to 8 floats, 2 sums
-  // Several rows per block fold their column sums through [sums, h] floats of shared memory: at most the 48 KiB a
-  // launch gets without opting in (h <= 6144 with 2 sums, 4096 with 3; always so for a warp per row, h <= 1024), else
-  // one row per block. (Forward: the same, harmlessly.)
-  const bool fold_fits = sums * h * static_cast<int64_t>(sizeof(float)) <= 48 * 1024;
+  if (packs * vec > 8) rows = 1;                                     // R = 2 is instantiated up to 8 floats
+  // Several rows per block fold their dgamma/dbeta sums through [2, h] floats of shared memory: at most the 48 KiB a
+  // launch gets without opting in (h <= 6144; always so for a warp per row, h <= 1024), else one row per block.
+  // (Forward: the same, harmlessly.)
+  const bool fold_fits = 2 * h * static_cast<int64_t>(sizeof(float)) <= 48 * 1024;
   return {packs, rows, group, fold_fits ? std::max(1, block_threads / group) : 1};
 }
 
 Config forward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
   // 0: a warp per row where a warp holds the row at <= 32 elements per thread, else 16 per thread.
   const int floats = tuning.forward_floats > 0 ? tuning.forward_floats : (h <= 32 * 32 ? 32 : 16);
-  return choose(h, vec, floats, 1, tuning.forward_block, 2);
+  return choose(h, vec, floats, 1, tuning.forward_block);
 }
-Config backward_config(int64_t h, int vec, const LayerNormTuning& tuning, bool colsum) {
-  Config c = choose(h, vec, tuning.backward_floats, std::clamp(tuning.backward_rows, 1, 2), tuning.backward_block,
-                    colsum ? 3 : 2);
+Config backward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
+  Config c = choose(h, vec, tuning.backward_floats, std::clamp(tuning.backward_rows, 1, 2), tuning.backward_block);
   c.early = tuning.backward_early_residual && c.rows == 1 && c.packs * vec <= 8;
-  c.colsum = colsum;
   return c;
 }
 
@@ -416,8 +388,7 @@ void check_args(int64_t rows, int64_t h, std::initializer_list<const void*> poin
 }
 
 // Calls f(std::integral_constant<int, P>, std::integral_constant<int, R>, std::bool_constant<kWarp>,
-// std::bool_constant<kEarly>, std::bool_constant<kColSum>) for the instantiated kernel of `c` (the forward's lambdas
-// ignore R, kEarly and kColSum: 1, false, false).
+// std::bool_constant<kEarly>) for the instantiated kernel of `c` (the forward's lambdas ignore R and kEarly: 1, false).
 template <typename T, typename F>
 void dispatch(const Config& c, F&& f) {
   auto go = [&](auto packs) {
@@ -425,18 +396,11 @@ void dispatch(const Config& c, F&& f) {
     if constexpr (P * Pack<T>::kVec <= 32) {
       auto rows = [&](auto r) {
         constexpr bool kEarlyInstantiated = decltype(r)::value == 1 && P * Pack<T>::kVec <= 8;
-        constexpr bool kColSumInstantiated = decltype(r)::value == 1;
-        auto colsum = [&](auto warp, auto early_residual) {
-          if constexpr (kColSumInstantiated) {
-            if (c.colsum) return f(packs, r, warp, early_residual, std::true_type{});
-          }
-          return f(packs, r, warp, early_residual, std::false_type{});
-        };
         auto early = [&](auto warp) {
           if constexpr (kEarlyInstantiated) {
-            if (c.early) return colsum(warp, std::true_type{});
+            if (c.early) return f(packs, r, warp, std::true_type{});
           }
-          return colsum(warp, std::false_type{});
+          return f(packs, r, warp, std::false_type{});
         };
         if (c.warp()) return early(std::true_type{});
         return early(std::false_type{});
@@ -472,31 +436,30 @@ int64_t ceil_div(int64_t a, int64_t b) {
 }
 
 template <typename T>
-void launch_forward(const void* x, const void* res, const void* xb, void* sum, const void* gamma, const void* beta,
-                    void* y, float* mean, float* rstd, int64_t rows, int64_t h, float eps, cudaStream_t stream,
+void launch_forward(const void* x, const void* res, void* sum, const void* gamma, const void* beta, void* y,
+                    float* mean, float* rstd, int64_t rows, int64_t h, float eps, cudaStream_t stream,
                     const LayerNormTuning& tuning) {
   const Config c = forward_config(h, Pack<T>::kVec, tuning);
   const int64_t blocks = std::min<int64_t>(ceil_div(rows, c.rows_per_block), 1 << 30);
-  dispatch<T>(c, [&](auto packs, auto, auto warp, auto, auto) {
+  dispatch<T>(c, [&](auto packs, auto, auto warp, auto) {
     forward_kernel<T, decltype(packs)::value, decltype(warp)::value>
         <<<static_cast<unsigned>(blocks), c.threads(), 0, stream>>>(
-            static_cast<const T*>(x), static_cast<const T*>(res), static_cast<const T*>(xb), static_cast<T*>(sum),
-            static_cast<const T*>(gamma), static_cast<const T*>(beta), static_cast<T*>(y), mean, rstd, rows,
-            static_cast<int>(h), c.group, eps);
+            static_cast<const T*>(x), static_cast<const T*>(res), static_cast<T*>(sum), static_cast<const T*>(gamma),
+            static_cast<const T*>(beta), static_cast<T*>(y), mean, rstd, rows, static_cast<int>(h), c.group, eps);
   });
   check(cudaGetLastError(), "layer_norm_forward launch");
 }
 
 template <typename T>
-int64_t backward_partials(int64_t rows, int64_t h, const LayerNormTuning& tuning, bool colsum) {
-  const Config c = backward_config(h, Pack<T>::kVec, tuning, colsum);
-  const size_t smem = c.rows_per_block > 1 ? c.sums() * h * sizeof(float) : 0;
+int64_t backward_partials(int64_t rows, int64_t h, const LayerNormTuning& tuning) {
+  const Config c = backward_config(h, Pack<T>::kVec, tuning);
+  const size_t smem = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
   int per_sm = 0;
-  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp, auto early, auto sums3) {
+  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp, auto early) {
     check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
               &per_sm,
               backward_kernel<T, decltype(packs)::value, decltype(rows_per_pass)::value, decltype(warp)::value,
-                              decltype(early)::value, decltype(sums3)::value>,
+                              decltype(early)::value>,
               c.threads(), smem),
           "layer_norm_backward occupancy");
   });
@@ -509,21 +472,19 @@ int64_t backward_partials(int64_t rows, int64_t h, const LayerNormTuning& tuning
 
 template <typename T>
 void launch_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
-                     const void* dres, void* dx, void* dgamma, void* dbeta, void* dxsum, float* workspace,
-                     int64_t partials, int64_t rows, int64_t h, cudaStream_t stream, const LayerNormTuning& tuning) {
-  const Config c = backward_config(h, Pack<T>::kVec, tuning, dxsum != nullptr);
-  const size_t smem = c.rows_per_block > 1 ? c.sums() * h * sizeof(float) : 0;
-  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp, auto early, auto sums3) {
+                     const void* dres, void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials,
+                     int64_t rows, int64_t h, cudaStream_t stream, const LayerNormTuning& tuning) {
+  const Config c = backward_config(h, Pack<T>::kVec, tuning);
+  const size_t smem = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
+  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp, auto early) {
     backward_kernel<T, decltype(packs)::value, decltype(rows_per_pass)::value, decltype(warp)::value,
-                    decltype(early)::value, decltype(sums3)::value>
-        <<<static_cast<unsigned>(partials), c.threads(), smem, stream>>>(
-            static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean, rstd,
-            static_cast<const T*>(dres), static_cast<T*>(dx), workspace, rows, static_cast<int>(h), c.group);
+                    decltype(early)::value><<<static_cast<unsigned>(partials), c.threads(), smem, stream>>>(
+        static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean, rstd,
+        static_cast<const T*>(dres), static_cast<T*>(dx), workspace, rows, static_cast<int>(h), c.group);
   });
   check(cudaGetLastError(), "layer_norm_backward launch");
   gamma_beta_kernel<T><<<static_cast<unsigned>(ceil_div(h, kReduceCols)), dim3(kReduceCols, kReduceRows), 0, stream>>>(
-      workspace, partials, static_cast<int>(h), static_cast<T*>(dgamma), static_cast<T*>(dbeta),
-      static_cast<T*>(dxsum));
+      workspace, partials, static_cast<int>(h), static_cast<T*>(dgamma), static_cast<T*>(dbeta));
   check(cudaGetLastError(), "layer_norm_backward gamma/beta launch");
 }
 
@@ -531,37 +492,31 @@ void launch_backward(const void* dy, const void* x, const void* gamma, const flo
 
 void layer_norm_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean, float* rstd,
                         FloatType type, int64_t rows, int64_t h, float eps, cudaStream_t stream, const void* residual,
-                        void* sum, const LayerNormTuning& tuning, const void* x_bias) {
+                        void* sum, const LayerNormTuning& tuning) {
   check_args(rows, h, {x, gamma, beta, y}, "layer_norm_forward");
   if ((residual == nullptr) != (sum == nullptr))
     throw std::invalid_argument("layer_norm_forward: residual and sum go together");
   if (residual != nullptr) check_args(rows, h, {residual, sum}, "layer_norm_forward");
-  if (x_bias != nullptr) {
-    if (residual == nullptr) throw std::invalid_argument("layer_norm_forward: x_bias needs the residual");
-    check_args(rows, h, {x_bias}, "layer_norm_forward");
-  }
   if (rows == 0) return;
   switch (type) {
     case FloatType::kFloat32:
-      return launch_forward<float>(x, residual, x_bias, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning);
+      return launch_forward<float>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning);
     case FloatType::kBFloat16:
-      return launch_forward<__nv_bfloat16>(x, residual, x_bias, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream,
-                                           tuning);
+      return launch_forward<__nv_bfloat16>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning);
     case FloatType::kFloat16:
-      return launch_forward<__half>(x, residual, x_bias, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning);
+      return launch_forward<__half>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning);
   }
 }
 
-int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, const LayerNormTuning& tuning,
-                                     bool dx_colsum) {
+int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, const LayerNormTuning& tuning) {
   check_args(rows, h, {}, "layer_norm_backward_partials");
   switch (type) {
     case FloatType::kFloat32:
-      return backward_partials<float>(rows, h, tuning, dx_colsum);
+      return backward_partials<float>(rows, h, tuning);
     case FloatType::kBFloat16:
-      return backward_partials<__nv_bfloat16>(rows, h, tuning, dx_colsum);
+      return backward_partials<__nv_bfloat16>(rows, h, tuning);
     case FloatType::kFloat16:
-      return backward_partials<__half>(rows, h, tuning, dx_colsum);
+      return backward_partials<__half>(rows, h, tuning);
   }
   return 1;
 }
@@ -569,21 +524,21 @@ int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, co
 void layer_norm_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
                          void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials, FloatType type,
                          int64_t rows, int64_t h, cudaStream_t stream, const void* dresidual,
-                         const LayerNormTuning& tuning, void* dx_colsum) {
+                         const LayerNormTuning& tuning) {
   check_args(rows, h, {dy, x, gamma, dx}, "layer_norm_backward");
   if (dresidual != nullptr) check_args(rows, h, {dresidual}, "layer_norm_backward");
   if (partials < 1 || partials > (int64_t{1} << 30))
     throw std::invalid_argument("layer_norm_backward: partials must be in [1, 2^30]");
   switch (type) {
     case FloatType::kFloat32:
-      return launch_backward<float>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, dx_colsum, workspace,
-                                    partials, rows, h, stream, tuning);
+      return launch_backward<float>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, workspace, partials, rows,
+                                    h, stream, tuning);
     case FloatType::kBFloat16:
-      return launch_backward<__nv_bfloat16>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, dx_colsum,
-                                            workspace, partials, rows, h, stream, tuning);
+      return launch_backward<__nv_bfloat16>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, workspace, partials,
+                                            rows, h, stream, tuning);
     case FloatType::kFloat16:
-      return launch_backward<__half>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, dx_colsum, workspace,
-                                     partials, rows, h, stream, tuning);
+      return launch_backward<__half>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, workspace, partials, rows,
+                                     h, stream, tuning);
   }
 }
 

@@ -58,32 +58,26 @@ struct LayerNormTuning {
 
 /// Forward. x, y [rows, h] row-major (contiguous), gamma, beta [h]; writes y and mean, rstd [rows] fp32.
 /// With `residual` and `sum` ([rows, h], both or neither): sum = x + residual (rounded to the element type, as ATen's
-/// add) is written and normalised instead of x (the transformer's residual add fused into the next LayerNorm). With
-/// `x_bias` [h] as well: sum = x + x_bias + residual, added in fp32 and rounded once (the bias of the linear layer that
-/// produced x, added here instead of in its GEMM: Megatron's bias-dropout-add fusion, without dropout).
+/// add) is written and normalised instead of x (the transformer's residual add fused into the next LayerNorm).
 /// Asynchronous on `stream`; throws std::invalid_argument for an unsupported h or a misaligned pointer and
 /// std::runtime_error when the launch fails.
 void layer_norm_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean, float* rstd,
                         FloatType type, int64_t rows, int64_t h, float eps, cudaStream_t stream,
-                        const void* residual = nullptr, void* sum = nullptr, const LayerNormTuning& tuning = {},
-                        const void* x_bias = nullptr);
+                        const void* residual = nullptr, void* sum = nullptr, const LayerNormTuning& tuning = {});
 
 /// Rows of the backward's fp32 workspace per gradient (for the same `tuning` as the backward's): the backward needs
-/// `workspace` of 2 * partials * h floats, 3 * partials * h with `dx_colsum` (the backward's dx_colsum output, which
-/// takes one row per pass and, above h = 4096, one row per block). One per thread block of the backward's grid (as many
-/// as fit on the current device at once, at most one per group of rows).
-int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, const LayerNormTuning& tuning = {},
-                                     bool dx_colsum = false);
+/// `workspace` of 2 * partials * h floats. One per thread block of the backward's grid (as many as fit on the current
+/// device at once, at most one per group of rows).
+int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, const LayerNormTuning& tuning = {});
 
 /// Backward. dy, x, dx [rows, h], gamma [h], mean, rstd [rows] from the forward; writes dx, dgamma and dbeta [h] (in
 /// `type`); workspace: 2 * partials * h floats from layer_norm_backward_partials (any partials >= 1 gives the same
 /// sums up to rounding; the same partials give the same bits). With `dresidual` [rows, h]: dx += dresidual before
-/// rounding (the gradient of the residual branch that also reads the forward's sum). With `dx_colsum` [h] (in `type`;
-/// workspace and partials sized for it): the column sums of the dx written (as rounded), the gradient of the
-/// forward's x_bias. Asynchronous on `stream`; throws as the forward.
+/// rounding (the gradient of the residual branch that also reads the forward's sum). Asynchronous on `stream`; throws
+/// as the forward.
 void layer_norm_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
                          void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials, FloatType type,
                          int64_t rows, int64_t h, cudaStream_t stream, const void* dresidual = nullptr,
-                         const LayerNormTuning& tuning = {}, void* dx_colsum = nullptr);
+                         const LayerNormTuning& tuning = {});
 
 }  // namespace megaton::kernels

@@ -7,10 +7,6 @@
 // fused pair must move: x read and y written forward, x and dy read and dx written backward).
 // BM_LayerNormAutogradFusedVsAten: ops::layer_norm(use_fused) and backward() through autograd, as the model runs it.
 // BM_LayerNormTuning: the kernels' LayerNormTuning choices, as training calls them (with the residual add).
-// BM_LayerNormBackwardBiasGrad: the backward with the residual gradient and the column sums of dx (the gradient of the
-// linear bias that --no-bias-dropout-fusion's default adds in the LayerNorm) against the backward without them and
-// ops::bias_grad's column-sum kernel over dx (what the linear layer's backward runs otherwise). Counters: fused_us,
-// separate_us, speedup = separate / fused.
 // The benchmarks' own times are the fused ones.
 //   build/perf/bench_layer_norm [--benchmark_min_time=1]     (reports an error row without a CUDA device/build)
 #include <benchmark/benchmark.h>
@@ -20,7 +16,6 @@
 #include <string>
 
 #include "bench_gpu_seconds.h"
-#include "ops/gelu_bias_grad.h"
 #include "ops/layer_norm.h"
 #ifdef MEGATON_HAVE_CUDA
 #include <c10/cuda/CUDAStream.h>
@@ -187,29 +182,6 @@ void BM_LayerNormTuning(benchmark::State& state) {
 #endif
 }
 
-void BM_LayerNormBackwardBiasGrad(benchmark::State& state) {
-  if (skip_without_cuda(state)) return;
-#ifdef MEGATON_HAVE_CUDA
-  const int64_t rows = state.range(0), h = state.range(1);
-  const Inputs in = make_inputs(rows, h);
-  const torch::Tensor dres = torch::randn_like(in.dy);
-  const ops::FusedLayerNormOutput f = ops::fused_layer_norm_forward(in.x, in.w, in.b, kEps);
-  auto fused = [&] { ops::fused_layer_norm_backward(in.dy, in.x, in.w, f.mean, f.rstd, dres, /*dx_colsum=*/true); };
-  auto separate = [&] { ops::bias_grad(ops::fused_layer_norm_backward(in.dy, in.x, in.w, f.mean, f.rstd, dres).dx); };
-  gpu_seconds(fused, 2), gpu_seconds(separate, 2);  // warm-up
-  double tf = 0, ts = 0;
-  int64_t n = 0;
-  for (auto _ : state) {
-    const double a = gpu_seconds(fused, kReps), b = gpu_seconds(separate, kReps);
-    tf += a, ts += b, ++n;
-    state.SetIterationTime(a);
-  }
-  state.counters["fused_us"] = tf / double(n) * 1e6;
-  state.counters["separate_us"] = ts / double(n) * 1e6;
-  state.counters["speedup"] = ts / tf;
-#endif
-}
-
 void tuning_args(benchmark::internal::Benchmark* b) {
 #ifdef MEGATON_HAVE_CUDA
   for (int64_t v = 0; v < static_cast<int64_t>(std::size(kTunings)); ++v) {
@@ -224,12 +196,6 @@ void tuning_args(benchmark::internal::Benchmark* b) {
 }  // namespace
 
 BENCHMARK(BM_LayerNormTuning)->Apply(tuning_args)->UseManualTime()->Iterations(100)->Unit(benchmark::kMicrosecond);
-BENCHMARK(BM_LayerNormBackwardBiasGrad)
-    ->Args({32768, 768})
-    ->Args({16384, 2048})
-    ->UseManualTime()
-    ->Iterations(100)
-    ->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_LayerNormFusedVsAten)
     ->Args({32768, 768})
     ->Args({16384, 2048})

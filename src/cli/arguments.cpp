@@ -66,9 +66,6 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("no-qkv-grad-fusion", po::bool_switch(&a.no_qkv_grad_fusion),
        "the attention's QKV gradient assembled by ATen's stack and the QKV bias gradient by a separate column sum, "
        "instead of one pass for both")
-      ("no-bias-dropout-fusion", po::bool_switch(&a.no_bias_dropout_fusion),
-       "the attention output's and fc2's biases added in their GEMMs (and their gradients by separate column sums) "
-       "instead of with the residual in the next LayerNorm's kernel (where there is no hidden dropout)")
       ("fused-lm-head-loss", po::bool_switch(&a.fused_lm_head_loss),
        "the LM head and its loss as one op: the logits' gradient written over the logits in the forward (less memory)")
       ("no-gradient-accumulation-fusion", po::bool_switch(&a.no_gradient_accumulation_fusion),

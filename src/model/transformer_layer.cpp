@@ -61,7 +61,6 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   local_heads_ = heads / n;
   bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh;
   fuse_qkv_grad_ = !m.no_qkv_grad_fusion;
-  bias_into_layer_norm_ = !m.no_bias_dropout_fusion;
   // where ops::gemm_epilogue_supported, else ATen
   mlp_epilogues_ = {!m.no_gemm_epilogue_fusion, !m.no_gemm_epilogue_fusion && !m.no_gemm_dgelu_epilogue};
   const std::string p = "layers." + std::to_string(index) + ".";
@@ -106,11 +105,7 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   fc2_.emplace(f, p + "mlp.fc2", fc2, tp);
 }
 
-torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv,
-                                          bool skip_bias) const {
-  auto project = [&](const torch::Tensor& context) {  // [s, b, np*d] -> [s, b, h]
-    return skip_bias ? dense_->forward_without_bias(context) : dense_->forward(context);
-  };
+torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv) const {
   const auto& m = c_.model;
   const int64_t s = x.size(0), b = x.size(1), d = m.kv_channels;
   // [s, b, np, 3, d] -> q, k, v [s, b, np, d]. Both ways the backward writes the three gradients into one [s, b, np,
@@ -141,13 +136,13 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
     MEGATON_CHECK(!ctx.training, InternalError, "the KV-cache path is for inference only");
     kv->k = kv->k.defined() ? torch::cat({kv->k, k}, 0) : k.contiguous();  // [past + s, b, np, d]
     kv->v = kv->v.defined() ? torch::cat({kv->v, v}, 0) : v.contiguous();
-    return project(cached_attention(q, kv->k, kv->v, o));  // [s, b, h]
+    return dense_->forward(cached_attention(q, kv->k, kv->v, o));  // [s, b, h]
   }
   torch::Tensor context = ops::causal_attention(q, k, v, o);  // [s, b, np*d]
-  return project(context);                                    // [s, b, h]
+  return dense_->forward(context);                            // [s, b, h]
 }
 
-torch::Tensor TransformerLayer::mlp(const torch::Tensor& x, bool skip_bias) const {
+torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
   const parallel::ColumnParallelLinear& fc1 = *fc1_;
   const parallel::RowParallelLinear& fc2 = *fc2_;
   if (bias_gelu_mlp_ && fc1.bias.defined()) {
@@ -157,15 +152,15 @@ torch::Tensor TransformerLayer::mlp(const torch::Tensor& x, bool skip_bias) cons
     const dist::CommunicatorPtr& tp = fc2.tp();
     const bool one_rank = tp->size() == 1;
     // [s, b, h], partial over TP (fc2's bias added after the reduction)
-    torch::Tensor y = ops::bias_gelu_mlp(parallel::copy_to_tp_region(x, tp), fc1.weight, fc1.bias, fc2.weight,
-                                         one_rank && !skip_bias ? fc2.bias : torch::Tensor(), mlp_epilogues_,
-                                         fc1.main_grad(), fc2.main_grad());
+    torch::Tensor y =
+        ops::bias_gelu_mlp(parallel::copy_to_tp_region(x, tp), fc1.weight, fc1.bias, fc2.weight,
+                           one_rank ? fc2.bias : torch::Tensor(), mlp_epilogues_, fc1.main_grad(), fc2.main_grad());
     if (one_rank) return y;
     y = parallel::reduce_from_tp_region(y, tp);
-    return fc2.bias.defined() && !skip_bias ? y + fc2.bias : y;
+    return fc2.bias.defined() ? y + fc2.bias : y;
   }
-  torch::Tensor inter = ops::apply_activation(fc1_->forward(x), act_);          // [s, b, f/tp]
-  return skip_bias ? fc2_->forward_without_bias(inter) : fc2_->forward(inter);  // [s, b, h]
+  torch::Tensor inter = ops::apply_activation(fc1_->forward(x), act_);  // [s, b, f/tp]
+  return fc2_->forward(inter);                                          // [s, b, h]
 }
 
 torch::Tensor TransformerLayer::forward(const torch::Tensor& x, const LayerContext& ctx) const {
@@ -189,15 +184,11 @@ SplitHidden TransformerLayer::forward_impl(const SplitHidden& in, const LayerCon
     MEGATON_ASSERT(gen != nullptr, "hidden dropout without a generator");
     return parallel::dropout(t, m.hidden_dropout, true, *gen);
   };
-  // The attention output's and fc2's biases go with the residual into the next LayerNorm's add (Megatron's
-  // bias-dropout-add fusion; there with dropout, here where none runs): the LayerNorm's backward kernel gives them
-  // their gradients, instead of a pass of their own over [tokens, h] each.
-  const bool skip_bias = bias_into_layer_norm_ && !(ctx.training && m.hidden_dropout > 0.0);
-  // x = in.residual + in.delta (+ in.delta_bias), added inside LN1's kernel where the fused LayerNorm applies.
+  // x = in.residual + in.delta, added inside LN1's kernel where the fused LayerNorm applies.
   torch::Tensor x, ln1;
   if (in.delta.defined()) {
     const ops::AddLayerNorm x_ln1 =
-        ops::add_layer_norm(in.delta, in.residual, ln1_w_, ln1_b_, eps, !m.no_fused_layernorm, in.delta_bias);
+        ops::add_layer_norm(in.delta, in.residual, ln1_w_, ln1_b_, eps, !m.no_fused_layernorm);
     x = x_ln1.sum, ln1 = x_ln1.y;  // [s, b, h] each
   } else {
     x = in.residual;
@@ -205,13 +196,11 @@ SplitHidden TransformerLayer::forward_impl(const SplitHidden& in, const LayerCon
   }
   torch::Tensor residual = m.apply_residual_connection_post_layernorm ? ln1 : x;
   // a = residual + attention; the add runs inside LN2's kernel (ops::add_layer_norm) where the fused LayerNorm applies.
-  const ops::AddLayerNorm a_ln2 =
-      ops::add_layer_norm(hidden_dropout(attention(ln1, ctx, kv, skip_bias)), residual, ln2_w_, ln2_b_, eps,
-                          !m.no_fused_layernorm, skip_bias ? dense_->bias : torch::Tensor());
+  const ops::AddLayerNorm a_ln2 = ops::add_layer_norm(hidden_dropout(attention(ln1, ctx, kv)), residual, ln2_w_, ln2_b_,
+                                                      eps, !m.no_fused_layernorm);
   const torch::Tensor &a = a_ln2.sum, &ln2 = a_ln2.y;  // [s, b, h] each
   residual = m.apply_residual_connection_post_layernorm ? ln2 : a;
-  // the add is the next LayerNorm's (or the caller's sum())
-  return {residual, hidden_dropout(mlp(ln2, skip_bias)), skip_bias ? fc2_->bias : torch::Tensor()};
+  return {residual, hidden_dropout(mlp(ln2))};  // the add is the next LayerNorm's (or the caller's sum())
 }
 
 }  // namespace megaton::model

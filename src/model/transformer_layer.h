@@ -29,17 +29,12 @@ struct LayerContext {
   torch::Tensor rotary_sin;
 };
 
-/// A residual stream left as two addends: the hidden state is residual + delta (+ delta_bias, the bias of the linear
-/// layer that produced delta, left out of its GEMM; delta undefined: residual alone). Layers hand the sum on unformed
-/// so that the next LayerNorm adds it in its kernel (ops::add_layer_norm).
+/// A residual stream left as two addends: the hidden state is residual + delta (delta undefined: residual alone).
+/// Layers hand the sum on unformed so that the next LayerNorm adds it in its kernel (ops::add_layer_norm).
 struct SplitHidden {
   torch::Tensor residual, delta;  // [s, b, h] each
-  torch::Tensor delta_bias;       // [h] or undefined
-  /// residual + delta (+ delta_bias), as one tensor.
-  torch::Tensor sum() const {
-    if (!delta.defined()) return residual;
-    return (delta_bias.defined() ? delta + delta_bias : delta) + residual;
-  }
+  /// residual + delta, as one tensor.
+  torch::Tensor sum() const { return delta.defined() ? residual + delta : residual; }
 };
 
 /// One layer's keys and values of the positions seen so far (generation's KV cache), after rotary.
@@ -69,11 +64,10 @@ class TransformerLayer {
   int index() const { return index_; }
 
  private:
-  // [s, b, h] -> [s, b, h]; with kv: appends to it and attends over the cached keys too. skip_bias: the output
-  // projection's bias left for the caller to add (its gradient then the caller's).
-  torch::Tensor attention(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv, bool skip_bias) const;
+  // [s, b, h] -> [s, b, h]; with kv: appends to it and attends over the cached keys too.
+  torch::Tensor attention(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv = nullptr) const;
   SplitHidden forward_impl(const SplitHidden& x, const LayerContext& ctx, LayerKv* kv) const;
-  torch::Tensor mlp(const torch::Tensor& x, bool skip_bias) const;  // [s, b, h] -> [s, b, h]; skip_bias: fc2's
+  torch::Tensor mlp(const torch::Tensor& x) const;  // [s, b, h] -> [s, b, h]
 
   GptConfig c_;
   int index_;
@@ -81,9 +75,6 @@ class TransformerLayer {
   ops::Activation act_;
   bool bias_gelu_mlp_ = false;  // tanh-GELU MLP: one autograd function, ops::bias_gelu_mlp (when fc1 has a bias)
   bool fuse_qkv_grad_ = true;   // QKV gradient and bias gradient in one pass (ops::split_qkv); --no-qkv-grad-fusion
-  // The attention output's and fc2's biases added with the residual in the next LayerNorm (where no hidden dropout
-  // runs); --no-bias-dropout-fusion
-  bool bias_into_layer_norm_ = true;
   ops::MlpEpilogues mlp_epilogues_;  // cuBLASLt epilogues (--no-gemm-epilogue-fusion, --no-gemm-dgelu-epilogue)
   torch::Tensor ln1_w_, ln1_b_, ln2_w_, ln2_b_;        // [h]
   std::optional<parallel::ColumnParallelLinear> qkv_;  // [3h/tp, h] = canonical [heads/tp, 3, d, h]

@@ -20,14 +20,14 @@ torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, co
 }
 
 AddLayerNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
-                            const torch::Tensor& bias, double eps, bool use_fused, const torch::Tensor& x_bias) {
+                            const torch::Tensor& bias, double eps, bool use_fused) {
 #ifdef MEGATON_HAVE_CUDA
-  if (use_fused && fused_add_layer_norm_supported(x, residual, weight, bias, x_bias)) {
-    FusedAddLayerNormOutput f = fused_add_layer_norm(x, residual, weight, bias, eps, x_bias);
+  if (use_fused && fused_add_layer_norm_supported(x, residual, weight, bias)) {
+    FusedAddLayerNormOutput f = fused_add_layer_norm(x, residual, weight, bias, eps);
     return {f.sum, f.y};
   }
 #endif
-  torch::Tensor sum = (x_bias.defined() ? x + x_bias : x) + residual;
+  torch::Tensor sum = x + residual;
   return {sum, layer_norm(sum, weight, bias, eps, use_fused)};
 }
 

@@ -13,15 +13,11 @@ torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, co
                          bool use_fused = true);
 
 /// The residual add and the LayerNorm after it: sum = x + residual, y = layer_norm(sum). On CUDA tensors the fused
-/// kernel takes, one kernel each way (ops/layer_norm_cuda.h); otherwise x + residual and layer_norm above. With
-/// `x_bias` [h] (the bias of the linear layer that produced x, left out of its GEMM): sum = x + x_bias + residual, and
-/// on the fused path x_bias's gradient comes from the LayerNorm's backward kernel (no pass of its own over sum's
-/// gradient); otherwise (x + x_bias) + residual in ATen.
+/// kernel takes, one kernel each way (ops/layer_norm_cuda.h); otherwise x + residual and layer_norm above.
 struct AddLayerNorm {
   torch::Tensor sum, y;  // [.., h] each
 };
 AddLayerNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
-                            const torch::Tensor& bias, double eps, bool use_fused = true,
-                            const torch::Tensor& x_bias = torch::Tensor());
+                            const torch::Tensor& bias, double eps, bool use_fused = true);
 
 }  // namespace megaton::ops

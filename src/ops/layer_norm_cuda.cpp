@@ -40,53 +40,44 @@ struct FusedLayerNorm : torch::autograd::Function<FusedLayerNorm> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    FusedLayerNormGrads g = fused_layer_norm_backward(grads[0], saved[0], saved[1], saved[2], saved[3]);
-    return {g.dx, g.dweight, g.dbias, torch::Tensor()};
+    auto [dx, dw, db] = fused_layer_norm_backward(grads[0], saved[0], saved[1], saved[2], saved[3]);
+    return {dx, dw, db, torch::Tensor()};
   }
 };
 
-// (sum, y) = (x [+ x_bias] + residual, LayerNorm(sum)): one forward kernel, one backward kernel. x_bias: [h] or an
-// empty placeholder (autograd functions take no undefined tensors); its gradient is the column sums of sum's.
+// (sum, y) = (x + residual, LayerNorm(x + residual)): one forward kernel, one backward kernel.
 struct FusedAddLayerNorm : torch::autograd::Function<FusedAddLayerNorm> {
   static variable_list forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor residual, torch::Tensor weight,
-                               torch::Tensor bias, torch::Tensor x_bias, double eps) {
+                               torch::Tensor bias, double eps) {
     torch::Tensor w = aligned_contiguous(weight);
-    const bool has_x_bias = x_bias.numel() > 0;
-    FusedLayerNormOutput out =
-        fused_layer_norm_forward(x, w, bias, eps, residual, has_x_bias ? x_bias : torch::Tensor());
+    FusedLayerNormOutput out = fused_layer_norm_forward(x, w, bias, eps, residual);
     ctx->save_for_backward({out.sum, w, out.mean, out.rstd});
-    ctx->saved_data["x_bias_grad"] = has_x_bias && ctx->needs_input_grad(4);
     return {out.sum, out.y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     // grads[0]: of sum (the residual stream), grads[1]: of y; both materialised (zeros when unused).
-    FusedLayerNormGrads g = fused_layer_norm_backward(grads[1], saved[0], saved[1], saved[2], saved[3], grads[0],
-                                                      ctx->saved_data["x_bias_grad"].toBool());
-    return {g.dx, g.dx, g.dweight, g.dbias, g.dx_colsum, torch::Tensor()};
+    auto [dx, dw, db] = fused_layer_norm_backward(grads[1], saved[0], saved[1], saved[2], saved[3], grads[0]);
+    return {dx, dx, dw, db, torch::Tensor()};
   }
 };
 
 }  // namespace
 
 bool fused_add_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
-                                    const torch::Tensor& bias, const torch::Tensor& x_bias) {
+                                    const torch::Tensor& bias) {
   return fused_layer_norm_supported(x, weight, bias) && residual.defined() && residual.sizes() == x.sizes() &&
          residual.scalar_type() == x.scalar_type() && residual.device() == x.device() &&
-         (!residual.is_contiguous() || aligned16(residual)) &&
-         (!x_bias.defined() || (x_bias.scalar_type() == x.scalar_type() && x_bias.device() == x.device() &&
-                                x_bias.dim() == 1 && x_bias.size(0) == x.size(-1)));
+         (!residual.is_contiguous() || aligned16(residual));
 }
 
 FusedAddLayerNormOutput fused_add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
-                                             const torch::Tensor& weight, const torch::Tensor& bias, double eps,
-                                             const torch::Tensor& x_bias) {
-  MEGATON_ASSERT(fused_add_layer_norm_supported(x, residual, weight, bias, x_bias),
+                                             const torch::Tensor& weight, const torch::Tensor& bias, double eps) {
+  MEGATON_ASSERT(fused_add_layer_norm_supported(x, residual, weight, bias),
                  "fused add + layer norm: unsupported input ", x.sizes(), " + ", residual.sizes(), " ",
                  c10::toString(x.scalar_type()), " on ", x.device());
-  variable_list out = FusedAddLayerNorm::apply(x, residual, weight, bias,
-                                               x_bias.defined() ? x_bias : torch::empty({0}, x.options()), eps);
+  variable_list out = FusedAddLayerNorm::apply(x, residual, weight, bias, eps);
   return {out[0], out[1]};  // x's shape (contiguous)
 }
 
@@ -111,37 +102,30 @@ torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weig
 }
 
 FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x_in, const torch::Tensor& weight,
-                                              const torch::Tensor& bias, double eps, const torch::Tensor& residual,
-                                              const torch::Tensor& x_bias) {
+                                              const torch::Tensor& bias, double eps, const torch::Tensor& residual) {
   MEGATON_ASSERT(fused_layer_norm_supported(x_in, weight, bias), "fused layer norm: unsupported input ", x_in.sizes(),
                  " ", c10::toString(x_in.scalar_type()), " on ", x_in.device());
   MEGATON_ASSERT(
       !residual.defined() || (residual.sizes() == x_in.sizes() && residual.scalar_type() == x_in.scalar_type() &&
                               residual.device() == x_in.device()),
       "fused add + layer norm: residual ", residual.sizes(), " does not match x ", x_in.sizes());
-  MEGATON_ASSERT(!x_bias.defined() || (residual.defined() && x_bias.numel() == x_in.size(-1) &&
-                                       x_bias.scalar_type() == x_in.scalar_type()),
-                 "fused add + layer norm: x bias ", x_bias.sizes(), " for x ", x_in.sizes(), " (needs a residual)");
   const c10::cuda::CUDAGuard guard(x_in.device());
   torch::Tensor x = aligned_contiguous(x_in);                                             // [rows, h] in memory
   torch::Tensor w = aligned_contiguous(weight), b = aligned_contiguous(bias);             // [h]
   torch::Tensor r = residual.defined() ? aligned_contiguous(residual) : torch::Tensor();  // [rows, h] in memory
-  torch::Tensor xb = x_bias.defined() ? aligned_contiguous(x_bias) : torch::Tensor();     // [h]
   const int64_t h = x.size(-1), rows = x.numel() / h;
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(x.device());
   FusedLayerNormOutput out{torch::empty_like(x) /* contiguous as x */, torch::empty({rows}, f32),
                            torch::empty({rows}, f32), r.defined() ? torch::empty_like(x) : torch::Tensor()};
   kernels::layer_norm_forward(x.data_ptr(), w.data_ptr(), b.data_ptr(), out.y.data_ptr(), out.mean.data_ptr<float>(),
                               out.rstd.data_ptr<float>(), float_type(x), rows, h, static_cast<float>(eps), stream_of(x),
-                              r.defined() ? r.data_ptr() : nullptr, r.defined() ? out.sum.data_ptr() : nullptr, {},
-                              xb.defined() ? xb.data_ptr() : nullptr);
+                              r.defined() ? r.data_ptr() : nullptr, r.defined() ? out.sum.data_ptr() : nullptr);
   return out;
 }
 
-FusedLayerNormGrads fused_layer_norm_backward(const torch::Tensor& dy_in, const torch::Tensor& x_in,
-                                              const torch::Tensor& weight, const torch::Tensor& mean,
-                                              const torch::Tensor& rstd, const torch::Tensor& dresidual_in,
-                                              bool dx_colsum) {
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backward(
+    const torch::Tensor& dy_in, const torch::Tensor& x_in, const torch::Tensor& weight, const torch::Tensor& mean,
+    const torch::Tensor& rstd, const torch::Tensor& dresidual_in) {
   const int64_t h = x_in.size(-1), rows = x_in.numel() / h;
   MEGATON_ASSERT(dy_in.sizes() == x_in.sizes() && dy_in.scalar_type() == x_in.scalar_type() &&
                      weight.scalar_type() == x_in.scalar_type() && weight.numel() == h &&
@@ -161,16 +145,16 @@ FusedLayerNormGrads fused_layer_norm_backward(const torch::Tensor& dy_in, const 
     dres = aligned_contiguous(dresidual_in);
   }
   const kernels::FloatType type = float_type(x);
-  const int64_t partials = kernels::layer_norm_backward_partials(type, rows, h, {}, dx_colsum);
+  const int64_t partials = kernels::layer_norm_backward_partials(type, rows, h);
   torch::Tensor workspace =
-      torch::empty({dx_colsum ? 3 : 2, partials, h}, torch::TensorOptions().dtype(torch::kFloat32).device(x.device()));
-  FusedLayerNormGrads g{torch::empty_like(x) /* contiguous as x */, torch::empty({h}, w.options()),
-                        torch::empty({h}, w.options()), dx_colsum ? torch::empty({h}, w.options()) : torch::Tensor()};
-  kernels::layer_norm_backward(
-      dy.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr<float>(), rstd.data_ptr<float>(), g.dx.data_ptr(),
-      g.dweight.data_ptr(), g.dbias.data_ptr(), workspace.data_ptr<float>(), partials, type, rows, h, stream_of(x),
-      dres.defined() ? dres.data_ptr() : nullptr, {}, dx_colsum ? g.dx_colsum.data_ptr() : nullptr);
-  return g;
+      torch::empty({2, partials, h}, torch::TensorOptions().dtype(torch::kFloat32).device(x.device()));
+  torch::Tensor dx = torch::empty_like(x);  // contiguous as x
+  torch::Tensor dw = torch::empty({h}, w.options()), db = torch::empty({h}, w.options());
+  kernels::layer_norm_backward(dy.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr<float>(),
+                               rstd.data_ptr<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
+                               workspace.data_ptr<float>(), partials, type, rows, h, stream_of(x),
+                               dres.defined() ? dres.data_ptr() : nullptr);
+  return {dx, dw, db};
 }
 
 }  // namespace megaton::ops

@@ -4,6 +4,8 @@
 #ifdef MEGATON_HAVE_CUDA
 #include <torch/torch.h>
 
+#include <tuple>
+
 namespace megaton::ops {
 
 /// Whether the fused path handles these tensors: x on a CUDA device, fp32/bf16/fp16, weight and bias [h] of x's dtype
@@ -17,41 +19,32 @@ torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weig
 
 /// The two halves without autograd. Forward: y [.., h] like x, mean and rstd [rows] fp32 (rows = x.numel() / h). With
 /// `residual` (x's shape, dtype and device): sum = x + residual (rounded as ATen's add) is normalised instead of x and
-/// returned too; with `x_bias` ([h], x's dtype; only with a residual) sum = x + x_bias + residual, rounded once.
+/// returned too.
 struct FusedLayerNormOutput {
   torch::Tensor y, mean, rstd;
   torch::Tensor sum;  // [.., h] like x, with a residual only
 };
 FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x, const torch::Tensor& weight,
                                               const torch::Tensor& bias, double eps,
-                                              const torch::Tensor& residual = torch::Tensor(),
-                                              const torch::Tensor& x_bias = torch::Tensor());
+                                              const torch::Tensor& residual = torch::Tensor());
 
-/// Backward from the forward's mean and rstd: dx [.., h] like x, dweight and dbias [h], in x's dtype. With `dresidual`
-/// (like x): dx + dresidual, summed before rounding. With `dx_colsum`: also dx's column sums [h] (of the rounded dx;
-/// the gradient of the forward's x_bias), from the same pass.
-struct FusedLayerNormGrads {
-  torch::Tensor dx, dweight, dbias;
-  torch::Tensor dx_colsum;  // [h], with dx_colsum only
-};
-FusedLayerNormGrads fused_layer_norm_backward(const torch::Tensor& dy, const torch::Tensor& x,
-                                              const torch::Tensor& weight, const torch::Tensor& mean,
-                                              const torch::Tensor& rstd,
-                                              const torch::Tensor& dresidual = torch::Tensor(), bool dx_colsum = false);
+/// Backward from the forward's mean and rstd: (dx [.., h] like x, dweight [h], dbias [h]) in x's dtype. With
+/// `dresidual` (like x): dx + dresidual, summed before rounding.
+std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backward(
+    const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& mean,
+    const torch::Tensor& rstd, const torch::Tensor& dresidual = torch::Tensor());
 
 /// The residual add fused into the LayerNorm that reads its result: sum = x + residual (rounded to x's dtype, as
 /// ATen's add) and y = LayerNorm(sum), with autograd (the backward adds sum's own gradient into the LayerNorm's input
-/// gradient in the same kernel). With `x_bias` [h]: sum = x + x_bias + residual (rounded once), and x_bias's gradient
-/// (sum's gradient summed over the rows) comes from the same backward kernel. Requires fused_layer_norm_supported(x,
-/// weight, bias), residual of x's shape, dtype and device, and x_bias (if given) [h] of x's dtype and device.
+/// gradient in the same kernel). Requires fused_layer_norm_supported(x, weight, bias) and residual of x's shape, dtype
+/// and device.
 struct FusedAddLayerNormOutput {
   torch::Tensor sum, y;
 };
 bool fused_add_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
-                                    const torch::Tensor& bias, const torch::Tensor& x_bias = torch::Tensor());
+                                    const torch::Tensor& bias);
 FusedAddLayerNormOutput fused_add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
-                                             const torch::Tensor& weight, const torch::Tensor& bias, double eps,
-                                             const torch::Tensor& x_bias = torch::Tensor());
+                                             const torch::Tensor& weight, const torch::Tensor& bias, double eps);
 
 }  // namespace megaton::ops
 

@@ -9,16 +9,13 @@
 #                                      against the default (logits, then the vocabulary-parallel cross-entropy)
 #   --no-qkv-grad-fusion               unbind's stack and the QKV linear's own bias gradient against the default
 #                                      (ops::split_qkv: the bias added without autograd, its gradient from the split)
-#   --no-bias-dropout-fusion           the attention output's and fc2's biases in their linear layers against the
-#                                      default (added with the residual in the next LayerNorm: across layers and, with
-#                                      PP, the last layer's fc2 bias in the final LayerNorm or the stage's output sum)
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/scripts/train_lib.sh"
 setup_work
 common=($(tiny_model_args) $(tiny_lr_args) --data-path "$work/synth_text_document" --micro-batch-size 2
         --train-iters 6 --tensor-model-parallel-size 2)
-for flag in --no-gradient-accumulation-fusion --fused-lm-head-loss --no-qkv-grad-fusion --no-bias-dropout-fusion; do
+for flag in --no-gradient-accumulation-fusion --fused-lm-head-loss --no-qkv-grad-fusion; do
   same_losses_per_layout "" "$flag" "--global-batch-size 8" "--global-batch-size 4 --pipeline-model-parallel-size 2"
 done
 echo PASS

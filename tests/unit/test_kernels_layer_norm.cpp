@@ -269,50 +269,6 @@ TEST(KernelsLayerNorm, FusedAddMatchesAten) {
   }
 }
 
-// ops::add_layer_norm with x_bias, the linear layer's bias left out of its GEMM (--no-bias-dropout-fusion's default):
-// sum = x + x_bias + r (fp32, one rounding: within a rounding of ATen's (x + x_bias) + r) and y through the fused
-// kernels against ATen, and every gradient, x_bias's from the backward kernel's column sums of dx (checked against
-// ATen's autograd and against dx's own column sums). 5120 wide: one row per block (the three sums' fold does not fit).
-TEST(KernelsLayerNorm, FusedAddWithLinearBiasMatchesAten) {
-  if (skip()) GTEST_SKIP() << "no CUDA device or not a CUDA build";
-  for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
-    for (std::vector<int64_t> shape : {std::vector<int64_t>{512, 4, 768}, {256, 2, 2048}, {7, 1, 5120}}) {
-      torch::manual_seed(41 + shape.back());
-      const std::string where = describe(dtype, shape) + " add with x bias";
-      const Inputs in = make_inputs(dtype, shape);
-      const torch::Tensor r0 = torch::randn(in.x.sizes(), in.x.options()), dsum = torch::randn_like(in.dy);
-      const torch::Tensor xb0 = torch::randn({shape.back()}, in.x.options());
-      auto run_add = [&](bool fused) {
-        torch::Tensor x = in.x.detach().requires_grad_(true), r = r0.detach().requires_grad_(true);
-        torch::Tensor w = in.w.detach().requires_grad_(true), b = in.b.detach().requires_grad_(true);
-        torch::Tensor xb = xb0.detach().requires_grad_(true);
-        const ops::AddLayerNorm out = ops::add_layer_norm(x, r, w, b, kEps, fused, xb);
-        const std::string name = out.y.grad_fn() ? out.y.grad_fn()->name() : "none";
-        torch::autograd::backward({out.sum, out.y}, {dsum, in.dy});
-        return std::vector<torch::Tensor>{
-            out.sum.detach(), out.y.detach(),
-            x.grad(),         r.grad(),
-            w.grad(),         b.grad(),
-            xb.grad(),        torch::full({1}, name.find("FusedAddLayerNorm") != std::string::npos)};
-      };
-      const auto got = run_add(true), ref = run_add(false);
-      ASSERT_TRUE(got[7].item<bool>()) << where << ": the fused add path did not run";
-      ASSERT_FALSE(ref[7].item<bool>()) << where;
-      const Tol t = tolerance(dtype);
-      EXPECT_TRUE(close(where + " sum", got[0], ref[0], t.atol, t.rtol));
-      EXPECT_TRUE(close(where + " y", got[1], ref[1], t.atol, t.rtol));
-      EXPECT_TRUE(close(where + " dx", got[2], ref[2], t.atol, t.rtol));
-      EXPECT_TRUE(torch::equal(got[2], got[3])) << where << ": dx and dr differ";
-      EXPECT_TRUE(close_norm(where + " dweight", got[4], ref[4], t.norm));
-      EXPECT_TRUE(close_norm(where + " dbias", got[5], ref[5], t.norm));
-      EXPECT_TRUE(close_norm(where + " dx_bias", got[6], ref[6], t.norm));
-      const torch::Tensor colsum = got[2].to(torch::kFloat32).reshape({-1, shape.back()}).sum(0);  // of the dx written
-      EXPECT_TRUE(close_norm(where + " dx_bias = column sums of dx", got[6].to(torch::kFloat32), colsum,
-                             dtype == torch::kFloat32 ? 1e-5 : 5e-3));
-    }
-  }
-}
-
 #ifdef MEGATON_HAVE_CUDA
 // Every kernel configuration LayerNormTuning can pick (vectors per thread, a warp or a group of warps per row, one or
 // two rows per backward pass, block sizes) on the kernels directly, as training calls them (forward with the residual
@@ -366,20 +322,6 @@ TEST(KernelsLayerNorm, EveryTuningMatchesAten) {
         EXPECT_TRUE(close(where + " dx", dx, x.grad(), t.atol, t.rtol));
         EXPECT_TRUE(close_norm(where + " dweight", dw, w.grad(), t.norm));
         EXPECT_TRUE(close_norm(where + " dbias", db, b.grad(), t.norm));
-        // The same backward with dx's column sums as well (a third sum per column, one row per pass): dx, dweight and
-        // dbias unchanged, the column sums those of the dx written.
-        const int64_t partials3 = kernels::layer_norm_backward_partials(type, rows, h, tuning, /*dx_colsum=*/true);
-        torch::Tensor workspace3 = torch::empty({3, partials3, h}, f32), dx3 = torch::empty_like(in.x);
-        torch::Tensor dw3 = torch::empty_like(in.w), db3 = torch::empty_like(in.b), dxs = torch::empty_like(in.b);
-        kernels::layer_norm_backward(in.dy.data_ptr(), sum.data_ptr(), in.w.data_ptr(), mean.data_ptr<float>(),
-                                     rstd.data_ptr<float>(), dx3.data_ptr(), dw3.data_ptr(), db3.data_ptr(),
-                                     workspace3.data_ptr<float>(), partials3, type, rows, h, stream, dres.data_ptr(),
-                                     tuning, dxs.data_ptr());
-        EXPECT_TRUE(torch::equal(dx3, dx)) << where << ": dx changed with the column sums";
-        EXPECT_TRUE(close_norm(where + " dweight (with column sums)", dw3, w.grad(), t.norm));
-        EXPECT_TRUE(close_norm(where + " dbias (with column sums)", db3, b.grad(), t.norm));
-        EXPECT_TRUE(close_norm(where + " dx column sums", dxs.to(torch::kFloat32), dx.to(torch::kFloat32).sum(0),
-                               dtype == torch::kFloat32 ? 1e-5 : 5e-3));
       }
     }
   }

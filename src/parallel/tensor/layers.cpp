@@ -72,12 +72,6 @@ torch::Tensor RowParallelLinear::forward(const torch::Tensor& x) const {
   return bias.defined() ? y + bias : y;
 }
 
-torch::Tensor RowParallelLinear::forward_without_bias(const torch::Tensor& x) const {
-  torch::Tensor xp = o_.input_is_parallel ? x : scatter_to_tp_region(x, tp_);
-  torch::Tensor y = ops::linear(xp, weight, {}, main_grad());  // [.., out], partial over TP
-  return tp_->size() == 1 ? y : reduce_from_tp_region(y, tp_);
-}
-
 VocabParallelEmbedding::VocabParallelEmbedding(ParamFactory& f, const std::string& name, int64_t vocab,
                                                int64_t padded_vocab, int64_t hidden, InitSpec init,
                                                dist::CommunicatorPtr tp, bool tied_embedding)

@@ -67,9 +67,6 @@ class RowParallelLinear {
   RowParallelLinear(ParamFactory& f, const std::string& name, RowParallelOptions o, dist::CommunicatorPtr tp);
   /// x [.., in/tp] (or [.., in] unless input_is_parallel) -> [.., out], bias added after the reduction.
   torch::Tensor forward(const torch::Tensor& x) const;
-  /// forward without the bias (Megatron's skip_bias_add): the caller adds `bias` (and so gives it its gradient), e.g.
-  /// with the residual in the next LayerNorm's kernel (ops::add_layer_norm's x_bias).
-  torch::Tensor forward_without_bias(const torch::Tensor& x) const;
 
   torch::Tensor weight;  // [out, in/tp]
   torch::Tensor bias;    // [out], replicated
