@@ -48,8 +48,8 @@ TEST(ModelGpt, CausalForEveryPositionType) {
       auto changed = ids.clone();
       changed.select(1, j).add_(1).remainder_(100);
       auto out = m.forward(changed).narrow(-1, 0, 100);
-      EXPECT_TRUE(torch::equal(out.narrow(0, 0, j), base.narrow(0, 0, j))) << pos << ": token " << j
-                                                                            << " changed earlier logits";
+      EXPECT_TRUE(torch::equal(out.narrow(0, 0, j), base.narrow(0, 0, j)))
+          << pos << ": token " << j << " changed earlier logits";
       EXPECT_GT((out[j] - base[j]).abs().max().item<double>(), 1e-4) << pos << ": token " << j << " had no effect";
     }
   }
@@ -105,7 +105,9 @@ TEST(ModelGpt, PaddingDoesNotChangeTheModel) {
   model::GptStage a(c128, groups), b(c104, groups);
   auto ids = modeltest::tokens(2, 8, 100), labels = modeltest::tokens(2, 8, 100, 2);
   const Outcome ra = run(a, ids, labels), rb = run(b, ids, labels);
-  EXPECT_TRUE(torch::equal(ra.logits.narrow(-1, 0, 100), rb.logits.narrow(-1, 0, 100)));
+  // Equal to rounding: the BLAS may block a GEMM of 128 output columns differently from one of 104 (OpenBLAS on an
+  // AVX-512 CPU does, by an ulp here and there).
+  EXPECT_LT(modeltest::rel_err(ra.logits.narrow(-1, 0, 100), rb.logits.narrow(-1, 0, 100)), 1e-6);
   a.set_training(false);  // training logits leave padding to the loss; evaluation logits mask it
   EXPECT_TRUE(torch::isinf(a.forward(ids).narrow(-1, 100, 28)).all().item<bool>());
   a.set_training(true);
@@ -127,18 +129,17 @@ TEST(ModelGpt, ParameterListFollowsTheContract) {
   model::GptStage m(c, parallel::single_rank_groups());
   auto ps = modeltest::by_name(m.params());
   const int64_t h = 32, f = 64;
-  const std::map<std::string, std::vector<int64_t>> shapes{
-      {"embedding.word_embeddings.weight", {128, h}},
-      {"embedding.position_embeddings.weight", {16, h}},
-      {"embedding.norm.weight", {h}},
-      {"layers.1.input_layernorm.bias", {h}},
-      {"layers.1.attention.qkv.weight", {8, 3, 4, h}},
-      {"layers.1.attention.qkv.bias", {8, 3, 4}},
-      {"layers.1.attention.dense.weight", {h, h}},
-      {"layers.1.mlp.fc1.weight", {2, f, h}},
-      {"layers.1.mlp.fc1.bias", {2, f}},
-      {"layers.1.mlp.fc2.weight", {h, f}},
-      {"final_layernorm.bias", {h}}};
+  const std::map<std::string, std::vector<int64_t>> shapes{{"embedding.word_embeddings.weight", {128, h}},
+                                                           {"embedding.position_embeddings.weight", {16, h}},
+                                                           {"embedding.norm.weight", {h}},
+                                                           {"layers.1.input_layernorm.bias", {h}},
+                                                           {"layers.1.attention.qkv.weight", {8, 3, 4, h}},
+                                                           {"layers.1.attention.qkv.bias", {8, 3, 4}},
+                                                           {"layers.1.attention.dense.weight", {h, h}},
+                                                           {"layers.1.mlp.fc1.weight", {2, f, h}},
+                                                           {"layers.1.mlp.fc1.bias", {2, f}},
+                                                           {"layers.1.mlp.fc2.weight", {h, f}},
+                                                           {"final_layernorm.bias", {h}}};
   for (const auto& [name, shape] : shapes) {
     ASSERT_TRUE(ps.count(name)) << name;
     EXPECT_EQ(ps[name].global_shape, shape) << name;
@@ -224,13 +225,13 @@ TEST(ModelGpt, BadInputIsATypedError) {
   ids[0][3] = 100;  // == vocab size
   EXPECT_THROW(m.forward(ids), DataError);
   EXPECT_THROW(m.forward(modeltest::tokens(1, 17, 100)), DataError);  // longer than the 16 learned positions
-  EXPECT_THROW(m.forward(torch::zeros({1, 8})), DataError);          // not token ids
+  EXPECT_THROW(m.forward(torch::zeros({1, 8})), DataError);           // not token ids
   auto c = tiny_config();
   c.model.num_attention_heads = 6;
   c.model.kv_channels = 4;
   dist::ProcessGroups g = parallel::single_rank_groups();
   EXPECT_NO_THROW(model::validate_gpt_config(c, 1, 1));
-  EXPECT_THROW(model::validate_gpt_config(c, 4, 1), UsageError);  // 6 heads over TP=4
+  EXPECT_THROW(model::validate_gpt_config(c, 4, 1), UsageError);              // 6 heads over TP=4
   EXPECT_THROW(model::validate_gpt_config(tiny_config(), 1, 3), UsageError);  // 2 layers over PP=3
 }
 
