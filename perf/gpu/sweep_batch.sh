@@ -6,7 +6,7 @@
 #   3. `megaton plan --check OUTDIR/sweep/sweep.csv` (the cost model against what was just measured) -> check.txt
 # Each configuration has its own timeout (the `timeout=` key); the whole batch stops within BUDGET_S (default 540).
 # With this workplace's device tool:
-#   git archive --format=tar HEAD > .deps/src.tar
+#   git archive --format=tar HEAD -- . ':(exclude)perf/gpu/results' > .deps/src.tar
 #   run(command="bash perf/gpu/sweep_batch.sh $OUT 540", carry=[".deps/debs", ".deps/fallback", ".deps/src.tar"])
 # then copy $OUT/sweep/ to perf/results/<date>-h200/ (sweep.csv, .json, .png, logs) and commit. When the GPU node's
 # Python has no matplotlib, sweep.png is missing: `/usr/bin/python3 perf/sweep/sweep.py plot perf/results/<dir>` here.
