@@ -75,7 +75,7 @@ torch::Tensor RowParallelLinear::forward(const torch::Tensor& x) const {
 VocabParallelEmbedding::VocabParallelEmbedding(ParamFactory& f, const std::string& name, int64_t vocab,
                                                int64_t padded_vocab, int64_t hidden, InitSpec init,
                                                dist::CommunicatorPtr tp, bool tied_embedding)
-    : tp_(std::move(tp)) {
+    : tp_(std::move(tp)), main_grads_(f.main_grads()) {
   const int n = tp_->size();
   MEGATON_CHECK(padded_vocab % n == 0, UsageError, "padded vocabulary (", padded_vocab,
                 ") must be divisible by --tensor-model-parallel-size (", n, ")");
@@ -84,15 +84,13 @@ VocabParallelEmbedding::VocabParallelEmbedding(ParamFactory& f, const std::strin
   start_ = per * tp_->rank();
   end_ = start_ + per;
   weight = f.make({name, {padded_vocab, hidden}, 0, {}, init, vocab, false, tied_embedding});
-  main_grads_ = f.main_grads();
 }
 
 torch::Tensor VocabParallelEmbedding::forward(const torch::Tensor& ids) const {
-  const ops::MainGrad main_grad = main_grads_ ? main_grads_->of(weight) : ops::MainGrad();
-  if (tp_->size() == 1) return ops::embedding(weight, ids, main_grad);
+  if (tp_->size() == 1) return ops::embedding(weight, ids, main_grad());
   torch::Tensor outside = (ids < start_).logical_or(ids >= end_);  // [..]
   torch::Tensor local = (ids - start_).masked_fill(outside, 0);    // [..]
-  torch::Tensor out = ops::embedding(weight, local, main_grad);    // [.., h]
+  torch::Tensor out = ops::embedding(weight, local, main_grad());  // [.., h]
   out = out.masked_fill(outside.unsqueeze(-1), 0.0);
   return reduce_from_tp_region(out, tp_);
 }

@@ -91,12 +91,14 @@ class VocabParallelEmbedding {
 
   int64_t vocab_start() const { return start_; }
   int64_t vocab_end() const { return end_; }
+  /// As ColumnParallelLinear::main_grad: the lookup's backward adds the weight's gradient into it once bound.
+  ops::MainGrad main_grad() const { return main_grads_->of(weight); }
 
   torch::Tensor weight;  // [padded_vocab/tp, h]
  private:
   int64_t start_ = 0, end_ = 0;
   dist::CommunicatorPtr tp_;
-  MainGradsPtr main_grads_;  // the weight's fp32 main grad, once bound: the lookup's backward adds into it
+  MainGradsPtr main_grads_;
 };
 
 /// Logits of the (tied or untied) output layer: hidden [s, b, h] x weight [V/tp, h] -> [s, b, V/tp], each rank its
