@@ -153,6 +153,48 @@ __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  /
   }
 }
 
+// The end of a backward block: its dgamma/dbeta sums (each thread's columns, dg and db) as the block's row of
+// partials in part [2, gridDim.x, h]; several groups per block are folded in a fixed order through `fold` ([2, h]
+// floats of shared memory) first. Every thread of the block calls it.
+template <typename T, int P>
+__device__ __forceinline__ void write_partials(const float (&dg)[P][Pack<T>::kVec], const float (&db)[P][Pack<T>::kVec],
+                                               float* fold, float* part, int h, int units, int group,
+                                               int rows_per_block, int g, int t) {
+  constexpr int V = Pack<T>::kVec;
+  float* pg = part + static_cast<int64_t>(blockIdx.x) * h;                // [h] dgamma partial
+  float* pb = part + (static_cast<int64_t>(gridDim.x) + blockIdx.x) * h;  // [h] dbeta partial
+  if (rows_per_block == 1) {
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int p = t + i * group;
+      if (p < units) {
+#pragma unroll
+        for (int k = 0; k < V; ++k) pg[p * V + k] = dg[i][k], pb[p * V + k] = db[i][k];
+      }
+    }
+    return;
+  }
+  // Fold the groups last to first: group rows_per_block - 1 stores, each earlier group adds in turn.
+  for (int j = rows_per_block - 1; j >= 0; --j) {
+    if (g == j) {
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        const int p = t + i * group;
+        if (p < units) {
+#pragma unroll
+          for (int k = 0; k < V; ++k) {
+            const int c = p * V + k;
+            fold[c] = (j == rows_per_block - 1 ? 0.f : fold[c]) + dg[i][k];
+            fold[h + c] = (j == rows_per_block - 1 ? 0.f : fold[h + c]) + db[i][k];
+          }
+        }
+      }
+    }
+    __syncthreads();
+  }
+  for (int c = threadIdx.x; c < h; c += blockDim.x) pg[c] = fold[c], pb[c] = fold[h + c];
+}
+
 // dy, x, dx [rows, h]; gamma [h]; mean, rstd [rows]; part [2, gridDim.x, h] fp32 (dgamma partials, then dbeta).
 // Each thread sums dy * xhat and dy over the rows it handles for its own columns in registers; at the end the block's
 // groups are folded in a fixed order through shared memory (`fold`, [2, h] floats, when rows_per_block > 1) and the
@@ -273,38 +315,128 @@ __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)
       }
     }
   }
-  float* pg = part + static_cast<int64_t>(blockIdx.x) * h;                // [h] dgamma partial
-  float* pb = part + (static_cast<int64_t>(gridDim.x) + blockIdx.x) * h;  // [h] dbeta partial
-  if (rows_per_block == 1) {
+  write_partials<T, P>(dg, db, fold, part, h, units, group, rows_per_block, g, t);
+}
+
+// Ampere-style asynchronous 16-byte copies (cp.async, sm_80), global -> shared memory, each thread copying only what it
+// reads itself: waiting for its own copy groups is all the synchronisation a thread needs.
+__device__ __forceinline__ void copy_async16(void* smem, const void* gmem) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
+               "l"(gmem)
+               : "memory");
+#endif
+}
+__device__ __forceinline__ void copy_async_commit() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;" ::: "memory");
+#endif
+}
+template <int N>
+__device__ __forceinline__ void copy_async_wait() {  // all but the N most recent groups have landed
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+#endif
+}
+
+// backward_kernel (one row per pass) with the loads running S - 1 rows ahead: each thread copies its vectors of x, dy
+// and the residual gradient for the group's next rows into its own slots of a shared-memory ring of S rows (cp.async,
+// no registers held while they are in flight) and computes on the row that landed. backward_kernel keeps one row's
+// loads per thread in flight and stalls on them before every reduction (~2.6-2.9 TB/s on an H200). Dynamic shared
+// memory: the fold ([2, h] floats when rows_per_block > 1), then the ring Pack<T> [S][3][P][blockDim.x].
+template <typename T, int P, bool kWarp, int S>
+__global__ void __launch_bounds__(kMaxThreads, 2)
+    backward_staged_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ gamma,
+                           const float* __restrict__ mean, const float* __restrict__ rstd, const T* __restrict__ dres,
+                           T* __restrict__ dx, float* __restrict__ part, int64_t rows, int h, int group) {
+  constexpr int V = Pack<T>::kVec;
+  extern __shared__ __align__(16) float dyn[];
+  __shared__ float red[2 * 2 * kMaxWarps];
+  const int units = h / V, rows_per_block = blockDim.x / group;
+  const int g = threadIdx.x / group, t = threadIdx.x - g * group;
+  const float inv_h = 1.f / static_cast<float>(h);
+  float* fold = dyn;                                                                // [2, h]
+  auto* ring = reinterpret_cast<Pack<T>*>(dyn + (rows_per_block > 1 ? 2 * h : 0));  // [S][3][P][threads]
+  auto slot = [&](int s, int tensor, int i) { return ring + ((s * 3 + tensor) * P + i) * blockDim.x + threadIdx.x; };
+  const auto* gp = reinterpret_cast<const Pack<T>*>(gamma);  // [units]
+  Pack<T> gk[P];
 #pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int p = t + i * group;
-      if (p < units) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) pg[p * V + k] = dg[i][k], pb[p * V + k] = db[i][k];
-      }
-    }
-    return;
+  for (int i = 0; i < P; ++i) {
+    const int p = t + i * group;
+    if (p < units) gk[i] = gp[p];
   }
-  // Fold the groups last to first: group rows_per_block - 1 stores, each earlier group adds in turn.
-  for (int j = rows_per_block - 1; j >= 0; --j) {
-    if (g == j) {
+  float dg[P][V], db[P][V];  // this thread's columns, summed over its rows
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+#pragma unroll
+    for (int k = 0; k < V; ++k) dg[i][k] = db[i][k] = 0.f;
+  }
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * rows_per_block;
+  const int64_t first = static_cast<int64_t>(blockIdx.x) * rows_per_block + g;
+  // One commit group per row (empty past the last row), so that "all but the newest S - 1 groups" is always "up to
+  // this row".
+  auto issue = [&](int64_t r, int s) {
+    if (r < rows) {
+      const int64_t off = r * h;
 #pragma unroll
       for (int i = 0; i < P; ++i) {
         const int p = t + i * group;
-        if (p < units) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            const int c = p * V + k;
-            fold[c] = (j == rows_per_block - 1 ? 0.f : fold[c]) + dg[i][k];
-            fold[h + c] = (j == rows_per_block - 1 ? 0.f : fold[h + c]) + db[i][k];
-          }
-        }
+        if (p >= units) continue;
+        copy_async16(slot(s, 0, i), x + off + p * V);
+        copy_async16(slot(s, 1, i), dy + off + p * V);
+        if (dres != nullptr) copy_async16(slot(s, 2, i), dres + off + p * V);
       }
     }
-    __syncthreads();
+    copy_async_commit();
+  };
+#pragma unroll
+  for (int s = 0; s < S - 1; ++s) issue(first + s * stride, s);
+  int phase = 0, s = 0;  // s: the ring slot of row r
+  float mu_next = first < rows ? mean[first] : 0.f, rs_next = first < rows ? rstd[first] : 0.f;
+  for (int64_t r = first; r < rows; r += stride, s = s + 1 == S ? 0 : s + 1) {
+    // The slot of the previous row is free: this thread read it last iteration, and nobody else reads it.
+    issue(r + (S - 1) * stride, s == 0 ? S - 1 : s - 1);
+    copy_async_wait<S - 1>();
+    const float mu = mu_next, rs = rs_next;
+    if (r + stride < rows) mu_next = mean[r + stride], rs_next = rstd[r + stride];  // used next pass
+    float sums[2] = {0.f, 0.f};  // sum g, sum g * xhat (g = dy * gamma)
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      if (t + i * group >= units) continue;
+      const Pack<T> xk = *slot(s, 0, i), dk = *slot(s, 1, i);
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float xh = (to_float(xk.v[k]) - mu) * rs, d = to_float(dk.v[k]);
+        const float gd = d * to_float(gk[i].v[k]);
+        sums[0] += gd;
+        sums[1] += gd * xh;
+        dg[i][k] += d * xh;
+        db[i][k] += d;
+      }
+    }
+    group_sum<2, kWarp>(sums, red, group, phase);
+    const float a = sums[0] * inv_h, b = sums[1] * inv_h;
+    auto* dxr = reinterpret_cast<Pack<T>*>(dx + r * h);  // [units]
+#pragma unroll
+    for (int i = 0; i < P; ++i) {
+      const int p = t + i * group;
+      if (p >= units) continue;
+      const Pack<T> xk = *slot(s, 0, i), dk = *slot(s, 1, i);
+      Pack<T> rk;
+      if (dres != nullptr) rk = *slot(s, 2, i);
+      Pack<T> o;
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float xh = (to_float(xk.v[k]) - mu) * rs;
+        const float gd = to_float(dk.v[k]) * to_float(gk[i].v[k]);
+        const float extra = dres != nullptr ? to_float(rk.v[k]) : 0.f;
+        o.v[k] = from_float<T>(rs * (gd - a - xh * b) + extra);
+      }
+      dxr[p] = o;
+    }
   }
-  for (int c = threadIdx.x; c < h; c += blockDim.x) pg[c] = fold[c], pb[c] = fold[h + c];
+  copy_async_wait<0>();  // the empty groups past the last row (nothing may be in flight at exit)
+  write_partials<T, P>(dg, db, fold, part, h, units, group, rows_per_block, g, t);
 }
 
 // part [2, partials, h] -> dgamma, dbeta [h]: column c's partials summed in a fixed order. Block (kReduceCols,
@@ -343,6 +475,7 @@ struct Config {
   int group;           // threads per row
   int rows_per_block;  // groups per block
   bool early = false;  // the backward loads the residual gradient with x and dy (instantiated for R = 1, <= 8 floats)
+  int stages = 0;      // the backward's shared-memory ring (backward_staged_kernel): 0 (none), 2 or 4 rows
   int threads() const { return group * rows_per_block; }
   bool warp() const { return group == 32; }  // a warp per row: shuffles only
 };
@@ -371,9 +504,30 @@ Config forward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
   const int floats = tuning.forward_floats > 0 ? tuning.forward_floats : (h <= 32 * 32 ? 32 : 16);
   return choose(h, vec, floats, 1, tuning.forward_block);
 }
+// The backward's dynamic shared memory: the fold of several groups' sums, and the ring of a staged backward.
+size_t backward_smem(const Config& c, int64_t h) {
+  const size_t fold = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
+  return fold + static_cast<size_t>(c.stages) * 3 * c.packs * 16 * c.threads();  // ring: [S][3][P][threads] vectors
+}
+
+// The device's per-block opt-in shared memory, or 0 when it cannot be read.
+int optin_smem() {
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return 0;
+  return optin;
+}
+
 Config backward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
-  Config c = choose(h, vec, tuning.backward_floats, std::clamp(tuning.backward_rows, 1, 2), tuning.backward_block);
+  const bool staged = tuning.backward_stages == 2 || tuning.backward_stages == 4;
+  Config c = choose(h, vec, tuning.backward_floats, staged ? 1 : std::clamp(tuning.backward_rows, 1, 2),
+                    tuning.backward_block);
   c.early = tuning.backward_early_residual && c.rows == 1 && c.packs * vec <= 8;
+  if (staged && c.packs * vec <= 8) {  // instantiated up to 8 floats per thread; where its ring fits
+    c.stages = tuning.backward_stages;
+    if (backward_smem(c, h) + 2 * 1024 > static_cast<size_t>(optin_smem())) c.stages = 0;
+  }
   return c;
 }
 
@@ -431,6 +585,48 @@ void dispatch(const Config& c, F&& f) {
   }
 }
 
+// Calls f(std::integral_constant<int, P>, std::bool_constant<kWarp>, std::integral_constant<int, S>) for the
+// instantiated backward_staged_kernel of `c` (c.stages 2 or 4, P * vec <= 8: beyond, 64 registers spill).
+template <typename T, typename F>
+void dispatch_staged(const Config& c, F&& f) {
+  auto go = [&](auto packs) {
+    constexpr int P = decltype(packs)::value;
+    if constexpr (P * Pack<T>::kVec <= 8) {
+      auto staged = [&](auto stages) {
+        if (c.warp()) return f(packs, std::true_type{}, stages);
+        return f(packs, std::false_type{}, stages);
+      };
+      if (c.stages == 2) return staged(std::integral_constant<int, 2>{});
+      if (c.stages == 4) return staged(std::integral_constant<int, 4>{});
+    }
+    throw std::logic_error("layer_norm: no staged backward for " + std::to_string(c.packs) + " vectors and " +
+                           std::to_string(c.stages) + " stages");
+  };
+  switch (c.packs) {
+    case 1:
+      return go(std::integral_constant<int, 1>{});
+    case 2:
+      return go(std::integral_constant<int, 2>{});
+    default:
+      throw std::logic_error("layer_norm: no staged backward for " + std::to_string(c.packs) + " vectors per thread");
+  }
+}
+
+// Calls f(kernel) with the backward kernel `c` picks (staged or not), all of one signature.
+template <typename T, typename F>
+void with_backward_kernel(const Config& c, F&& f) {
+  if (c.stages > 0) {
+    dispatch_staged<T>(c, [&](auto packs, auto warp, auto stages) {
+      f(backward_staged_kernel<T, decltype(packs)::value, decltype(warp)::value, decltype(stages)::value>);
+    });
+    return;
+  }
+  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp, auto early) {
+    f(backward_kernel<T, decltype(packs)::value, decltype(rows_per_pass)::value, decltype(warp)::value,
+                      decltype(early)::value>);
+  });
+}
+
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
@@ -450,17 +646,22 @@ void launch_forward(const void* x, const void* res, void* sum, const void* gamma
   check(cudaGetLastError(), "layer_norm_forward launch");
 }
 
+// Lets `kernel` take `bytes` of dynamic shared memory (beyond the 48 KiB a launch gets without opting in).
+template <typename K>
+void allow_smem(K kernel, size_t bytes) {
+  if (bytes > 48 * 1024)
+    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+          "layer_norm_backward shared memory");
+}
+
 template <typename T>
 int64_t backward_partials(int64_t rows, int64_t h, const LayerNormTuning& tuning) {
   const Config c = backward_config(h, Pack<T>::kVec, tuning);
-  const size_t smem = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
+  const size_t smem = backward_smem(c, h);
   int per_sm = 0;
-  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp, auto early) {
-    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-              &per_sm,
-              backward_kernel<T, decltype(packs)::value, decltype(rows_per_pass)::value, decltype(warp)::value,
-                              decltype(early)::value>,
-              c.threads(), smem),
+  with_backward_kernel<T>(c, [&](auto kernel) {
+    allow_smem(kernel, smem);
+    check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, c.threads(), smem),
           "layer_norm_backward occupancy");
   });
   int device = 0, sms = 0;
@@ -475,10 +676,10 @@ void launch_backward(const void* dy, const void* x, const void* gamma, const flo
                      const void* dres, void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials,
                      int64_t rows, int64_t h, cudaStream_t stream, const LayerNormTuning& tuning) {
   const Config c = backward_config(h, Pack<T>::kVec, tuning);
-  const size_t smem = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
-  dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp, auto early) {
-    backward_kernel<T, decltype(packs)::value, decltype(rows_per_pass)::value, decltype(warp)::value,
-                    decltype(early)::value><<<static_cast<unsigned>(partials), c.threads(), smem, stream>>>(
+  const size_t smem = backward_smem(c, h);
+  with_backward_kernel<T>(c, [&](auto kernel) {
+    allow_smem(kernel, smem);
+    kernel<<<static_cast<unsigned>(partials), c.threads(), smem, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean, rstd,
         static_cast<const T*>(dres), static_cast<T*>(dx), workspace, rows, static_cast<int>(h), c.group);
   });

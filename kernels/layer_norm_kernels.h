@@ -54,6 +54,10 @@ struct LayerNormTuning {
   /// it (taken at 1 row per pass and <= 8 elements per thread; otherwise ignored): h = 768 73.2 -> 69.5 us, h = 2048
   /// 101.2 -> 96.6 us (BM_LayerNormTuning, fourth 2026-12-03 session).
   bool backward_early_residual = true;
+  /// The backward's loads run ahead of its arithmetic through a shared-memory ring of this many rows per group (2 or
+  /// 4; cp.async, each thread copying its own vectors; taken up to 8 elements per thread and where the ring fits,
+  /// one row per pass), or 0: straight into registers, one row per pass in flight (backward_rows, early residual).
+  int backward_stages = 4;
 };
 
 /// Forward. x, y [rows, h] row-major (contiguous), gamma, beta [h]; writes y and mean, rstd [rows] fp32.

@@ -120,16 +120,19 @@ void BM_LayerNormAutogradFusedVsAten(benchmark::State& state) {
 const kernels::LayerNormTuning kTunings[] = {
     // forward floats, backward floats, backward rows per pass, forward block, backward block (early residual load:
     // the default, true, where it applies)
-    {},                          // the default: forward 32 per thread up to h = 1024, else 16; backward 8
-    {32, 16, 1, 512, 512},       // the first named-barrier version's (2026-12-03 third session, run 2)
-    {32, 16, 1, 256, 256},       //
-    {16, 8, 1, 512, 512},        //
-    {16, 16, 1, 256, 256},       //
-    {16, 8, 2, 256, 256},        // the backward takes two rows per pass
-    {8, 8, 1, 256, 256},         //
-    {24, 24, 1, 512, 512},       // 3 vectors per thread (h = 768 bf16: a warp per row)
-    {0, 8, 1, 128, 128},         // smaller blocks
-    {0, 8, 1, 256, 512, false},  // the residual gradient loaded after the reduction (the default until 2026-12-03)
+    {},                            // the default: forward 32 per thread up to h = 1024, else 16; backward 8
+    {32, 16, 1, 512, 512},         // the first named-barrier version's (2026-12-03 third session, run 2)
+    {32, 16, 1, 256, 256},         //
+    {16, 8, 1, 512, 512},          //
+    {16, 16, 1, 256, 256},         //
+    {16, 8, 2, 256, 256},          // the backward takes two rows per pass
+    {8, 8, 1, 256, 256},           //
+    {24, 24, 1, 512, 512},         // 3 vectors per thread (h = 768 bf16: a warp per row)
+    {0, 8, 1, 128, 128},           // smaller blocks
+    {0, 8, 1, 256, 512, false},    // the residual gradient loaded after the reduction (the default until 2026-12-03)
+    {0, 8, 1, 256, 512, true, 0},  // the backward's loads straight into registers (the default until 2026-12-03 night)
+    {0, 8, 1, 256, 512, true, 2},  // the backward's loads one row ahead through a shared-memory ring (cp.async)
+    {0, 8, 1, 256, 256, true, 4},  // three rows ahead (the default), blocks of 256
 };
 #endif
 
@@ -178,7 +181,8 @@ void BM_LayerNormTuning(benchmark::State& state) {
   state.counters["partials"] = static_cast<double>(partials);
   state.SetLabel("floats " + std::to_string(tuning.forward_floats) + "/" + std::to_string(tuning.backward_floats) +
                  " rows " + std::to_string(tuning.backward_rows) + " blocks " + std::to_string(tuning.forward_block) +
-                 "/" + std::to_string(tuning.backward_block) + (tuning.backward_early_residual ? " early" : ""));
+                 "/" + std::to_string(tuning.backward_block) + (tuning.backward_early_residual ? " early" : "") +
+                 " stages " + std::to_string(tuning.backward_stages));
 #endif
 }
 

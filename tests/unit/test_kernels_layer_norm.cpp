@@ -271,8 +271,9 @@ TEST(KernelsLayerNorm, FusedAddMatchesAten) {
 
 #ifdef MEGATON_HAVE_CUDA
 // Every kernel configuration LayerNormTuning can pick (vectors per thread, a warp or a group of warps per row, one or
-// two rows per backward pass, block sizes) on the kernels directly, as training calls them (forward with the residual
-// add, backward with the residual gradient): sum, y, dx, dweight and dbias against ATen's x + r and layer_norm.
+// two rows per backward pass, block sizes, the backward's shared-memory ring of 2 or 4 rows) on the kernels directly,
+// as training calls them (forward with the residual add, backward with the residual gradient): sum, y, dx, dweight and
+// dbias against ATen's x + r and layer_norm.
 TEST(KernelsLayerNorm, EveryTuningMatchesAten) {
   if (skip()) GTEST_SKIP() << "no CUDA device or not a CUDA build";
   const kernels::LayerNormTuning tunings[] = {{},
@@ -284,9 +285,12 @@ TEST(KernelsLayerNorm, EveryTuningMatchesAten) {
                                               {24, 24, 1, 512, 512},
                                               {32, 32, 1, 64, 64},
                                               {0, 8, 1, 256, 512, false},
-                                              {24, 8, 1, 128, 96, true}};
+                                              {24, 8, 1, 128, 96, true},
+                                              {0, 8, 1, 256, 512, true, 2},
+                                              {0, 8, 1, 256, 512, true, 0},
+                                              {0, 8, 2, 256, 96, true, 4}};
   for (auto dtype : {torch::kFloat32, torch::kBFloat16}) {
-    for (std::vector<int64_t> shape : {std::vector<int64_t>{7, 768}, {1000, 768}, {333, 2048}, {65, 5120}}) {
+    for (std::vector<int64_t> shape : {std::vector<int64_t>{7, 768}, {1000, 768}, {333, 2048}, {65, 5120}, {50, 256}}) {
       torch::manual_seed(31 + shape.back());
       const Inputs in = make_inputs(dtype, shape);
       const torch::Tensor r0 = torch::randn(in.x.sizes(), in.x.options()), dres = torch::randn_like(in.dy);
@@ -300,11 +304,11 @@ TEST(KernelsLayerNorm, EveryTuningMatchesAten) {
       const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
       const Tol t = tolerance(dtype);
       for (const kernels::LayerNormTuning& tuning : tunings) {
-        const std::string where = describe(dtype, shape) + " floats " + std::to_string(tuning.forward_floats) + "/" +
-                                  std::to_string(tuning.backward_floats) + " rows " +
-                                  std::to_string(tuning.backward_rows) + " blocks " +
-                                  std::to_string(tuning.forward_block) + "/" + std::to_string(tuning.backward_block) +
-                                  (tuning.backward_early_residual ? " early" : "");
+        const std::string where =
+            describe(dtype, shape) + " floats " + std::to_string(tuning.forward_floats) + "/" +
+            std::to_string(tuning.backward_floats) + " rows " + std::to_string(tuning.backward_rows) + " blocks " +
+            std::to_string(tuning.forward_block) + "/" + std::to_string(tuning.backward_block) +
+            (tuning.backward_early_residual ? " early" : "") + " stages " + std::to_string(tuning.backward_stages);
         torch::Tensor y = torch::empty_like(in.x), sum = torch::empty_like(in.x), dx = torch::empty_like(in.x);
         torch::Tensor mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
         torch::Tensor dw = torch::empty_like(in.w), db = torch::empty_like(in.b);
