@@ -96,11 +96,10 @@ torch::Tensor fused_cross_entropy_loss_grad_(torch::Tensor& logits, const torch:
   const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(logits.device().index()).stream();
   if (c.size() == 1) {  // one pass over the logits where a row fits in shared memory
     torch::Tensor loss = torch::empty({rows}, logits.options().dtype(torch::kFloat32));
-    for (auto variant : {kernels::LossGradVariant::kStaged, kernels::LossGradVariant::kSharedRow})
-      if (kernels::cross_entropy_loss_grad(logits.data_ptr(), float_type(logits), rows, cols,
-                                           valid_of(valid_columns, cols), t.data_ptr<int64_t>(), loss.data_ptr<float>(),
-                                           stream, variant))
-        return loss;
+    if (kernels::cross_entropy_loss_grad(logits.data_ptr(), float_type(logits), rows, cols,
+                                         valid_of(valid_columns, cols), t.data_ptr<int64_t>(), loss.data_ptr<float>(),
+                                         stream))
+      return loss;
   }
   const RowStats r = combined_row_stats(logits, t, c, valid_columns, stream);
   torch::Tensor inv_sum = r.row_sum.reciprocal();
