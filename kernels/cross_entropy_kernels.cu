@@ -89,28 +89,72 @@ __device__ __forceinline__ void for_each_pack(const P* packs_in, int64_t packs, 
   }
 }
 
-// Joins a pack of the row (its first column `first`; columns >= valid_cols count as -inf) to acc. The pass is bound by
-// the exponentials (the SFU's quarter rate: 16 per SM per clock), not by memory, so each element costs one: the terms
-// are taken against acc's running max, raised (one rescale of acc.s) only when the pack holds a larger value, which
-// after a row's first packs is rare. (Joining each pack as its own (max, sum) pair costs 2 more per pack, ~20% more.)
+constexpr float kLog2e = 1.4426950408889634f;
+
+// 2^x by the SFU, subnormal results flushed to zero (terms below 2^-126 of a row's largest do not move its sum).
+// __expf compiles to the non-flushing ex2.approx.f32, which costs several more instructions per element around it.
+__device__ __forceinline__ float exp2_ftz(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// The pack's values as fp32, columns >= valid_cols as -inf. Every pack but a row's last (padding) ones is whole: its
+// conversion has no per-element test (a 64-bit compare and a branch per element otherwise, most of the pass's
+// instructions).
+template <typename T, int VEC>
+__device__ __forceinline__ void unpack(const Pack<T, VEC>& pk, int64_t first, int64_t valid_cols, float (&x)[VEC]) {
+  if (first + VEC <= valid_cols) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) x[k] = to_float(pk.v[k]);
+  } else {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) x[k] = first + k < valid_cols ? to_float(pk.v[k]) : -INFINITY;
+  }
+}
+
+// Joins a pack of the row (its first column `first`; columns >= valid_cols count as -inf) to acc, one exponential
+// per element: the terms are taken against acc's running max, raised (one rescale of acc.s) only when the pack holds
+// a larger value, which after a row's first packs is rare. (Joining each pack as its own (max, sum) pair costs 2 more
+// per pack.) exp(x - m) = 2^(x log2(e) - m log2(e)): one FMA and the SFU's exp2 per element.
 template <typename T, int VEC>
 __device__ __forceinline__ void join_pack(MaxSum& acc, const Pack<T, VEC>& pk, int64_t first, int64_t valid_cols) {
-  float x[VEC], m = acc.m;
-  const bool whole = first + VEC <= valid_cols;  // every pack but the row's last (padding) ones
+  float x[VEC];
+  unpack(pk, first, valid_cols, x);
+  float m = acc.m;
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) {
-    x[k] = whole || first + k < valid_cols ? to_float(pk.v[k]) : -INFINITY;
-    m = fmaxf(m, x[k]);
-  }
+  for (int k = 0; k < VEC; ++k) m = fmaxf(m, x[k]);
   if (m == -INFINITY) return;  // nothing but -inf so far
   if (m > acc.m) {
-    acc.s *= __expf(acc.m - m);  // 0 for the first finite value (acc.m = -inf)
+    acc.s *= exp2_ftz((acc.m - m) * kLog2e);  // 0 for the first finite value (acc.m = -inf)
     acc.m = m;
   }
+  const float ml = m * kLog2e;
   float e = 0.f;
 #pragma unroll
-  for (int k = 0; k < VEC; ++k) e += __expf(x[k] - m);
+  for (int k = 0; k < VEC; ++k) e += exp2_ftz(fmaf(x[k], kLog2e, -ml));
   acc.s += e;
+}
+
+// The gradient of a pack (its first column `first`): (exp(x - m) / S - [column == t]) * g with ml = m log2(e) and
+// scale = g / S; 0 on columns >= valid_cols. Packs that are whole and do not hold the target (all but one or two of a
+// row's) take no per-element test.
+template <typename T, int VEC>
+__device__ __forceinline__ Pack<T, VEC> grad_pack(const Pack<T, VEC>& in, int64_t first, int64_t valid_cols, int64_t t,
+                                                  float ml, float scale, float g) {
+  Pack<T, VEC> o;
+  if (first + VEC <= valid_cols && (t < first || t >= first + VEC)) {
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) o.v[k] = from_float<T>(exp2_ftz(fmaf(to_float(in.v[k]), kLog2e, -ml)) * scale);
+    return o;
+  }
+#pragma unroll
+  for (int k = 0; k < VEC; ++k) {
+    const int64_t c = first + k;
+    const float q = c < valid_cols ? exp2_ftz(fmaf(to_float(in.v[k]), kLog2e, -ml)) * scale : 0.f;
+    o.v[k] = from_float<T>(c == t ? q - g : q);
+  }
+  return o;
 }
 
 template <typename T, int VEC>
@@ -143,23 +187,17 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t r = blockIdx.x;
   const T* row = logits + r * cols;
   T* out = grad + r * cols;
-  const float m = global_max[r], inv = inv_sum[r], g = grad_loss ? grad_loss[r] : 1.f;
+  const float g = grad_loss ? grad_loss[r] : 1.f, ml = global_max[r] * kLog2e, scale = inv_sum[r] * g;
   const int64_t t = target[r] - start;
-  auto value = [&](int64_t c, float x) {
-    if (c >= valid_cols) return 0.f;
-    const float p = __expf(x - m) * inv;
-    return ((c == t) ? p - 1.f : p) * g;
-  };
   const int64_t packs = cols / VEC;
   for (int64_t p = threadIdx.x; p < packs; p += blockDim.x) {
     const Pack<T, VEC> in = reinterpret_cast<const Pack<T, VEC>*>(row)[p];
-    Pack<T, VEC> o;
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) o.v[k] = from_float<T>(value(p * VEC + k, to_float(in.v[k])));
-    reinterpret_cast<Pack<T, VEC>*>(out)[p] = o;
+    reinterpret_cast<Pack<T, VEC>*>(out)[p] = grad_pack(in, p * VEC, valid_cols, t, ml, scale, g);
   }
-  for (int64_t c = packs * VEC + threadIdx.x; c < cols; c += blockDim.x)
-    out[c] = from_float<T>(value(c, to_float(row[c])));
+  for (int64_t c = packs * VEC + threadIdx.x; c < cols; c += blockDim.x) {
+    const Pack<T, 1> in{{row[c]}};
+    out[c] = grad_pack(in, c, valid_cols, t, ml, scale, g).v[0];
+  }
 }
 
 // G = softmax - one_hot(target) for the packs [first, first + n) of a row, read from `packs` (shared or global memory)
@@ -167,17 +205,9 @@ __global__ void __launch_bounds__(kThreads)
 template <typename T, int VEC>
 __device__ __forceinline__ void write_grad(const Pack<T, VEC>* packs, Pack<T, VEC>* out, int64_t n, int64_t first,
                                            int64_t valid_cols, int64_t t, float m, float inv) {
-  for (int64_t p = threadIdx.x; p < n; p += blockDim.x) {
-    const Pack<T, VEC> in = packs[p];
-    Pack<T, VEC> o;
-#pragma unroll
-    for (int k = 0; k < VEC; ++k) {
-      const int64_t c = (first + p) * VEC + k;
-      const float q = c < valid_cols ? __expf(to_float(in.v[k]) - m) * inv : 0.f;
-      o.v[k] = from_float<T>(c == t ? q - 1.f : q);
-    }
-    out[p] = o;
-  }
+  const float ml = m * kLog2e;
+  for (int64_t p = threadIdx.x; p < n; p += blockDim.x)
+    out[p] = grad_pack(packs[p], (first + p) * VEC, valid_cols, t, ml, inv, 1.f);
 }
 
 // The end of a one-block row (acc valid in thread 0 after block_reduce): thread 0 writes the row's loss, the target's
