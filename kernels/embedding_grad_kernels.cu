@@ -20,6 +20,7 @@ using util::check;
 using util::to_float;
 
 constexpr int kChunk = 32;        // sorted positions per block
+constexpr int kShort = 8;         // segments of up to this many rows: summed by one lane of the block
 constexpr int kMaxThreads = 512;  // threads per block at most
 
 template <typename T, int VEC>
@@ -28,9 +29,10 @@ struct alignas(sizeof(T) * VEC) Pack {
 };
 
 // A block is `lanes` x `cols` threads: a thread takes the packs p = col, col + cols, ... of a row (VEC elements each;
-// VEC = 1: the unaligned fallback) and, of a segment, the rows i + lane, i + lane + lanes, ...; the lanes' sums meet in
-// shared memory and lane 0 adds them, in lane order, to the main grad. Several lanes keep more loads in flight on a
-// long segment (a frequent token's: thousands of rows summed by this one block).
+// VEC = 1: the unaligned fallback). A segment of up to kShort rows is summed by one lane, in row order, the lanes on
+// different segments at once. Of a longer segment, a thread takes the rows i + lane, i + lane + lanes, ...; the lanes'
+// sums meet in shared memory and lane 0 adds them, in lane order, to the main grad: several lanes keep more loads in
+// flight on a long segment (a frequent token's: thousands of rows summed by this one block).
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kMaxThreads)
     segment_sum_kernel(const int64_t* __restrict__ sorted, const int64_t* __restrict__ order,
@@ -40,11 +42,35 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int lanes = blockDim.x / cols, lane = threadIdx.x / cols, col = threadIdx.x - lane * cols;
   const int64_t begin = static_cast<int64_t>(blockIdx.x) * kChunk, end = min(n, begin + kChunk);
   const int64_t packs = h / VEC;
+  // Short segments (most of them on ordinary text: an id seen a few times in a batch), one per lane side by side, no
+  // barrier: lane l sums the segments that start at the chunk's positions l, l + lanes, ...
+  for (int64_t i = begin + lane; i < end; i += lanes) {
+    const int64_t id = sorted[i];
+    if ((i > 0 && sorted[i - 1] == id) || id < 0 || id >= rows) continue;  // not a segment's start, or not ours
+    int64_t stop = i + 1;
+    while (stop < n && stop <= i + kShort && sorted[stop] == id) ++stop;
+    if (stop - i > kShort) continue;  // a long one: below
+    float* out = main + id * h;       // [h]
+    for (int64_t p = col; p < packs; p += cols) {
+      float acc[VEC];
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) acc[k] = 0.f;
+      for (int64_t j = i; j < stop; ++j) {
+        const Pack<T, VEC> g = reinterpret_cast<const Pack<T, VEC>*>(grad + order[j] * h)[p];
+#pragma unroll
+        for (int k = 0; k < VEC; ++k) acc[k] += to_float(g.v[k]);
+      }
+#pragma unroll
+      for (int k = 0; k < VEC; ++k) out[p * VEC + k] += acc[k];
+    }
+  }
+  // Long segments: every lane of the block on one at a time.
   for (int64_t i = begin; i < end; ++i) {  // the same i, id and segment in every thread of the block
     const int64_t id = sorted[i];
     if ((i > 0 && sorted[i - 1] == id) || id < 0 || id >= rows) continue;  // not a segment's start, or not ours
     int64_t stop = i + 1;
     while (stop < n && sorted[stop] == id) ++stop;
+    if (stop - i <= kShort) continue;               // summed above
     float* out = main + id * h;                     // [h]
     for (int64_t p0 = 0; p0 < packs; p0 += cols) {  // every thread runs the same iterations (barriers below)
       const int64_t p = p0 + col;
