@@ -66,8 +66,10 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("no-qkv-grad-fusion", po::bool_switch(&a.no_qkv_grad_fusion),
        "the attention's QKV gradient assembled by ATen's stack and the QKV bias gradient by a separate column sum, "
        "instead of one pass for both")
-      ("fused-lm-head-loss", po::bool_switch(&a.fused_lm_head_loss),
-       "the LM head and its loss as one op: the logits' gradient written over the logits in the forward (less memory)")
+      ("no-fused-lm-head-loss", po::bool_switch(&a.no_fused_lm_head_loss),
+       "the LM head's logits, then the vocabulary-parallel cross-entropy as separate ops, instead of one op that writes "
+       "the logits' gradient over the logits in the forward (one pass over them less, a [tokens, V/tp] buffer less)")
+      ("fused-lm-head-loss", po::bool_switch(&a.fused_lm_head_loss), "the default (the LM head and its loss as one op)")
       ("no-gradient-accumulation-fusion", po::bool_switch(&a.no_gradient_accumulation_fusion),
        "linear layers return weight gradients to autograd instead of adding them to the fp32 main grads")
       ("no-query-key-layer-scaling", po::bool_switch()->notifier([&a](bool v) {
@@ -259,6 +261,8 @@ void validate_model(ModelArgs& m) {
   if (m.ffn_hidden_size == 0) m.ffn_hidden_size = 4 * m.hidden_size;
   MEGATON_CHECK(!(m.gemm_epilogue_fusion && m.no_gemm_epilogue_fusion), UsageError,
                 "--gemm-epilogue-fusion and --no-gemm-epilogue-fusion contradict each other");
+  MEGATON_CHECK(!(m.fused_lm_head_loss && m.no_fused_lm_head_loss), UsageError,
+                "--fused-lm-head-loss and --no-fused-lm-head-loss contradict each other");
   MEGATON_CHECK(!(m.gemm_autotune && m.no_gemm_autotune), UsageError,
                 "--gemm-autotune and --no-gemm-autotune contradict each other");
   MEGATON_CHECK(m.position_embedding_type == "absolute" || m.position_embedding_type == "rotary" ||

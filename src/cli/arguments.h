@@ -44,7 +44,8 @@ struct ModelArgs {
   bool gemm_autotune = false;            // time the offered GEMM algorithms per shape, keep the fastest (not saved)
   bool no_gemm_autotune = false;         // the default, said explicitly (not saved)
   bool no_qkv_grad_fusion = false;       // QKV gradient by stack, its bias gradient by a separate sum (not saved)
-  bool fused_lm_head_loss = false;       // the LM head and its loss as one autograd op (not saved; docs/model.md)
+  bool fused_lm_head_loss = false;       // asked for explicitly (the default; checked against the next one)
+  bool no_fused_lm_head_loss = false;    // logits, then the cross-entropy, as separate ops (not saved; docs/model.md)
   bool no_gradient_accumulation_fusion = false;  // weight gradients via autograd + DataParallel's hook (not saved)
   bool apply_query_key_layer_scaling = true;     // --no-query-key-layer-scaling clears it
   bool attention_softmax_in_fp32 = false;

@@ -213,7 +213,7 @@ torch::Tensor GptStage::forward_losses(const torch::Tensor& input, const torch::
                                        const torch::Tensor& position_ids) {
   MEGATON_ASSERT(last_, "forward_losses on a stage that is not the last");
   // Without autograd (evaluation) the gradient written over the logits would be a wasted pass.
-  if (!c_.model.fused_lm_head_loss || !torch::GradMode::is_enabled())
+  if (c_.model.no_fused_lm_head_loss || !torch::GradMode::is_enabled())
     return token_losses(forward(input, position_ids), labels);
   torch::Tensor h = final_hidden(input, position_ids);  // [s, b, h]
   check_labels(labels, h);

@@ -73,8 +73,9 @@ class GptStage {
 
   /// Last stage: per-token loss [b, s] fp32 from logits [s, b, V/tp] and labels [b, s].
   torch::Tensor token_losses(const torch::Tensor& logits, const torch::Tensor& labels) const;
-  /// Last stage, training: token_losses(forward(input, position_ids), labels) in one; with --fused-lm-head-loss through
-  /// parallel::lm_head_cross_entropy (the logits' gradient computed in the forward pass into the logits' buffer).
+  /// Last stage, training: token_losses(forward(input, position_ids), labels) in one; unless --no-fused-lm-head-loss,
+  /// through parallel::lm_head_cross_entropy (the logits' gradient computed in the forward pass into the logits'
+  /// buffer).
   torch::Tensor forward_losses(const torch::Tensor& input, const torch::Tensor& labels,
                                const torch::Tensor& position_ids = {});
   /// sum(losses * mask) / sum(mask): Megatron's loss_func. losses, mask [b, s].

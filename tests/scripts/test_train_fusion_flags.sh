@@ -4,9 +4,9 @@
 # loss on the last stage). fp32: the losses must agree to 1e-5 over every iteration.
 #   --no-gradient-accumulation-fusion  autograd's weight gradients, added by DataParallel's hooks, against the default
 #                                      (linear layers write or add weight gradients straight into the fp32 main grads)
-#   --fused-lm-head-loss               the LM head and its loss as one op (the logits' gradient written over the logits
-#                                      in the forward, the per-token loss gradient applied in the head's backward GEMMs)
-#                                      against the default (logits, then the vocabulary-parallel cross-entropy)
+#   --no-fused-lm-head-loss            logits, then the vocabulary-parallel cross-entropy, against the default (the LM
+#                                      head and its loss as one op: the logits' gradient written over the logits in the
+#                                      forward, the per-token loss gradient applied in the head's backward GEMMs)
 #   --no-qkv-grad-fusion               unbind's stack and the QKV linear's own bias gradient against the default
 #                                      (ops::split_qkv: the bias added without autograd, its gradient from the split)
 set -euo pipefail
@@ -15,7 +15,14 @@ source "$SRC/tests/scripts/train_lib.sh"
 setup_work
 common=($(tiny_model_args) $(tiny_lr_args) --data-path "$work/synth_text_document" --micro-batch-size 2
         --train-iters 6 --tensor-model-parallel-size 2)
-for flag in --no-gradient-accumulation-fusion --fused-lm-head-loss --no-qkv-grad-fusion; do
+for flag in --no-gradient-accumulation-fusion --no-fused-lm-head-loss --no-qkv-grad-fusion; do
   same_losses_per_layout "" "$flag" "--global-batch-size 8" "--global-batch-size 4 --pipeline-model-parallel-size 2"
 done
+# --fused-lm-head-loss (the default, asked for) with --no-fused-lm-head-loss is a usage error.
+if run_train 1 $(tiny_model_args) --data-path "$work/synth_text_document" --micro-batch-size 2 --global-batch-size 2 \
+  --train-iters 1 --fused-lm-head-loss --no-fused-lm-head-loss > "$work/both.log" 2>&1; then
+  echo "FAIL: --fused-lm-head-loss and --no-fused-lm-head-loss both accepted"; exit 1
+fi
+grep -q -- "--fused-lm-head-loss and --no-fused-lm-head-loss contradict each other" "$work/both.log" ||
+  { echo "FAIL: no usage error for both flags"; tail -5 "$work/both.log"; exit 1; }
 echo PASS
