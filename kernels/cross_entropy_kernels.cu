@@ -9,7 +9,6 @@
 #include <stdexcept>
 #include <string>
 
-#include "bulk_copy.cuh"
 #include "cross_entropy_kernels.h"
 #include "kernel_util.cuh"
 
@@ -89,46 +88,6 @@ __device__ __forceinline__ void for_each_pack(const P* packs_in, int64_t packs, 
     }
   }
 }
-
-// A row staged in shared memory by bulk asynchronous copies (sm_90, kernels/bulk_copy.cuh): thread 0 starts the
-// copies of the row's n packs in kStageChunks chunks, each completing on its own barrier, so that the whole row is in
-// flight from the block's start and the block computes on its first chunks while the last ones land. (The register
-// loop of for_each_pack keeps only kUnroll packs per thread in flight and alternates loading with computing: the
-// row statistics ran at ~2.3 TB/s that way.)
-constexpr int kStageChunks = 4;
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-// Every thread of the block calls it (it synchronises the block once).
-template <typename P>
-__device__ __forceinline__ void stage_row(P* srow, const P* row, int64_t n, uint64_t* bars) {
-  const int64_t per = (n + kStageChunks - 1) / kStageChunks;
-  if (threadIdx.x == 0) {
-    for (int k = 0; k < kStageChunks; ++k) bulk::barrier_init(&bars[k]);
-    bulk::barrier_init_fence();
-  }
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int k = 0; k < kStageChunks; ++k) {
-      const int64_t first = k * per, count = n - first < per ? n - first : per;
-      if (count > 0) bulk::load_async(srow + first, row + first, static_cast<uint32_t>(count * sizeof(P)), &bars[k]);
-    }
-  }
-}
-
-// Runs use(p, srow[p]) for this thread's packs p = threadIdx.x + k * blockDim.x < n, each once its chunk has landed.
-// Every chunk is waited for by the threads that read it, so after a later __syncthreads the whole row is visible to
-// the block (and no copy is still in flight when it exits).
-template <typename P, typename Use>
-__device__ __forceinline__ void for_each_staged_pack(const P* srow, int64_t n, uint64_t* bars, Use&& use) {
-  const int64_t per = (n + kStageChunks - 1) / kStageChunks;
-  int64_t waited = -1;
-  for (int64_t p = threadIdx.x; p < n; p += blockDim.x) {
-    const int64_t c = p / per;
-    while (waited < c) bulk::wait(&bars[++waited], 0);
-    use(p, srow[p]);
-  }
-}
-#endif
 
 constexpr float kLog2e = 1.4426950408889634f;
 
@@ -219,33 +178,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-// row_stats_kernel with the row staged in shared memory (stage_row): cols % VEC == 0, 16-byte aligned rows,
-// cols * sizeof(T) bytes of dynamic shared memory, sm_90.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    row_stats_staged_kernel(const T* __restrict__ logits, int64_t cols, int64_t valid_cols,
-                            const int64_t* __restrict__ target, int64_t start, float* __restrict__ row_max,
-                            float* __restrict__ row_sum, float* __restrict__ target_logit) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int VEC = 16 / sizeof(T);
-  using P = Pack<T, VEC>;
-  extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ uint64_t bars[kStageChunks];
-  auto* srow = reinterpret_cast<P*>(smem);  // [cols / VEC]
-  const int64_t r = blockIdx.x, packs = cols / VEC;
-  stage_row(srow, reinterpret_cast<const P*>(logits + r * cols), packs, bars);
-  MaxSum acc{-INFINITY, 0.f};
-  for_each_staged_pack(srow, packs, bars, [&](int64_t p, const P& pk) { join_pack(acc, pk, p * VEC, valid_cols); });
-  acc = block_reduce(acc);  // its __syncthreads makes every chunk visible to thread 0
-  if (threadIdx.x == 0) {
-    row_max[r] = acc.m;
-    row_sum[r] = acc.s;
-    const int64_t t = target[r] - start;
-    target_logit[r] = (t >= 0 && t < valid_cols) ? to_float(srow[t / VEC].v[t % VEC]) : 0.f;
-  }
-#endif
-}
-
 // grad may be logits itself (in place: each element is read and then written by one thread); grad_loss null: 1.
 template <typename T, int VEC>
 __global__ void __launch_bounds__(kThreads)
@@ -315,28 +247,6 @@ __global__ void __launch_bounds__(kThreads)
   });
   acc = block_reduce(acc);  // its __syncthreads orders every thread's shared-memory stores before the reads below
   finish_row(acc, srow, row, packs, valid_cols, target[r], loss + r);
-}
-
-// loss_grad_kernel with the row staged in shared memory by bulk asynchronous copies (stage_row, sm_90): the same
-// requirements and the same result; the gradient is written from the shared copy with plain stores.
-template <typename T>
-__global__ void __launch_bounds__(kThreads)
-    loss_grad_staged_kernel(T* logits, int64_t cols, int64_t valid_cols, const int64_t* __restrict__ target,
-                            float* __restrict__ loss) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
-  constexpr int VEC = 16 / sizeof(T);
-  using P = Pack<T, VEC>;
-  extern __shared__ __align__(16) unsigned char smem[];
-  __shared__ uint64_t bars[kStageChunks];
-  auto* srow = reinterpret_cast<P*>(smem);  // [cols / VEC]
-  const int64_t r = blockIdx.x, packs = cols / VEC;
-  auto* row = reinterpret_cast<P*>(logits + r * cols);
-  stage_row(srow, row, packs, bars);
-  MaxSum acc{-INFINITY, 0.f};
-  for_each_staged_pack(srow, packs, bars, [&](int64_t p, const P& pk) { join_pack(acc, pk, p * VEC, valid_cols); });
-  acc = block_reduce(acc);  // every chunk landed and visible to the block after its __syncthreads
-  finish_row(acc, srow, row, packs, valid_cols, target[r], loss + r);
-#endif
 }
 
 // loss_grad_kernel with a row split over a cluster of kCluster blocks (sm_90): each block keeps its slice of the row in
@@ -409,54 +319,15 @@ bool aligned16(const void* p, int64_t cols, int elem) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (cols * elem) % 16 == 0;
 }
 
-// The device's per-block opt-in shared memory, or 0 when it cannot be read.
-int optin_smem() {
-  int device = 0, optin = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
-    return 0;
-  return optin;
-}
-
-// Whether `kernel` runs sm_90 code here (sm_90 hardware and a binary built for it): clusters, bulk copies.
-template <typename K>
-bool runs_sm90(K kernel) {
-  int device = 0, major = 0;
-  cudaFuncAttributes fa{};
-  return cudaGetDevice(&device) == cudaSuccess &&
-         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) == cudaSuccess && major >= 9 &&
-         cudaFuncGetAttributes(&fa, kernel) == cudaSuccess && fa.binaryVersion >= 90;
-}
-
-constexpr int64_t kStaticSmem = 1024;  // block_reduce's per-warp pairs, the row's statistics and barriers, with room
-
-template <typename K>
-void allow_smem(K kernel, int64_t bytes) {
-  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-        "cross_entropy shared memory");
-}
-
-// Whether a kernel staging a whole row in shared memory (sm_90) takes rows of `cols` elements of T here.
-template <typename T, typename K>
-bool stages_row(K kernel, const void* logits, int64_t cols) {
-  const int64_t smem = cols * static_cast<int64_t>(sizeof(T));
-  return aligned16(logits, cols, sizeof(T)) && smem + kStaticSmem <= optin_smem() && runs_sm90(kernel);
-}
-
 template <typename T>
 void launch_stats(const void* logits, int64_t rows, int64_t cols, int64_t valid_cols, const int64_t* target,
-                  int64_t start, float* mx, float* sm, float* tl, RowRead read, cudaStream_t s) {
+                  int64_t start, float* mx, float* sm, float* tl, cudaStream_t s) {
   const auto* x = static_cast<const T*>(logits);
   constexpr int kVec = 16 / sizeof(T);
-  if (read == RowRead::kStaged && stages_row<T>(row_stats_staged_kernel<T>, logits, cols)) {
-    const int64_t smem = cols * static_cast<int64_t>(sizeof(T));
-    allow_smem(row_stats_staged_kernel<T>, smem);
-    row_stats_staged_kernel<T><<<rows, kThreads, smem, s>>>(x, cols, valid_cols, target, start, mx, sm, tl);
-  } else if (aligned16(logits, cols, sizeof(T))) {
+  if (aligned16(logits, cols, sizeof(T)))
     row_stats_kernel<T, kVec><<<rows, kThreads, 0, s>>>(x, cols, valid_cols, target, start, mx, sm, tl);
-  } else {
+  else
     row_stats_kernel<T, 1><<<rows, kThreads, 0, s>>>(x, cols, valid_cols, target, start, mx, sm, tl);
-  }
   check(cudaGetLastError(), "cross_entropy_row_stats launch");
 }
 
@@ -474,6 +345,23 @@ void launch_backward(const void* logits, void* grad, int64_t rows, int64_t cols,
   check(cudaGetLastError(), "cross_entropy_backward launch");
 }
 
+// The device's per-block opt-in shared memory, or 0 when it cannot be read.
+int optin_smem() {
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return 0;
+  return optin;
+}
+
+constexpr int64_t kStaticSmem = 1024;  // block_reduce's per-warp pairs and the row's statistics, with room
+
+template <typename K>
+void allow_smem(K kernel, int64_t bytes) {
+  check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
+        "cross_entropy_loss_grad shared memory");
+}
+
 template <typename T>
 bool launch_shared_row(T* logits, int64_t rows, int64_t cols, int64_t valid, const int64_t* target, float* loss,
                        cudaStream_t s) {
@@ -484,20 +372,15 @@ bool launch_shared_row(T* logits, int64_t rows, int64_t cols, int64_t valid, con
   return true;
 }
 
-template <typename T>
-bool launch_staged(T* logits, int64_t rows, int64_t cols, int64_t valid, const int64_t* target, float* loss,
-                   cudaStream_t s) {
-  if (!stages_row<T>(loss_grad_staged_kernel<T>, logits, cols)) return false;
-  const int64_t smem = cols * static_cast<int64_t>(sizeof(T));
-  allow_smem(loss_grad_staged_kernel<T>, smem);
-  loss_grad_staged_kernel<T><<<rows, kThreads, smem, s>>>(logits, cols, valid, target, loss);
-  return true;
-}
-
 template <typename T, int kCluster>
 bool launch_cluster(T* logits, int64_t rows, int64_t cols, int64_t valid, const int64_t* target, float* loss,
                     cudaStream_t s) {
-  if (!runs_sm90(loss_grad_cluster_kernel<T, kCluster>)) return false;  // clusters need sm_90 hardware and code
+  int device = 0, major = 0;
+  cudaFuncAttributes fa{};
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess || major < 9 ||
+      cudaFuncGetAttributes(&fa, loss_grad_cluster_kernel<T, kCluster>) != cudaSuccess || fa.binaryVersion < 90)
+    return false;  // clusters need sm_90 hardware and code
   constexpr int64_t VEC = 16 / sizeof(T);
   const int64_t per = (cols / VEC + kCluster - 1) / kCluster, smem = per * 16;
   if (smem + kStaticSmem > optin_smem()) return false;
@@ -526,9 +409,6 @@ bool launch_loss_grad(void* logits_v, int64_t rows, int64_t cols, int64_t valid,
   T* logits = static_cast<T*>(logits_v);
   bool launched = false;
   switch (v) {
-    case LossGradVariant::kStaged:
-      launched = launch_staged(logits, rows, cols, valid, target, loss, s);
-      break;
     case LossGradVariant::kSharedRow:
       launched = launch_shared_row(logits, rows, cols, valid, target, loss, s);
       break;
@@ -565,17 +445,16 @@ bool cross_entropy_loss_grad(void* logits, FloatType type, int64_t rows, int64_t
 
 void cross_entropy_row_stats(const void* logits, FloatType type, int64_t rows, int64_t cols, int64_t valid_cols,
                              const int64_t* target, int64_t start, float* row_max, float* row_sum, float* target_logit,
-                             cudaStream_t stream, RowRead read) {
+                             cudaStream_t stream) {
   if (rows == 0) return;
   switch (type) {
     case FloatType::kFloat32:
-      return launch_stats<float>(logits, rows, cols, valid_cols, target, start, row_max, row_sum, target_logit, read,
-                                 stream);
+      return launch_stats<float>(logits, rows, cols, valid_cols, target, start, row_max, row_sum, target_logit, stream);
     case FloatType::kBFloat16:
       return launch_stats<__nv_bfloat16>(logits, rows, cols, valid_cols, target, start, row_max, row_sum, target_logit,
-                                         read, stream);
+                                         stream);
     case FloatType::kFloat16:
-      return launch_stats<__half>(logits, rows, cols, valid_cols, target, start, row_max, row_sum, target_logit, read,
+      return launch_stats<__half>(logits, rows, cols, valid_cols, target, start, row_max, row_sum, target_logit,
                                   stream);
   }
 }

@@ -21,17 +21,11 @@
 
 namespace megaton::kernels {
 
-/// How a block reads its row. kRegisters (the default): 16-byte loads into registers, a few per thread in flight.
-/// kStaged: the whole row copied into the block's shared memory by bulk asynchronous copies in chunks (sm_90, 16-byte
-/// aligned rows, cols * element bytes within the per-block opt-in limit; otherwise kRegisters). On an H200 with the
-/// exponentials' old code (__expf) the staged reads were slower (perf/bench_cross_entropy.cpp, docs/gpu.md).
-enum class RowRead { kStaged, kRegisters };
-
 /// Forward row statistics. logits [rows, cols] row-major (row stride cols), target [rows] int64 (global ids).
 /// Outputs [rows] fp32 each. Asynchronous on `stream`.
 void cross_entropy_row_stats(const void* logits, FloatType type, int64_t rows, int64_t cols, int64_t valid_cols,
                              const int64_t* target, int64_t start, float* row_max, float* row_sum, float* target_logit,
-                             cudaStream_t stream, RowRead read = RowRead::kRegisters);
+                             cudaStream_t stream);
 
 /// Backward: grad [rows, cols] of the logits' type from the combined max M [rows], 1/S [rows] and grad_loss [rows].
 /// grad may be logits itself (written in place); grad_loss may be null (1 for every row: softmax - one_hot).
@@ -39,15 +33,13 @@ void cross_entropy_backward(const void* logits, void* grad, FloatType type, int6
                             int64_t valid_cols, const int64_t* target, int64_t start, const float* global_max,
                             const float* inv_sum, const float* grad_loss, cudaStream_t stream);
 
-/// How cross_entropy_loss_grad reads a row once. kStaged: a block of 512 threads per row, the row copied into its
-/// shared memory by bulk asynchronous copies (RowRead::kStaged's conditions). kSharedRow: a block of 512 threads per
-/// row, the row loaded into its shared memory through registers (cols * element bytes, up to the device's per-block
-/// opt-in limit). kCluster4 / kCluster8: the row split
+/// How cross_entropy_loss_grad reads a row once. kSharedRow: a block of 512 threads per row, the row in its shared
+/// memory (cols * element bytes, up to the device's per-block opt-in limit). kCluster4 / kCluster8: the row split
 /// over a cluster of 4 / 8 blocks of 256 threads, each holding its slice in shared memory, the partial (max, sum)
 /// pairs exchanged through distributed shared memory (sm_90 hardware and code). kL2: a block of 1024 threads per row
 /// reads it twice from global memory, the second read right after the first (mostly from L2), no shared-memory row.
 /// perf/bench_cross_entropy.cpp (BM_CrossEntropyLossGradVariants) measures them against the two-kernel path.
-enum class LossGradVariant { kSharedRow, kCluster4, kCluster8, kL2, kStaged };
+enum class LossGradVariant { kSharedRow, kCluster4, kCluster8, kL2 };
 
 /// Loss and unscaled gradient at once, for logits holding the whole vocabulary (TP = 1): loss [rows] fp32 =
 /// log(S) + M - x[target] as above, and the logits overwritten with softmax - one_hot(target) (0 on padding), each

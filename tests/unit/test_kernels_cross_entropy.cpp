@@ -6,15 +6,9 @@
 #include <torch/torch.h>
 
 #include <limits>
-#include <string>
 
 #include "parallel/self_communicator.h"
 #include "parallel/tensor/cross_entropy.h"
-#ifdef MEGATON_HAVE_CUDA
-#include <c10/cuda/CUDAStream.h>
-
-#include "cross_entropy_kernels.h"  // kernels/
-#endif
 
 using namespace megaton;
 
@@ -92,50 +86,3 @@ TEST(KernelsCrossEntropy, ValidColumnsActAsMinusInfinityPadding) {
   const Result unmasked = run(logits, target, grad_loss, false);
   EXPECT_GT((unmasked.loss - by_count.loss).abs().max().item<double>(), 1e-3);
 }
-
-#ifdef MEGATON_HAVE_CUDA
-// The row statistics with the row staged in shared memory by bulk copies (sm_90) against the same kernel reading
-// through registers and against fp64 sums: the same max and target logit, sums equal to rounding (the register kernel
-// joins a row's last valid columns one by one after its packs, the staged one within them). Rows of 8
-// packs (most of a 512-thread block idle, chunks of 2 packs), 50304 columns with padding, a slice whose targets
-// partly lie outside it (start > 0), and a misaligned row (both fall back to the register loads).
-TEST(KernelsCrossEntropy, StagedRowStatsEqualRegisterReads) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  const auto o = torch::TensorOptions().device(torch::kCUDA);
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
-  struct Case {
-    int64_t rows, cols, valid, start;
-  };
-  for (torch::ScalarType dtype : {torch::kBFloat16, torch::kFloat32}) {
-    for (const Case c :
-         {Case{9, 64, 64, 0}, Case{33, 50304, 50257, 0}, Case{17, 1024, 1000, 512}, Case{5, 999, 999, 0}}) {
-      torch::manual_seed(3);
-      const torch::Tensor logits = (torch::randn({c.rows, c.cols}, o) * 3).to(dtype);
-      const torch::Tensor target = torch::randint(0, c.start + c.valid, {c.rows}, o.dtype(torch::kInt64));
-      const auto type = dtype == torch::kFloat32 ? kernels::FloatType::kFloat32 : kernels::FloatType::kBFloat16;
-      auto stats = [&](kernels::RowRead read) {
-        torch::Tensor out = torch::full({3, c.rows}, std::numeric_limits<float>::quiet_NaN(), o);  // max, sum, target
-        kernels::cross_entropy_row_stats(logits.data_ptr(), type, c.rows, c.cols, c.valid, target.data_ptr<int64_t>(),
-                                         c.start, out[0].data_ptr<float>(), out[1].data_ptr<float>(),
-                                         out[2].data_ptr<float>(), stream, read);
-        return out.cpu();
-      };
-      const torch::Tensor staged = stats(kernels::RowRead::kStaged), regs = stats(kernels::RowRead::kRegisters);
-      const std::string what = std::string(c10::toString(dtype)) + " cols=" + std::to_string(c.cols);
-      EXPECT_TRUE(torch::equal(staged[0], regs[0]) && torch::equal(staged[2], regs[2])) << what;
-      EXPECT_TRUE(torch::allclose(staged[1], regs[1], 1e-6, 0)) << what << "\n" << (staged[1] - regs[1]).abs().max();
-      // And against ATen: max, sum of exp(x - max) over the valid columns, the target's logit where the slice holds it.
-      const torch::Tensor x = logits.narrow(1, 0, c.valid).to(torch::kFloat64).cpu();
-      const torch::Tensor mx = std::get<0>(x.max(1));
-      EXPECT_TRUE(torch::allclose(staged[0].to(torch::kFloat64), mx, 0, 0)) << what;
-      EXPECT_TRUE(torch::allclose(staged[1].to(torch::kFloat64), (x - mx.unsqueeze(1)).exp().sum(1), 1e-5, 0)) << what;
-      const torch::Tensor t = target.cpu() - c.start;
-      for (int64_t r = 0; r < c.rows; ++r) {
-        const int64_t tr = t[r].item<int64_t>();
-        const double want = tr >= 0 && tr < c.valid ? x[r][tr].item<double>() : 0.0;
-        EXPECT_EQ(staged[2][r].item<double>(), want) << what << " row " << r;
-      }
-    }
-  }
-}
-#endif

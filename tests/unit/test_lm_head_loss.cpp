@@ -129,8 +129,7 @@ TEST(KernelsLmHeadLoss, LossGradKernelsMatchAten) {
       expect_matches(got_loss, got, what);
       // Every variant of the one-pass kernel directly (those a row is not taken by launch nothing).
       for (auto variant : {kernels::LossGradVariant::kSharedRow, kernels::LossGradVariant::kCluster4,
-                           kernels::LossGradVariant::kCluster8, kernels::LossGradVariant::kL2,
-                           kernels::LossGradVariant::kStaged}) {
+                           kernels::LossGradVariant::kCluster8, kernels::LossGradVariant::kL2}) {
         torch::Tensor x = logits.clone(), loss = torch::empty({rows}, o.dtype(torch::kFloat32));
         const auto type = dtype == torch::kFloat32 ? kernels::FloatType::kFloat32 : kernels::FloatType::kBFloat16;
         const bool taken = kernels::cross_entropy_loss_grad(x.data_ptr(), type, rows, v, valid < 0 ? v : valid,
