@@ -43,7 +43,9 @@ inline bool layer_norm_supported_width(int64_t h) {
 /// GPT-2 124M and 1.3B widths (bf16, with the residual add; docs/gpu.md): forward_floats 0 = a warp per row up to
 /// h = 1024 (32 per thread: 55 us at h = 768, 3.67 TB/s), else 16 (h = 2048: 76 us, 3.54 TB/s, where 32 per thread in
 /// blocks of 512 took 98 us); the backward 8 in blocks of 512 (h = 768: 73 us, 2.76 TB/s, against 93-97 with 16-24
-/// or 80 in blocks of 256; h = 2048: 101 us against 103-112).
+/// or 80 in blocks of 256; h = 2048: 101 us against 103-112), with its loads three rows ahead through the ring
+/// (backward_stages 4; eighth 2026-12-03 session: h = 768 61.5 us, 3.27 TB/s; h = 2048 83.5 us, 3.22 TB/s; without the
+/// ring 69.8 / 96.4 us, with 2 stages 59.7 / 85.4).
 struct LayerNormTuning {
   int forward_floats = 0;
   int backward_floats = 8;

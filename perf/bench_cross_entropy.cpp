@@ -8,8 +8,9 @@
 // BM_CrossEntropyLossGradVariants: kernels::cross_entropy_loss_grad's variants (range 1; 4 = the two-kernel path:
 // row statistics, then the gradient in place) on bf16 logits [rows, 50304], GPU time per call (CUDA events) and the
 // bytes a one-pass kernel moves (the logits read and written once) per second; range 1 = 5: the row statistics alone
-// (cross_entropy_row_stats, the loss's forward), its bytes the logits read once (2026-12-03 sixth session's 124M
-// profile: 1.52 ms per step, 2.2 TB/s, bound by the exponentials).
+// (cross_entropy_row_stats, the loss's forward), its bytes the logits read once. 2026-12-03 eighth session (the
+// flushing exp2, docs/gpu.md): shared row 1.93 ms at 32768 rows (3.42 TB/s), two kernels 2.56, row statistics 0.94
+// (3.52 TB/s; 1.39 with __expf).
 //   build/perf/bench_cross_entropy [--benchmark_min_time=1]     (reports an error row without a CUDA device)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
