@@ -17,6 +17,7 @@ namespace megaton::kernels {
 namespace {
 
 using util::check;
+using util::optin_smem;
 using util::from_float;
 using util::to_float;
 
@@ -343,15 +344,6 @@ void launch_backward(const void* logits, void* grad, int64_t rows, int64_t cols,
   else
     backward_kernel<T, 1><<<rows, kThreads, 0, s>>>(x, o, cols, valid_cols, target, start, m, inv, g);
   check(cudaGetLastError(), "cross_entropy_backward launch");
-}
-
-// The device's per-block opt-in shared memory, or 0 when it cannot be read.
-int optin_smem() {
-  int device = 0, optin = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
-    return 0;
-  return optin;
 }
 
 constexpr int64_t kStaticSmem = 1024;  // block_reduce's per-warp pairs and the row's statistics, with room

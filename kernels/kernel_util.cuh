@@ -1,5 +1,6 @@
 // Device helpers shared by Megaton's CUDA kernels (included by the .cu files only): fp32 <-> element-type conversion
-// (bf16 rounds to nearest even, as Tensor.to(kBFloat16)) and the host-side launch check.
+// (bf16 rounds to nearest even, as Tensor.to(kBFloat16)), the host-side launch check and the device's shared-memory
+// limit.
 #pragma once
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
@@ -39,6 +40,15 @@ __device__ __forceinline__ __half from_float<__half>(float x) {
 /// megaton error).
 inline void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
+}
+
+/// The current device's per-block opt-in shared memory in bytes, or 0 when it cannot be read.
+inline int optin_smem() {
+  int device = 0, optin = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
+    return 0;
+  return optin;
 }
 
 }  // namespace megaton::kernels::util

@@ -24,6 +24,7 @@ namespace megaton::kernels {
 namespace {
 
 using util::check;
+using util::optin_smem;
 using util::from_float;
 using util::to_float;
 
@@ -508,15 +509,6 @@ Config forward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
 size_t backward_smem(const Config& c, int64_t h) {
   const size_t fold = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
   return fold + static_cast<size_t>(c.stages) * 3 * c.packs * 16 * c.threads();  // ring: [S][3][P][threads] vectors
-}
-
-// The device's per-block opt-in shared memory, or 0 when it cannot be read.
-int optin_smem() {
-  int device = 0, optin = 0;
-  if (cudaGetDevice(&device) != cudaSuccess ||
-      cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device) != cudaSuccess)
-    return 0;
-  return optin;
 }
 
 Config backward_config(int64_t h, int vec, const LayerNormTuning& tuning) {

@@ -68,9 +68,12 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
     layers_per_mb = n;
     in_flight = std::min(warmup + 1, micro * v);
   }
+  // The last stage's logits [s, b, V/tp] in the weights' dtype: the LM-head loss writes their gradient over them (one
+  // buffer); --no-fused-lm-head-loss keeps a second one for the gradient.
+  const double logits = s * b * double(V) / tp * wbytes * (m.no_fused_lm_head_loss ? 2.0 : 1.0);
   e.activations_gib =
       (per_layer * layers_per_mb * in_flight + (m.checkpoint_activations ? full_layer : 0.0)) * (wbytes / 2.0) / gib +
-      s * b * double(V) / tp * 4.0 / gib;  // fp32 logits of the last stage (upper bound)
+      logits / gib;
   return e;
 }
 

@@ -71,6 +71,18 @@ TEST(Plan, TensorParallelHalvesWeightMemory) {
   EXPECT_GT(az.zero_gather_ms, 0.0);
 }
 
+TEST(Plan, LmHeadLossKeepsOneLogitsBuffer) {
+  ModelSpec s = gpt_1p3b();
+  const Layout l{2, 1, 1, 8, false};
+  const StepPrediction fused = predict(s, l, node(1, 2, 141), Calibration());
+  s.model.no_fused_lm_head_loss = true;
+  const StepPrediction separate = predict(s, l, node(1, 2, 141), Calibration());
+  // bf16 logits [2048, 8, 50304 / 2]: one buffer with the one-pass loss, a second for their gradient without it.
+  EXPECT_NEAR(separate.memory.activations_gib - fused.memory.activations_gib,
+              2048.0 * 8 * (50304 / 2) * 2 / (1024.0 * 1024 * 1024), 1e-9);
+  EXPECT_DOUBLE_EQ(separate.total_ms, fused.total_ms);  // the cost model does not time the difference
+}
+
 TEST(Plan, RecomputeTradesActivationMemoryForTime) {
   const ModelSpec s = gpt_1p3b();
   const StepPrediction off = predict(s, Layout{1, 1, 1, 8, false}, node(1, 1, 141), Calibration());
