@@ -17,8 +17,8 @@ namespace megaton::kernels {
 namespace {
 
 using util::check;
-using util::optin_smem;
 using util::from_float;
+using util::optin_smem;
 using util::to_float;
 
 constexpr int kThreads = 512;

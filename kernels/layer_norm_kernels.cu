@@ -24,8 +24,8 @@ namespace megaton::kernels {
 namespace {
 
 using util::check;
-using util::optin_smem;
 using util::from_float;
+using util::optin_smem;
 using util::to_float;
 
 constexpr int kMaxThreads = 512;             // threads per block at most (every kernel's launch bound)
