@@ -320,12 +320,15 @@ __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)
 }
 
 // Ampere-style asynchronous 16-byte copies (cp.async, sm_80), global -> shared memory, each thread copying only what it
-// reads itself: waiting for its own copy groups is all the synchronisation a thread needs.
+// reads itself: waiting for its own copy groups is all the synchronisation a thread needs. Before sm_80 a plain
+// 16-byte load and store (complete at once; commit and wait do nothing).
 __device__ __forceinline__ void copy_async16(void* smem, const void* gmem) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(static_cast<uint32_t>(__cvta_generic_to_shared(smem))),
                "l"(gmem)
                : "memory");
+#else
+  *static_cast<uint4*>(smem) = *static_cast<const uint4*>(gmem);
 #endif
 }
 __device__ __forceinline__ void copy_async_commit() {
