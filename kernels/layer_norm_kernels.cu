@@ -508,6 +508,7 @@ Config forward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
   const int floats = tuning.forward_floats > 0 ? tuning.forward_floats : (h <= 32 * 32 ? 32 : 16);
   return choose(h, vec, floats, 1, tuning.forward_block);
 }
+
 // The backward's dynamic shared memory: the fold of several groups' sums, and the ring of a staged backward.
 size_t backward_smem(const Config& c, int64_t h) {
   const size_t fold = c.rows_per_block > 1 ? 2 * h * sizeof(float) : 0;
@@ -536,6 +537,27 @@ void check_args(int64_t rows, int64_t h, std::initializer_list<const void*> poin
       throw std::invalid_argument(std::string(what) + ": a pointer is not 16-byte aligned");
 }
 
+// Calls go(std::integral_constant<int, P>) for the vectors per thread a Config can pick (choose: 1, 2, 3, 4, 6, 8).
+template <typename Go>
+void with_packs(int packs, Go&& go) {
+  switch (packs) {
+    case 1:
+      return go(std::integral_constant<int, 1>{});
+    case 2:
+      return go(std::integral_constant<int, 2>{});
+    case 3:
+      return go(std::integral_constant<int, 3>{});
+    case 4:
+      return go(std::integral_constant<int, 4>{});
+    case 6:
+      return go(std::integral_constant<int, 6>{});
+    case 8:
+      return go(std::integral_constant<int, 8>{});
+    default:
+      throw std::logic_error("layer_norm: no kernel for " + std::to_string(packs) + " vectors per thread");
+  }
+}
+
 // Calls f(std::integral_constant<int, P>, std::integral_constant<int, R>, std::bool_constant<kWarp>,
 // std::bool_constant<kEarly>) for the instantiated kernel of `c` (the forward's lambdas ignore R and kEarly: 1, false).
 template <typename T, typename F>
@@ -562,22 +584,7 @@ void dispatch(const Config& c, F&& f) {
     throw std::logic_error("layer_norm: no kernel instantiated for " + std::to_string(c.packs) + " vectors and " +
                            std::to_string(c.rows) + " rows per thread");
   };
-  switch (c.packs) {
-    case 1:
-      return go(std::integral_constant<int, 1>{});
-    case 2:
-      return go(std::integral_constant<int, 2>{});
-    case 3:
-      return go(std::integral_constant<int, 3>{});
-    case 4:
-      return go(std::integral_constant<int, 4>{});
-    case 6:
-      return go(std::integral_constant<int, 6>{});
-    case 8:
-      return go(std::integral_constant<int, 8>{});
-    default:
-      throw std::logic_error("layer_norm: no kernel for " + std::to_string(c.packs) + " vectors per thread");
-  }
+  with_packs(c.packs, go);
 }
 
 // Calls f(std::integral_constant<int, P>, std::bool_constant<kWarp>, std::integral_constant<int, S>) for the
@@ -597,14 +604,7 @@ void dispatch_staged(const Config& c, F&& f) {
     throw std::logic_error("layer_norm: no staged backward for " + std::to_string(c.packs) + " vectors and " +
                            std::to_string(c.stages) + " stages");
   };
-  switch (c.packs) {
-    case 1:
-      return go(std::integral_constant<int, 1>{});
-    case 2:
-      return go(std::integral_constant<int, 2>{});
-    default:
-      throw std::logic_error("layer_norm: no staged backward for " + std::to_string(c.packs) + " vectors per thread");
-  }
+  with_packs(c.packs, go);
 }
 
 // Calls f(kernel) with the backward kernel `c` picks (staged or not), all of one signature.
