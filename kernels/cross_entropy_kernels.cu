@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <algorithm>
 #include <cfloat>
 #include <cstdint>
 #include <stdexcept>
@@ -316,6 +317,22 @@ __global__ void __launch_bounds__(kL2Threads)
   finish_row(acc, row, row, packs, valid_cols, target[r], loss + r);
 }
 
+// scale_rows: one pack of VEC elements per thread and grid-stride step; the row of a pack is its index over the packs
+// per row (a 64-bit division per 16 bytes: the pass stays bound by memory). out may be x: no __restrict__ on either.
+template <typename T, int VEC>
+__global__ void __launch_bounds__(256) scale_rows_kernel(const Pack<T, VEC>* x, Pack<T, VEC>* out, int64_t packs,
+                                                         int64_t packs_per_row, const float* __restrict__ scale) {
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * blockDim.x;
+  for (int64_t p = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; p < packs; p += stride) {
+    const float g = scale[p / packs_per_row];
+    const Pack<T, VEC> in = x[p];
+    Pack<T, VEC> o;
+#pragma unroll
+    for (int k = 0; k < VEC; ++k) o.v[k] = from_float<T>(to_float(in.v[k]) * g);
+    out[p] = o;
+  }
+}
+
 bool aligned16(const void* p, int64_t cols, int elem) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0 && (cols * elem) % 16 == 0;
 }
@@ -344,6 +361,23 @@ void launch_backward(const void* logits, void* grad, int64_t rows, int64_t cols,
   else
     backward_kernel<T, 1><<<rows, kThreads, 0, s>>>(x, o, cols, valid_cols, target, start, m, inv, g);
   check(cudaGetLastError(), "cross_entropy_backward launch");
+}
+
+template <typename T>
+void launch_scale_rows(const void* x, void* out, int64_t rows, int64_t cols, const float* scale, cudaStream_t s) {
+  constexpr int kVec = 16 / sizeof(T), kBlock = 256;
+  auto grid = [](int64_t packs) {  // a pack per thread up to 2^19 blocks, then grid stride
+    return static_cast<unsigned>(std::min<int64_t>((packs + kBlock - 1) / kBlock, int64_t{1} << 19));
+  };
+  if (aligned16(x, cols, sizeof(T)) && aligned16(out, cols, sizeof(T))) {
+    const int64_t per_row = cols / kVec;
+    scale_rows_kernel<T, kVec><<<grid(rows * per_row), kBlock, 0, s>>>(
+        static_cast<const Pack<T, kVec>*>(x), static_cast<Pack<T, kVec>*>(out), rows * per_row, per_row, scale);
+  } else {
+    scale_rows_kernel<T, 1><<<grid(rows * cols), kBlock, 0, s>>>(
+        static_cast<const Pack<T, 1>*>(x), static_cast<Pack<T, 1>*>(out), rows * cols, cols, scale);
+  }
+  check(cudaGetLastError(), "scale_rows launch");
 }
 
 constexpr int64_t kStaticSmem = 1024;  // block_reduce's per-warp pairs and the row's statistics, with room
@@ -465,6 +499,19 @@ void cross_entropy_backward(const void* logits, void* grad, FloatType type, int6
     case FloatType::kFloat16:
       return launch_backward<__half>(logits, grad, rows, cols, valid_cols, target, start, global_max, inv_sum,
                                      grad_loss, stream);
+  }
+}
+
+void scale_rows(const void* x, void* out, FloatType type, int64_t rows, int64_t cols, const float* scale,
+                cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  switch (type) {
+    case FloatType::kFloat32:
+      return launch_scale_rows<float>(x, out, rows, cols, scale, stream);
+    case FloatType::kBFloat16:
+      return launch_scale_rows<__nv_bfloat16>(x, out, rows, cols, scale, stream);
+    case FloatType::kFloat16:
+      return launch_scale_rows<__half>(x, out, rows, cols, scale, stream);
   }
 }
 

@@ -51,4 +51,12 @@ bool cross_entropy_loss_grad(void* logits, FloatType type, int64_t rows, int64_t
                              const int64_t* target, float* loss, cudaStream_t stream,
                              LossGradVariant variant = LossGradVariant::kSharedRow);
 
+/// The LM head's backward (src/parallel/tensor/lm_head_loss.cpp): out[r, c] = x[r, c] * scale[r] for x, out
+/// [rows, cols] row-major of `type` (out may be x) and scale [rows] fp32, the product in fp32 rounded once to `type`:
+/// ATen's `mul_out(out, x, scale.view({rows, 1}))` bit for bit, which with mixed dtypes takes its unvectorised
+/// kernel (~0.9 TB/s on an H200). 16-byte loads and stores where cols and both pointers allow; asynchronous on
+/// `stream`.
+void scale_rows(const void* x, void* out, FloatType type, int64_t rows, int64_t cols, const float* scale,
+                cudaStream_t stream);
+
 }  // namespace megaton::kernels

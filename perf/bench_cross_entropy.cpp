@@ -11,6 +11,8 @@
 // (cross_entropy_row_stats, the loss's forward), its bytes the logits read once. 2026-12-03 eighth session (the
 // flushing exp2, docs/gpu.md): shared row 1.93 ms at 32768 rows (3.42 TB/s), two kernels 2.56, row statistics 0.94
 // (3.52 TB/s; 1.39 with __expf).
+// BM_ScaleRowsVsAten: the LM head backward's row scaling (bf16 [tokens, h] times an fp32 per-row loss gradient),
+// parallel::scale_rows_cuda against ATen's mixed-dtype mul_out, 20 calls per timed span, at the 124M and 1.3B sizes.
 //   build/perf/bench_cross_entropy [--benchmark_min_time=1]     (reports an error row without a CUDA device)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
@@ -125,8 +127,34 @@ void BM_CrossEntropyLossGradVariants(benchmark::State& state) {
 #endif
 }
 
+void BM_ScaleRowsVsAten(benchmark::State& state) {
+  if (!torch::cuda::is_available()) {
+    state.SkipWithError("no CUDA device");
+    return;
+  }
+#ifdef MEGATON_HAVE_CUDA
+  const int64_t tokens = state.range(0), h = state.range(1);
+  constexpr int kCalls = 20;
+  auto opts = torch::TensorOptions().device(torch::kCUDA);
+  const torch::Tensor x = torch::randn({tokens, h}, opts).to(torch::kBFloat16);  // [t, h]
+  const torch::Tensor g = torch::rand({tokens, 1}, opts);                        // [t, 1] fp32
+  torch::Tensor out = torch::empty_like(x);
+  const double bytes = double(kCalls) * double(tokens * h) * 2.0 * 2.0;  // bf16 read + write
+  perf::time_alternately(
+      state, [] {},
+      [&] {
+        for (int i = 0; i < kCalls; ++i) parallel::scale_rows_cuda(x, g, out);
+      },
+      [&] {
+        for (int i = 0; i < kCalls; ++i) torch::mul_out(out, x, g);
+      },
+      bytes, bytes);
+#endif
+}
+
 }  // namespace
 
+BENCHMARK(BM_ScaleRowsVsAten)->Args({32768, 768})->Args({16384, 2048})->UseManualTime()->Unit(benchmark::kMicrosecond);
 BENCHMARK(BM_CrossEntropyLossGradVariants)
     ->ArgsProduct({{32768, 16384}, {0, 1, 2, 3, 4, 5}})
     ->UseManualTime()

@@ -148,4 +148,33 @@ TEST(KernelsLmHeadLoss, MatchesLogitsThenCrossEntropy) {
   compare(torch::kFloat32, torch::kCUDA, 1001, 0, 1e-5);
   compare(torch::kBFloat16, torch::kCUDA, 50304, 47, 2e-2);
 }
+
+// The backward's row scaling (kernels::scale_rows) is ATen's fp32 multiply rounded once: equal bit for bit, in place
+// and out of place, for whole 16-byte rows and for rows that are not (the scalar kernel).
+TEST(KernelsLmHeadLoss, ScaleRowsMatchesAtenBitForBit) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(9);
+  const auto o = torch::TensorOptions().device(torch::kCUDA);
+  for (torch::ScalarType dtype : {torch::kBFloat16, torch::kFloat16, torch::kFloat32}) {
+    for (int64_t cols : {768, 24, 13}) {
+      const int64_t rows = 1000;
+      const torch::Tensor x = torch::randn({rows, cols}, o).to(dtype);
+      const torch::Tensor g = torch::rand({rows, 1}, o) * (torch::rand({rows, 1}, o) > 0.1);  // [rows, 1] fp32
+      torch::Tensor ref = torch::empty_like(x);
+      torch::mul_out(ref, x, g);
+      torch::Tensor out = torch::empty_like(x), in_place = x.clone();
+      const std::string what = std::string(c10::toString(dtype)) + " cols=" + std::to_string(cols);
+      ASSERT_TRUE(parallel::scale_rows_cuda(x, g, out)) << what;
+      ASSERT_TRUE(parallel::scale_rows_cuda(in_place, g, in_place)) << what;
+      EXPECT_TRUE(torch::equal(out, ref)) << what;
+      EXPECT_TRUE(torch::equal(in_place, ref)) << what;
+    }
+  }
+  // Not taken: a scale of another dtype or length, a non-contiguous x.
+  torch::Tensor x = torch::randn({8, 16}, o).to(torch::kBFloat16), out = torch::empty_like(x);
+  EXPECT_FALSE(parallel::scale_rows_cuda(x, torch::ones({8, 1}, o.dtype(torch::kFloat64)), out));
+  EXPECT_FALSE(parallel::scale_rows_cuda(x, torch::ones({7, 1}, o), out));
+  torch::Tensor out_t = torch::empty({16, 8}, x.options());
+  EXPECT_FALSE(parallel::scale_rows_cuda(x.t(), torch::ones({16, 1}, o), out_t));
+}
 #endif

@@ -32,6 +32,11 @@ torch::Tensor cross_entropy_loss_grad_(torch::Tensor& logits, const torch::Tenso
 torch::Tensor fused_cross_entropy_loss_grad_(torch::Tensor& logits, const torch::Tensor& target,
                                              const dist::CommunicatorPtr& tp, int64_t valid_columns);
 
+/// out = x * scale (row r of x [rows, cols] times scale[r]; out may be x) by kernels::scale_rows, ATen's
+/// `mul_out(out, x, scale)` bit for bit; false (nothing done) unless x and out are contiguous CUDA fp32/bf16/fp16
+/// tensors of one shape and dtype and scale is a contiguous fp32 [rows, 1] or [rows] on the same device.
+bool scale_rows_cuda(const torch::Tensor& x, const torch::Tensor& scale, torch::Tensor& out);
+
 /// The fused CUDA path (cross_entropy_cuda.cpp): same result, one read of the logits forward, one read + one write
 /// backward, nothing of size [s, b, V/tp] saved but the logits themselves.
 torch::Tensor fused_vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,

@@ -109,6 +109,19 @@ torch::Tensor fused_cross_entropy_loss_grad_(torch::Tensor& logits, const torch:
   return r.row_sum.log() + r.global_max - r.target_logit;  // [rows] fp32
 }
 
+bool scale_rows_cuda(const torch::Tensor& x, const torch::Tensor& scale, torch::Tensor& out) {
+  const auto type = try_kernel_float_type(x);
+  if (!type || !x.is_cuda() || !x.is_contiguous() || x.dim() < 1 || !out.is_contiguous() || out.sizes() != x.sizes() ||
+      out.scalar_type() != x.scalar_type() || out.device() != x.device() || scale.scalar_type() != torch::kFloat32 ||
+      scale.device() != x.device() || !scale.is_contiguous())
+    return false;
+  const int64_t cols = x.size(-1), rows = x.numel() / std::max<int64_t>(cols, 1);
+  if (scale.numel() != rows) return false;
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(x.device().index()).stream();
+  kernels::scale_rows(x.data_ptr(), out.data_ptr(), *type, rows, cols, scale.data_ptr<float>(), stream);
+  return true;
+}
+
 torch::Tensor fused_vocab_parallel_cross_entropy(const torch::Tensor& logits, const torch::Tensor& target,
                                                  const dist::CommunicatorPtr& tp, int64_t valid_columns) {
   MEGATON_ASSERT(logits.is_cuda(), "fused cross-entropy needs CUDA logits");

@@ -27,15 +27,21 @@ struct LmHeadCrossEntropy : torch::autograd::Function<LmHeadCrossEntropy> {
     auto saved = ctx->get_saved_variables();
     const torch::Tensor &h2 = saved[0], &weight = saved[1], &g_logits = saved[2];  // [T, h], [v, h], [T, v]
     const torch::Tensor g = grads[0].reshape({-1, 1});                             // [T, 1] fp32 (fp64)
-    // x * g per row, computed in g's precision and rounded once to x's dtype (one pass over the small operand).
-    auto scaled_rows = [&](const torch::Tensor& x) {
-      torch::Tensor out = torch::empty_like(x);
+    // x * g per row, computed in g's precision and rounded once to x's dtype (one pass over the small operand); on
+    // CUDA by kernels::scale_rows (ATen's mixed-dtype multiply is not vectorised: 0.11 ms at [32768, 768] bf16 on an
+    // H200, ~4x the time its bytes take).
+    auto scaled_rows = [&](const torch::Tensor& x, torch::Tensor out) {
+#ifdef MEGATON_HAVE_CUDA
+      if (scale_rows_cuda(x, g, out)) return out;
+#endif
       return torch::mul_out(out, x, g);
     };
     torch::Tensor d_hidden, d_weight;
-    if (ctx->needs_input_grad(0))
-      d_hidden = scaled_rows(torch::mm(g_logits, weight)).view(ctx->saved_data["hidden_sizes"].toIntVector());
-    if (ctx->needs_input_grad(1)) d_weight = torch::mm(g_logits.t(), scaled_rows(h2));  // [v, h]
+    if (ctx->needs_input_grad(0)) {
+      const torch::Tensor gw = torch::mm(g_logits, weight);  // [T, h], scaled in place
+      d_hidden = scaled_rows(gw, gw).view(ctx->saved_data["hidden_sizes"].toIntVector());
+    }
+    if (ctx->needs_input_grad(1)) d_weight = torch::mm(g_logits.t(), scaled_rows(h2, torch::empty_like(h2)));  // [v, h]
     const torch::Tensor none;
     return {d_hidden, d_weight, none, none, none, none};
   }
