@@ -6,6 +6,34 @@
 
 namespace megaton {
 
+namespace {
+
+class HostMark : public DeviceMark {
+ public:
+  double seconds_since(const DeviceMark& earlier) const override {
+    return std::chrono::duration<double>(t_ - dynamic_cast<const HostMark&>(earlier).t_).count();
+  }
+
+ private:
+  std::chrono::steady_clock::time_point t_ = std::chrono::steady_clock::now();
+};
+
+}  // namespace
+
+std::unique_ptr<DeviceMark> host_mark() {
+  return std::make_unique<HostMark>();
+}
+
+std::unique_ptr<DeviceMark> mark_now(const DeviceClock& clock) {
+  return clock ? clock() : host_mark();
+}
+
+double TimerReading::seconds() const {
+  double t = total_;
+  for (const auto& [start, stop] : spans_) t += stop->seconds_since(*start);
+  return t;
+}
+
 void Timer::start() {
   if (running_) return;
   running_ = true;
@@ -43,6 +71,18 @@ double Timer::elapsed(bool reset) {
   return t;
 }
 
+TimerReading Timer::take() {
+  const bool was_running = running_;
+  if (was_running) stop();
+  TimerReading r;
+  r.total_ = total_;
+  r.spans_ = std::move(spans_);
+  spans_.clear();
+  total_ = 0.0;
+  if (was_running) start();
+  return r;
+}
+
 Timer& Timers::operator()(const std::string& name) {
   auto [it, inserted] = timers_.try_emplace(name);
   if (inserted) it->second.set_device_clock(clock_);
@@ -69,6 +109,12 @@ std::string Timers::report(double normalizer) {
 std::map<std::string, double> Timers::elapsed_all(bool reset) {
   std::map<std::string, double> out;
   for (auto& [name, timer] : timers_) out[name] = timer.elapsed(reset);
+  return out;
+}
+
+std::map<std::string, TimerReading> Timers::take_all() {
+  std::map<std::string, TimerReading> out;
+  for (auto& [name, timer] : timers_) out.emplace(name, timer.take());
   return out;
 }
 

@@ -22,6 +22,26 @@ class DeviceMark {
 /// Makes a mark at the device's current position (the end of the work queued so far).
 using DeviceClock = std::function<std::unique_ptr<DeviceMark>()>;
 
+/// A mark of the host's steady clock: the time between two is host wall time (what a CPU run's marks measure).
+std::unique_ptr<DeviceMark> host_mark();
+/// A mark of `clock`, or of the host's clock when `clock` is empty.
+std::unique_ptr<DeviceMark> mark_now(const DeviceClock& clock);
+
+using MarkSpan = std::pair<std::unique_ptr<DeviceMark>, std::unique_ptr<DeviceMark>>;  // (start, stop)
+
+/// A timer's time taken out of it (Timer::take) to be read later: reading waits only for the device to pass the
+/// spans it holds, not for the work queued after them.
+class TimerReading {
+ public:
+  /// Seconds; waits for the device to pass the last span's stop mark.
+  double seconds() const;
+
+ private:
+  friend class Timer;
+  double total_ = 0.0;
+  std::vector<MarkSpan> spans_;
+};
+
 /// One stopwatch: start/stop accumulate; elapsed() reads (and optionally resets) the total in seconds. Without a device
 /// clock it measures host wall-clock time. With one (Timers::set_device_clock: CUDA events on the compute stream), it
 /// measures the device time between the marks made at start and stop: what the phase cost the GPU, measured without
@@ -32,6 +52,8 @@ class Timer {
   void start();
   void stop();
   double elapsed(bool reset = true);
+  /// The time so far as a reading to resolve later, the timer reset (a running timer keeps running from here).
+  TimerReading take();
   bool running() const { return running_; }
 
  private:
@@ -44,7 +66,7 @@ class Timer {
   double total_ = 0.0;
   Clock::time_point started_;
   std::unique_ptr<DeviceMark> start_mark_;
-  std::vector<std::pair<std::unique_ptr<DeviceMark>, std::unique_ptr<DeviceMark>>> spans_;  // (start, stop) marks
+  std::vector<MarkSpan> spans_;
 };
 
 /// A set of named timers. `timers("forward").start()`.
@@ -56,6 +78,8 @@ class Timers {
   /// "forward: 12.3 | backward: 20.1" in milliseconds averaged over `normalizer`, resetting the timers.
   std::string report(double normalizer = 1.0);
   std::map<std::string, double> elapsed_all(bool reset = true);
+  /// Every timer's take(): the interval's times, read later (TimerReading::seconds) without draining the device.
+  std::map<std::string, TimerReading> take_all();
 
  private:
   std::map<std::string, Timer> timers_;

@@ -149,7 +149,8 @@ void Trainer::build() {
   skip_ranges_ = parse_skip_ranges(t.skip_train_iteration_range);
 
   const torch::Device device(dist::select_device(p.device, env_.local_rank));
-  timers_.set_device_clock(device_clock(device));  // CUDA events on the GPU: timing never waits for the device
+  clock_ = device_clock(device);
+  timers_.set_device_clock(clock_);  // CUDA events on the GPU: timing never waits for the device
   if (cfg_.precision.fp16 && !device.is_cuda()) {
     // LibTorch 1.13 has no fp16 matrix multiply on CPU: say so before anything is built, not mid-iteration.
     try {
@@ -379,7 +380,7 @@ StepOutcome Trainer::train_step() {
   s.num_zeros = r.num_zeros;
   if (holds_loss()) {
     // average_losses_across_data_parallel_group, on the device (fp64 mean; fp32 over NCCL as before); the host reads
-    // it at the next log line (settle_losses), not here.
+    // it after the next log line (capture_log, flush_log), not here.
     torch::Tensor l = torch::stack(losses).to(torch::kFloat64).mean().reshape({1});  // [1]
     if (gpt_->device.is_cuda()) l = l.to(torch::kFloat32);
     groups_.dp->all_reduce(l, dist::ReduceOp::kAvg);
@@ -465,106 +466,155 @@ std::optional<double> Trainer::evaluate_dataset(const data::NamedDataset& valid)
   return loss;
 }
 
-void Trainer::settle_losses() {
-  if (pending_losses_.empty()) return;
-  std::vector<torch::Tensor> all;
-  all.reserve(pending_losses_.size());
-  for (const auto& [loss, updated] : pending_losses_) all.push_back(loss);
-  const torch::Tensor host = torch::cat(all).to(torch::kCPU, torch::kFloat64);  // [iterations]
-  const double* v = host.data_ptr<double>();
-  for (size_t i = 0; i < pending_losses_.size(); ++i) {
-    if (!std::isfinite(v[i]))
-      ++nan_in_interval_;
-    else if (pending_losses_[i].second)
-      loss_sum_ += v[i], ++loss_count_;
+// The values of a log line, captured at the end of its iteration (capture_log) and read one iteration later
+// (flush_log): the losses and grad norm copied to pinned host memory behind the iteration's work, the timers' spans and
+// the interval's device marks, and the host's counters as they were.
+struct Trainer::PendingLog {
+  int64_t iteration = 0, consumed_train = 0, consumed_tokens = 0, global_batch = 0, iterations = 0;
+  int64_t skipped = 0, total_skipped = 0;
+  double lr = 0;
+  std::optional<double> loss_scale;
+  std::optional<int64_t> num_zeros;
+  std::vector<bool> updated;  // per loss in `values`: whether its iteration's step was taken
+  bool has_grad_norm = false;
+  torch::Tensor values;  // fp64 on the host [losses..., grad norm]; written by the device before `end`
+  std::map<std::string, TimerReading> timers;
+  std::shared_ptr<const DeviceMark> start, end;  // the interval
+};
+
+void Trainer::capture_log(const StepOutcome& s, int64_t iterations_in_interval) {
+  auto p = std::make_unique<PendingLog>();
+  p->iteration = iteration_;
+  p->consumed_train = consumed_train_;
+  p->consumed_tokens = consumed_tokens_;
+  p->global_batch = s.global_batch;
+  p->iterations = iterations_in_interval;
+  p->skipped = skipped_in_interval_;
+  p->total_skipped = optimizer_->skipped_steps();
+  p->lr = optimizer_->lr();
+  if (optimizer_->grad_scaler()) p->loss_scale = optimizer_->loss_scale();
+  p->num_zeros = s.num_zeros;
+  std::vector<torch::Tensor> device_values;  // [1] each
+  for (const auto& [loss, updated] : pending_losses_) {
+    device_values.push_back(loss.reshape({1}).to(torch::kFloat64));
+    p->updated.push_back(updated);
   }
+  if (s.grad_norm) {
+    device_values.push_back(s.grad_norm.tensor().reshape({1}).to(torch::kFloat64));
+    p->has_grad_norm = true;
+  }
+  if (!device_values.empty()) {
+    const torch::Tensor d = torch::cat(device_values);  // [losses + grad norm]
+    p->values = torch::empty(d.sizes(), torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(d.is_cuda()));
+    p->values.copy_(d, /*non_blocking=*/true);
+  }
+  p->timers = timers_.take_all();
+  std::shared_ptr<const DeviceMark> end = mark_now(clock_);  // after the copy: passing it means the copy is done
+  p->start = interval_start_;
+  p->end = end;
+  interval_start_ = end;
   pending_losses_.clear();
+  skipped_in_interval_ = 0;
+  pending_log_ = std::move(p);
 }
 
-void Trainer::log_iteration(const StepOutcome& s, double interval_s, int64_t iterations_in_interval) {
-  const double ms = interval_s * 1e3 / double(std::max<int64_t>(iterations_in_interval, 1));
-  const double flops = model_flops_per_iteration(cfg_.model, gpt_->padded_vocab_size, s.global_batch);
+void Trainer::flush_log() {
+  if (!pending_log_) return;
+  const std::unique_ptr<PendingLog> p = std::move(pending_log_);
+  const double interval_s = p->end->seconds_since(*p->start);  // waits for the device to pass the log point
+  const double* v = p->values.defined() ? p->values.data_ptr<double>() : nullptr;
+  double loss_sum = 0;
+  int64_t loss_count = 0, nan_iterations = 0;
+  for (size_t i = 0; i < p->updated.size(); ++i) {
+    if (!std::isfinite(v[i]))
+      ++nan_iterations;
+    else if (p->updated[i])
+      loss_sum += v[i], ++loss_count;
+  }
+  const std::optional<double> avg =
+      loss_count > 0 ? std::optional<double>(loss_sum / double(loss_count)) : std::nullopt;
+  const std::optional<double> grad_norm = p->has_grad_norm ? std::optional<double>(v[p->updated.size()]) : std::nullopt;
+  std::map<std::string, double> timer_seconds;
+  for (const auto& [name, reading] : p->timers) timer_seconds[name] = reading.seconds();
+  log_iteration(*p, interval_s, avg, grad_norm, nan_iterations, timer_seconds);
+}
+
+void Trainer::log_iteration(const PendingLog& p, double interval_s, std::optional<double> avg,
+                            std::optional<double> grad_norm, int64_t nan_iterations,
+                            const std::map<std::string, double>& timer_seconds) {
+  const double ms = interval_s * 1e3 / double(std::max<int64_t>(p.iterations, 1));
+  const double flops = model_flops_per_iteration(cfg_.model, gpt_->padded_vocab_size, p.global_batch);
   const double tflops = flops / (ms * 1e-3 * groups_.grid.world() * 1e12);
-  const double samples_per_s = double(s.global_batch) / (ms * 1e-3);
+  const double samples_per_s = double(p.global_batch) / (ms * 1e-3);
   const double tokens_per_s = samples_per_s * cfg_.model.seq_length;
-  const auto timer_ms = timers_.elapsed_all(true);
   const std::optional<DeviceMemory> mem = device_memory(gpt_->device);
   if (mem && !memory_reported_ && groups_.coords.dp == 0) {  // Megatron's report_memory, once, after the first log
     memory_reported_ = true;
-    log_.info("(after ", iteration_, " iterations) memory (MB) | allocated: ", fmt_f(mem->allocated_mib, 1),
+    log_.info("(after ", p.iteration, " iterations) memory (MB) | allocated: ", fmt_f(mem->allocated_mib, 1),
               " | max allocated: ", fmt_f(mem->max_allocated_mib, 1), " | reserved: ", fmt_f(mem->reserved_mib, 1),
               " | max reserved: ", fmt_f(mem->max_reserved_mib, 1));
   }
-  if (!logging_rank()) {
-    loss_sum_ = 0, loss_count_ = 0, skipped_in_interval_ = 0, nan_in_interval_ = 0;
-    return;
-  }
-  const std::optional<double> grad_norm = s.grad_norm ? std::optional<double>(*s.grad_norm) : std::nullopt;
-  const std::optional<double> avg =
-      loss_count_ > 0 ? std::optional<double>(loss_sum_ / double(loss_count_)) : std::nullopt;
+  if (!logging_rank()) return;
   std::ostringstream line;
-  line << " iteration " << std::setw(8) << iteration_ << "/" << std::setw(8) << train_iters_
-       << " | consumed samples: " << std::setw(12) << consumed_train_ << " | consumed tokens: " << std::setw(14)
-       << consumed_tokens_ << " | elapsed time per iteration (ms): " << fmt_f(ms, 1)
-       << " | learning rate: " << fmt_e(optimizer_->lr()) << " | global batch size: " << std::setw(5) << s.global_batch
-       << " |";
+  line << " iteration " << std::setw(8) << p.iteration << "/" << std::setw(8) << train_iters_
+       << " | consumed samples: " << std::setw(12) << p.consumed_train << " | consumed tokens: " << std::setw(14)
+       << p.consumed_tokens << " | elapsed time per iteration (ms): " << fmt_f(ms, 1)
+       << " | learning rate: " << fmt_e(p.lr) << " | global batch size: " << std::setw(5) << p.global_batch << " |";
   if (avg) line << " lm loss: " << fmt_e(*avg) << " |";
-  if (optimizer_->grad_scaler()) line << " loss scale: " << fmt_f(optimizer_->loss_scale(), 1) << " |";
+  if (p.loss_scale) line << " loss scale: " << fmt_f(*p.loss_scale, 1) << " |";
   if (grad_norm) line << " grad norm: " << fmt_f(*grad_norm, 3) << " |";
-  if (s.num_zeros) line << " num zeros: " << *s.num_zeros << " |";
-  line << " number of skipped iterations: " << std::setw(3) << skipped_in_interval_
-       << " | number of nan iterations: " << std::setw(3) << nan_in_interval_
+  if (p.num_zeros) line << " num zeros: " << *p.num_zeros << " |";
+  line << " number of skipped iterations: " << std::setw(3) << p.skipped
+       << " | number of nan iterations: " << std::setw(3) << nan_iterations
        << " | samples per second: " << fmt_f(samples_per_s, 3) << " | TFLOPs: " << fmt_f(tflops, 2)
        << " | tokens per second: " << fmt_f(tokens_per_s, 1) << " |";
   out_ << line.str() << std::endl;
-  const double left_s = double(train_iters_ - iteration_) * ms * 1e-3;
-  log_.info(fmt_f(100.0 * double(iteration_) / double(std::max<int64_t>(train_iters_, 1)), 1), "% ", iteration_, "/",
+  const double left_s = double(train_iters_ - p.iteration) * ms * 1e-3;
+  log_.info(fmt_f(100.0 * double(p.iteration) / double(std::max<int64_t>(train_iters_, 1)), 1), "% ", p.iteration, "/",
             train_iters_, " iterations, ", fmt_f(1e3 / ms, 2), " it/s, ETA ", format_duration(left_s));
 
-  if (tb_ && iteration_ % std::max(1, cfg_.logging.tensorboard_log_interval) == 0) {
-    tb_->add_scalar_vs_progress("learning-rate", optimizer_->lr(), iteration_, consumed_train_, consumed_tokens_);
+  const int64_t it = p.iteration, samples = p.consumed_train, tokens = p.consumed_tokens;
+  if (tb_ && it % std::max(1, cfg_.logging.tensorboard_log_interval) == 0) {
+    tb_->add_scalar_vs_progress("learning-rate", p.lr, it, samples, tokens);
     if (cfg_.logging.log_batch_size_to_tensorboard)
-      tb_->add_scalar_vs_progress("batch-size", double(s.global_batch), iteration_, consumed_train_, consumed_tokens_);
-    if (avg) tb_->add_scalar_vs_progress("lm loss", *avg, iteration_, consumed_train_, consumed_tokens_);
-    if (optimizer_->grad_scaler())
-      tb_->add_scalar_vs_progress("loss-scale", optimizer_->loss_scale(), iteration_, consumed_train_,
-                                  consumed_tokens_);
-    if (grad_norm) tb_->add_scalar_vs_progress("grad-norm", *grad_norm, iteration_, consumed_train_, consumed_tokens_);
-    tb_->add_scalar("iteration-time", ms * 1e-3, iteration_);
-    tb_->add_scalar("samples-per-second", samples_per_s, iteration_);
-    tb_->add_scalar("tokens-per-second", tokens_per_s, iteration_);
-    tb_->add_scalar("TFLOPs", tflops, iteration_);
+      tb_->add_scalar_vs_progress("batch-size", double(p.global_batch), it, samples, tokens);
+    if (avg) tb_->add_scalar_vs_progress("lm loss", *avg, it, samples, tokens);
+    if (p.loss_scale) tb_->add_scalar_vs_progress("loss-scale", *p.loss_scale, it, samples, tokens);
+    if (grad_norm) tb_->add_scalar_vs_progress("grad-norm", *grad_norm, it, samples, tokens);
+    tb_->add_scalar("iteration-time", ms * 1e-3, it);
+    tb_->add_scalar("samples-per-second", samples_per_s, it);
+    tb_->add_scalar("tokens-per-second", tokens_per_s, it);
+    tb_->add_scalar("TFLOPs", tflops, it);
     if (cfg_.logging.log_timers_to_tensorboard)
-      for (const auto& [name, sec] : timer_ms) tb_->add_scalar(name + "-time", sec * 1e3, iteration_);
+      for (const auto& [name, sec] : timer_seconds) tb_->add_scalar(name + "-time", sec * 1e3, it);
     tb_->flush();
   }
   if (metrics_) {
     IterationMetrics im;
-    im.iteration = iteration_;
+    im.iteration = it;
     im.train_iters = train_iters_;
-    im.consumed_samples = consumed_train_;
-    im.consumed_tokens = consumed_tokens_;
+    im.consumed_samples = samples;
+    im.consumed_tokens = tokens;
     im.elapsed_ms_per_iteration = ms;
-    im.learning_rate = optimizer_->lr();
-    im.global_batch_size = s.global_batch;
+    im.learning_rate = p.lr;
+    im.global_batch_size = p.global_batch;
     im.lm_loss = avg;
-    if (optimizer_->grad_scaler()) im.loss_scale = optimizer_->loss_scale();
+    im.loss_scale = p.loss_scale;
     im.grad_norm = grad_norm;
-    im.num_zeros = s.num_zeros;
-    im.skipped_iterations = skipped_in_interval_;
-    im.nan_iterations = nan_in_interval_;
+    im.num_zeros = p.num_zeros;
+    im.skipped_iterations = p.skipped;
+    im.nan_iterations = nan_iterations;
     im.samples_per_second = samples_per_s;
     im.tflops = tflops;
     im.extra["tokens_per_second"] = tokens_per_s;
-    im.extra["total_skipped_iterations"] = optimizer_->skipped_steps();
-    for (const auto& [name, sec] : timer_ms) im.extra["timer_ms"][name] = sec * 1e3;
+    im.extra["total_skipped_iterations"] = p.total_skipped;
+    for (const auto& [name, sec] : timer_seconds) im.extra["timer_ms"][name] = sec * 1e3;
     if (mem) {
       im.extra["mem_max_allocated_mib"] = mem->max_allocated_mib;
       im.extra["mem_max_reserved_mib"] = mem->max_reserved_mib;
     }
     metrics_->write(im);
   }
-  loss_sum_ = 0, loss_count_ = 0, skipped_in_interval_ = 0, nan_in_interval_ = 0;
 }
 
 int Trainer::agree_on_stop(double elapsed_min) {
@@ -596,8 +646,7 @@ int Trainer::run() {
              : groups_.grid.pp_size() > 1 ? "1F1B pipeline"
                                           : "no pipeline",
              dp_->zero1() ? ", ZeRO-1" : "");
-  Timer interval;
-  interval.start();
+  interval_start_ = mark_now(clock_);
   int64_t in_interval = 0;
   int stop = kNone;
   StepProfiler profiler(cfg_.logging, env_.rank, gpt_->device.is_cuda());
@@ -616,6 +665,9 @@ int Trainer::run() {
     if (cfg_.model.gemm_autotune && iteration_ == tune_from) tuner.set_enabled(true);
     profiler.before_step(iteration_);
     const StepOutcome s = train_step();
+    // The last log point's line: its iteration ran on the device while this one was queued behind it, so waiting
+    // for it here leaves the device with work (a log line that drained the queue cost ~1.3 ms of idle GPU at 124M).
+    flush_log();
     ++iteration_;
     if (!tuner_reported && tuner.enabled() && tuner.trials_in_progress() == 0 && !tuner.choices().empty()) {
       log_.info0(tuner.summary(), " by iteration ", iteration_);
@@ -635,19 +687,23 @@ int Trainer::run() {
       if (s.loss.defined()) pending_losses_.emplace_back(s.loss, s.updated);
     }
     if (iteration_ % std::max(1, t.log_interval) == 0 || iteration_ == train_iters_) {
-      settle_losses();  // waits for the device: the interval's time below covers all of its work
-      const double sec = interval.elapsed(true);
-      log_iteration(s, sec, in_interval);
+      capture_log(s, in_interval);  // written after the next iteration is queued (flush_log above)
       in_interval = 0;
-      interval.start();
     }
-    if (t.eval_interval > 0 && iteration_ % t.eval_interval == 0 && iteration_ < train_iters_) evaluate();
+    if (t.eval_interval > 0 && iteration_ % t.eval_interval == 0 && iteration_ < train_iters_) {
+      flush_log();
+      evaluate();
+    }
     const bool save_now = cfg_.checkpoint.save_interval > 0 && iteration_ % cfg_.checkpoint.save_interval == 0;
-    if (save_now) save();
+    if (save_now) {
+      flush_log();
+      save();
+    }
     const double elapsed_min = wall.elapsed(false) / 60.0;
     stop = agree_on_stop(elapsed_min);
     if (stop != kNone) break;
   }
+  flush_log();
   if (stop == kNone) evaluate();
   if (cfg_.checkpoint.save.empty() && stop != kNone)
     log_.warn0("stopping early without --save: no checkpoint is written");

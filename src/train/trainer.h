@@ -12,9 +12,11 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "core/device_scalar.h"
@@ -81,9 +83,16 @@ class Trainer {
   StepOutcome train_step();
   std::optional<double> evaluate();  // every validation dataset; returns the first one's loss
   std::optional<double> evaluate_dataset(const data::NamedDataset& valid);
-  void log_iteration(const StepOutcome& s, double interval_s, int64_t iterations_in_interval);
-  /// Reads pending_losses_ (one device-to-host copy; waits for the device) into the interval's sums and counts.
-  void settle_losses();
+  struct PendingLog;  // a log line's values, captured at its iteration's end (trainer.cpp)
+  /// At a log iteration: takes the interval's values, starts their copy to the host and marks the device's position;
+  /// nothing waits for the device.
+  void capture_log(const StepOutcome& s, int64_t iterations_in_interval);
+  /// Writes the captured log line, if any: waits for the device to pass its mark (called once the next iteration's
+  /// work is queued, so the device never runs dry at a log line) and reads its values.
+  void flush_log();
+  void log_iteration(const PendingLog& p, double interval_s, std::optional<double> avg_loss,
+                     std::optional<double> grad_norm, int64_t nan_iterations,
+                     const std::map<std::string, double>& timer_seconds);
   bool logging_rank() const;
   bool interleaved() const;
   void warn_if_gemm_epilogue_unused() const;  // --gemm-epilogue-fusion where the MLP cannot take it
@@ -126,11 +135,13 @@ class Trainer {
   int64_t last_saved_ = -1;
   bool memory_reported_ = false;  // the device-memory line is logged once, after the first logged iteration
   // Accumulated since the last log line.
-  double loss_sum_ = 0;
-  int64_t loss_count_ = 0, skipped_in_interval_ = 0, nan_in_interval_ = 0;
-  // Each iteration's loss (on the device) and whether its step was taken, until settle_losses() reads them all at
-  // once at the next log line: a read per iteration would make every iteration wait for the GPU.
+  int64_t skipped_in_interval_ = 0;
+  // Each iteration's loss (on the device) and whether its step was taken, until the log line's capture copies them
+  // to the host at once: a read per iteration would make every iteration wait for the GPU.
   std::vector<std::pair<torch::Tensor, bool>> pending_losses_;
+  DeviceClock clock_;                                 // marks on the compute stream (host clock on the CPU)
+  std::shared_ptr<const DeviceMark> interval_start_;  // where the current log interval began
+  std::unique_ptr<PendingLog> pending_log_;           // captured, not yet written
 };
 
 }  // namespace megaton::train

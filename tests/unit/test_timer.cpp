@@ -2,7 +2,9 @@
 // at either), summed over the interval, and kept right when old spans are folded away.
 #include <gtest/gtest.h>
 
+#include <map>
 #include <memory>
+#include <string>
 
 #include "core/timer.h"
 
@@ -63,4 +65,38 @@ TEST(Timer, HostClockWithoutDeviceClock) {
   const double e = t.elapsed();
   EXPECT_GE(e, 0.0);
   EXPECT_LT(e, 1.0);
+}
+
+// take(): the interval's spans leave the timer at once (the next interval starts empty) and are read later, waiting
+// only for their own marks; a running timer keeps running from the take.
+TEST(Timer, TakeLeavesTheSpansToReadLater) {
+  double now = 0;
+  int reads = 0;
+  Timers timers;
+  timers.set_device_clock([&] { return std::make_unique<FakeMark>(now, &reads); });
+  timers("step").start();
+  now += 2.0;
+  timers("step").stop();
+  timers("open").start();
+  now += 1.0;
+  std::map<std::string, TimerReading> taken = timers.take_all();
+  EXPECT_EQ(reads, 0);
+  now += 5.0;  // the next interval's work
+  timers("step").start();
+  now += 0.5;
+  timers("step").stop();
+  EXPECT_DOUBLE_EQ(taken.at("step").seconds(), 2.0);
+  EXPECT_DOUBLE_EQ(taken.at("open").seconds(), 1.0);
+  EXPECT_EQ(reads, 2);
+  timers("open").stop();
+  EXPECT_DOUBLE_EQ(timers("step").elapsed(), 0.5);
+  EXPECT_DOUBLE_EQ(timers("open").elapsed(), 5.5);  // from the take on
+}
+
+TEST(Timer, HostMarksMeasureHostTime) {
+  const auto a = mark_now(DeviceClock{});
+  const auto b = host_mark();
+  const double s = b->seconds_since(*a);
+  EXPECT_GE(s, 0.0);
+  EXPECT_LT(s, 1.0);
 }
