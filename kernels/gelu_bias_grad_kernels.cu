@@ -127,15 +127,15 @@ __global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocks)
   }
 }
 
-// db[c] = sum over p of partial[p, c], in order.
+// db[c] = sum over p of partial[p, c], in order (db: the element-type vector or the fp32 main grad).
 template <typename T>
 __global__ void sum_partials_kernel(const float* __restrict__ partial, int64_t partials, int64_t cols,
-                                    T* __restrict__ db) {
+                                    ColumnSumOut db) {
   const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (c >= cols) return;
   float s = 0.0f;
   for (int64_t p = 0; p < partials; ++p) s += partial[p * cols + c];
-  db[c] = from_float<T>(s);
+  util::store_column_sum<T>(db, c, s);
 }
 
 bool aligned16(const void* p) {
@@ -150,8 +150,8 @@ struct Parts {
 };
 
 template <typename T, Mode kMode, int U, int kBlocks>
-void launch(const void* d_act, const void* pre, void* d_pre, void* db, float* workspace, int64_t partials, int64_t rows,
-            int64_t cols, cudaStream_t stream, const Parts& parts = {}) {
+void launch(const void* d_act, const void* pre, void* d_pre, const ColumnSumOut& db, float* workspace, int64_t partials,
+            int64_t rows, int64_t cols, cudaStream_t stream, const Parts& parts = {}) {
   const dim3 grid(static_cast<unsigned>((cols + kBlockCols - 1) / kBlockCols), static_cast<unsigned>(partials));
   const dim3 block(kColThreads, kRowThreads);
   bias_grad_kernel<T, kMode, U, kBlocks><<<grid, block, 0, stream>>>(
@@ -161,8 +161,8 @@ void launch(const void* d_act, const void* pre, void* d_pre, void* db, float* wo
                                   : kMode == Mode::kInterleave ? "qkv_interleave_bias_grad launch"
                                                                : "bias_grad launch");
   constexpr int kThreads = 256;
-  sum_partials_kernel<T><<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(
-      workspace, partials, cols, static_cast<T*>(db));
+  sum_partials_kernel<T>
+      <<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(workspace, partials, cols, db);
   util::check(cudaGetLastError(), "bias gradient partial sums launch");
 }
 
@@ -170,7 +170,7 @@ void launch(const void* d_act, const void* pre, void* d_pre, void* db, float* wo
 #define MEGATON_GELU_CONFIGS(X) X(4, 2) X(2, 2) X(2, 3) X(4, 3) X(2, 4) X(1, 4) X(1, 5)
 
 template <typename T>
-void launch_gelu(const GeluBiasGradTuning& t, const void* d_act, const void* pre, void* d_pre, void* db,
+void launch_gelu(const GeluBiasGradTuning& t, const void* d_act, const void* pre, void* d_pre, const ColumnSumOut& db,
                  float* workspace, int64_t partials, int64_t rows, int64_t cols, cudaStream_t stream) {
 #define MEGATON_GELU_LAUNCH(R, B)                    \
   if (t.rows_in_flight == R && t.blocks_per_sm == B) \
@@ -224,7 +224,7 @@ int64_t gelu_bias_grad_partials(int64_t rows, int64_t cols, int blocks_per_sm) {
   return p < 1 ? 1 : (p > 65535 ? 65535 : p);
 }
 
-void gelu_backward_bias_grad(const void* d_act, const void* pre, void* d_pre, void* db, float* workspace,
+void gelu_backward_bias_grad(const void* d_act, const void* pre, void* d_pre, const ColumnSumOut& db, float* workspace,
                              int64_t partials, FloatType type, int64_t rows, int64_t cols, cudaStream_t stream,
                              const GeluBiasGradTuning& tuning) {
   check_shape("gelu_backward_bias_grad", rows, cols, partials);
@@ -235,8 +235,8 @@ void gelu_backward_bias_grad(const void* d_act, const void* pre, void* d_pre, vo
   });
 }
 
-void bias_grad(const void* dy, void* db, float* workspace, int64_t partials, FloatType type, int64_t rows, int64_t cols,
-               cudaStream_t stream) {
+void bias_grad(const void* dy, const ColumnSumOut& db, float* workspace, int64_t partials, FloatType type, int64_t rows,
+               int64_t cols, cudaStream_t stream) {
   check_shape("bias_grad", rows, cols, partials);
   if (!aligned16(dy)) throw std::invalid_argument("bias_grad: dy must be 16-byte aligned");
   dispatch_half("bias_grad", type, [&](auto zero) {
@@ -245,9 +245,9 @@ void bias_grad(const void* dy, void* db, float* workspace, int64_t partials, Flo
   });
 }
 
-void qkv_interleave_bias_grad(const void* dq, const void* dk, const void* dv, void* d_qkv, void* db, float* workspace,
-                              int64_t partials, FloatType type, int64_t rows, int64_t heads, int64_t head_dim,
-                              cudaStream_t stream) {
+void qkv_interleave_bias_grad(const void* dq, const void* dk, const void* dv, void* d_qkv, const ColumnSumOut& db,
+                              float* workspace, int64_t partials, FloatType type, int64_t rows, int64_t heads,
+                              int64_t head_dim, cudaStream_t stream) {
   const int64_t cols = 3 * heads * head_dim;
   check_shape("qkv_interleave_bias_grad", rows, cols, partials);
   if (heads <= 0 || head_dim <= 0 || head_dim % kVec != 0)

@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "column_sum_out.h"
 #include "float_type.h"
 
 namespace megaton::kernels {
@@ -41,26 +42,27 @@ inline constexpr int kBiasGradBlocksPerSm = 2;
 /// `blocks_per_sm` blocks per SM (the GELU kernel's tuning.blocks_per_sm, or kBiasGradBlocksPerSm).
 int64_t gelu_bias_grad_partials(int64_t rows, int64_t cols, int blocks_per_sm = kBiasGradBlocksPerSm);
 
-/// Writes d_pre and db. type: bf16 or fp16 (fp32 is not vectorised here; the caller uses ATen for it).
+/// Writes d_pre and db (every function here: db an element-type vector, or sums added into an fp32 main grad,
+/// kernels/column_sum_out.h). type: bf16 or fp16 (fp32 is not vectorised here; the caller uses ATen for it).
 /// Asynchronous on `stream`; throws std::invalid_argument for a shape, alignment or tuning it does not take and
 /// std::runtime_error when a launch fails.
-void gelu_backward_bias_grad(const void* d_act, const void* pre, void* d_pre, void* db, float* workspace,
+void gelu_backward_bias_grad(const void* d_act, const void* pre, void* d_pre, const ColumnSumOut& db, float* workspace,
                              int64_t partials, FloatType type, int64_t rows, int64_t cols, cudaStream_t stream,
                              const GeluBiasGradTuning& tuning = {});
 
 /// The same column sums without the GELU: db[j] = sum_r dy[r, j] (a linear layer's bias gradient; ATen's sum(0) reads
 /// at ~2.3 TB/s on an H200), fp32 partials in a fixed order as above. dy [rows, cols], db [cols]; bf16 or fp16, dy
 /// 16-byte aligned, cols % 8 == 0. Throws as gelu_backward_bias_grad.
-void bias_grad(const void* dy, void* db, float* workspace, int64_t partials, FloatType type, int64_t rows, int64_t cols,
-               cudaStream_t stream);
+void bias_grad(const void* dy, const ColumnSumOut& db, float* workspace, int64_t partials, FloatType type, int64_t rows,
+               int64_t cols, cudaStream_t stream);
 
 /// The attention's QKV gradient from the three the attention's backward gives, and the QKV bias gradient, in one pass:
 /// d_qkv[r, h 3d + p d + j] = part_p[r, h d + j] for the parts p = 0, 1, 2 = dq, dk, dv ([rows, heads d] each), i.e.
 /// the [rows, heads, 3, d] layout of Megatron's query_key_value output, and db [3 heads d] its column sums (fp32
 /// partials in a fixed order as above; the workspace as for cols = 3 heads d at kBiasGradBlocksPerSm). bf16 or fp16,
 /// every pointer 16-byte aligned, d % 8 == 0. Throws as gelu_backward_bias_grad.
-void qkv_interleave_bias_grad(const void* dq, const void* dk, const void* dv, void* d_qkv, void* db, float* workspace,
-                              int64_t partials, FloatType type, int64_t rows, int64_t heads, int64_t head_dim,
-                              cudaStream_t stream);
+void qkv_interleave_bias_grad(const void* dq, const void* dk, const void* dv, void* d_qkv, const ColumnSumOut& db,
+                              float* workspace, int64_t partials, FloatType type, int64_t rows, int64_t heads,
+                              int64_t head_dim, cudaStream_t stream);
 
 }  // namespace megaton::kernels

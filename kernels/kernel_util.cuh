@@ -6,8 +6,11 @@
 #include <cuda_fp16.h>
 #include <cuda_runtime_api.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
+
+#include "column_sum_out.h"
 
 namespace megaton::kernels::util {
 
@@ -34,6 +37,15 @@ __device__ __forceinline__ __nv_bfloat16 from_float<__nv_bfloat16>(float x) {
 template <>
 __device__ __forceinline__ __half from_float<__half>(float x) {
   return __float2half(x);
+}
+
+/// Stores column c's sum s where `o` says: the element-type vector, or added into (or written over) the fp32 main grad.
+template <typename T>
+__device__ __forceinline__ void store_column_sum(const ColumnSumOut& o, int64_t c, float s) {
+  if (o.main != nullptr)
+    o.main[c] = o.overwrite ? s : o.main[c] + s;
+  else
+    static_cast<T*>(o.out)[c] = from_float<T>(s);
 }
 
 /// Throws std::runtime_error("WHAT: <CUDA's message>") unless `e` is cudaSuccess (the wrappers turn it into a typed

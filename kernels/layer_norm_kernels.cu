@@ -443,12 +443,12 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
   write_partials<T, P>(dg, db, fold, part, h, units, group, rows_per_block, g, t);
 }
 
-// part [2, partials, h] -> dgamma, dbeta [h]: column c's partials summed in a fixed order. Block (kReduceCols,
-// kReduceRows), grid ceil(h / kReduceCols).
+// part [2, partials, h] -> dgamma, dbeta [h]: column c's partials summed in a fixed order, each stored in the
+// element type or into its fp32 main grad (ColumnSumOut). Block (kReduceCols, kReduceRows), grid ceil(h / kReduceCols).
 template <typename T>
 __global__ void __launch_bounds__(kReduceCols* kReduceRows)
-    gamma_beta_kernel(const float* __restrict__ part, int64_t partials, int h, T* __restrict__ dgamma,
-                      T* __restrict__ dbeta) {
+    gamma_beta_kernel(const float* __restrict__ part, int64_t partials, int h, ColumnSumOut dgamma,
+                      ColumnSumOut dbeta) {
   __shared__ float sg[kReduceRows][kReduceCols + 1], sb[kReduceRows][kReduceCols + 1];
   const int c = blockIdx.x * kReduceCols + threadIdx.x;
   float g = 0.f, b = 0.f;
@@ -466,8 +466,8 @@ __global__ void __launch_bounds__(kReduceCols* kReduceRows)
   __syncthreads();
   if (threadIdx.y == 0 && c < h) {
     for (int j = 1; j < kReduceRows; ++j) g += sg[j][threadIdx.x], b += sb[j][threadIdx.x];
-    dgamma[c] = from_float<T>(g);
-    dbeta[c] = from_float<T>(b);
+    util::store_column_sum<T>(dgamma, c, g);
+    util::store_column_sum<T>(dbeta, c, b);
   }
 }
 
@@ -668,8 +668,9 @@ int64_t backward_partials(int64_t rows, int64_t h, const LayerNormTuning& tuning
 
 template <typename T>
 void launch_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
-                     const void* dres, void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials,
-                     int64_t rows, int64_t h, cudaStream_t stream, const LayerNormTuning& tuning) {
+                     const void* dres, void* dx, const ColumnSumOut& dgamma, const ColumnSumOut& dbeta,
+                     float* workspace, int64_t partials, int64_t rows, int64_t h, cudaStream_t stream,
+                     const LayerNormTuning& tuning) {
   const Config c = backward_config(h, Pack<T>::kVec, tuning);
   const size_t smem = backward_smem(c, h);
   with_backward_kernel<T>(c, [&](auto kernel) {
@@ -680,7 +681,7 @@ void launch_backward(const void* dy, const void* x, const void* gamma, const flo
   });
   check(cudaGetLastError(), "layer_norm_backward launch");
   gamma_beta_kernel<T><<<static_cast<unsigned>(ceil_div(h, kReduceCols)), dim3(kReduceCols, kReduceRows), 0, stream>>>(
-      workspace, partials, static_cast<int>(h), static_cast<T*>(dgamma), static_cast<T*>(dbeta));
+      workspace, partials, static_cast<int>(h), dgamma, dbeta);
   check(cudaGetLastError(), "layer_norm_backward gamma/beta launch");
 }
 
@@ -718,9 +719,9 @@ int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, co
 }
 
 void layer_norm_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
-                         void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials, FloatType type,
-                         int64_t rows, int64_t h, cudaStream_t stream, const void* dresidual,
-                         const LayerNormTuning& tuning) {
+                         void* dx, const ColumnSumOut& dgamma, const ColumnSumOut& dbeta, float* workspace,
+                         int64_t partials, FloatType type, int64_t rows, int64_t h, cudaStream_t stream,
+                         const void* dresidual, const LayerNormTuning& tuning) {
   check_args(rows, h, {dy, x, gamma, dx}, "layer_norm_backward");
   if (dresidual != nullptr) check_args(rows, h, {dresidual}, "layer_norm_backward");
   if (partials < 1 || partials > (int64_t{1} << 30))

@@ -20,6 +20,7 @@
 
 #include <cstdint>
 
+#include "column_sum_out.h"
 #include "float_type.h"
 
 namespace megaton::kernels {
@@ -77,13 +78,13 @@ void layer_norm_forward(const void* x, const void* gamma, const void* beta, void
 int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, const LayerNormTuning& tuning = {});
 
 /// Backward. dy, x, dx [rows, h], gamma [h], mean, rstd [rows] from the forward; writes dx, dgamma and dbeta [h] (in
-/// `type`); workspace: 2 * partials * h floats from layer_norm_backward_partials (any partials >= 1 gives the same
-/// sums up to rounding; the same partials give the same bits). With `dresidual` [rows, h]: dx += dresidual before
-/// rounding (the gradient of the residual branch that also reads the forward's sum). Asynchronous on `stream`; throws
-/// as the forward.
+/// `type`, or each added into its fp32 main grad: kernels/column_sum_out.h); workspace: 2 * partials * h floats from
+/// layer_norm_backward_partials (any partials >= 1 gives the same sums up to rounding; the same partials give the same
+/// bits). With `dresidual` [rows, h]: dx += dresidual before rounding (the gradient of the residual branch that also
+/// reads the forward's sum). Asynchronous on `stream`; throws as the forward.
 void layer_norm_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
-                         void* dx, void* dgamma, void* dbeta, float* workspace, int64_t partials, FloatType type,
-                         int64_t rows, int64_t h, cudaStream_t stream, const void* dresidual = nullptr,
-                         const LayerNormTuning& tuning = {});
+                         void* dx, const ColumnSumOut& dgamma, const ColumnSumOut& dbeta, float* workspace,
+                         int64_t partials, FloatType type, int64_t rows, int64_t h, cudaStream_t stream,
+                         const void* dresidual = nullptr, const LayerNormTuning& tuning = {});
 
 }  // namespace megaton::kernels

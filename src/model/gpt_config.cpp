@@ -9,11 +9,11 @@ namespace megaton::model {
 
 void validate_gpt_config(const GptConfig& c, int tp, int pp) {
   const auto& m = c.model;
-  MEGATON_CHECK(m.num_layers > 0 && m.hidden_size > 0 && m.num_attention_heads > 0 && m.kv_channels > 0 &&
-                    m.ffn_hidden_size > 0,
-                UsageError, "model config not validated: --num-layers ", m.num_layers, ", --hidden-size ",
-                m.hidden_size, ", --num-attention-heads ", m.num_attention_heads, ", --kv-channels ", m.kv_channels,
-                ", --ffn-hidden-size ", m.ffn_hidden_size, " must all be > 0 (call cli::validate_model first)");
+  MEGATON_CHECK(
+      m.num_layers > 0 && m.hidden_size > 0 && m.num_attention_heads > 0 && m.kv_channels > 0 && m.ffn_hidden_size > 0,
+      UsageError, "model config not validated: --num-layers ", m.num_layers, ", --hidden-size ", m.hidden_size,
+      ", --num-attention-heads ", m.num_attention_heads, ", --kv-channels ", m.kv_channels, ", --ffn-hidden-size ",
+      m.ffn_hidden_size, " must all be > 0 (call cli::validate_model first)");
   MEGATON_CHECK(c.vocab_size > 0 && c.padded_vocab_size >= c.vocab_size, UsageError, "padded vocabulary (",
                 c.padded_vocab_size, ") must be >= the vocabulary (", c.vocab_size, ") and > 0");
   MEGATON_CHECK(m.num_attention_heads % tp == 0, UsageError, "--num-attention-heads (", m.num_attention_heads,

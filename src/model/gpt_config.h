@@ -13,10 +13,10 @@
 namespace megaton::model {
 
 struct GptConfig {
-  cli::ModelArgs model;          // validated (kv_channels, ffn_hidden_size filled in)
-  int64_t vocab_size = 0;        // the tokenizer's
-  int64_t padded_vocab_size = 0; // rows of the word embedding; >= vocab_size, divisible by TP
-  uint64_t seed = 1234;          // --seed: parameter init and dropout
+  cli::ModelArgs model;                       // validated (kv_channels, ffn_hidden_size filled in)
+  int64_t vocab_size = 0;                     // the tokenizer's
+  int64_t padded_vocab_size = 0;              // rows of the word embedding; >= vocab_size, divisible by TP
+  uint64_t seed = 1234;                       // --seed: parameter init and dropout
   torch::ScalarType dtype = torch::kFloat32;  // --fp16 / --bf16 params
   torch::Device device = torch::kCPU;
   std::string pp_partition_method = "uniform";  // uniform | parameters | type:* (= uniform)

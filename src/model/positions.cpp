@@ -35,11 +35,11 @@ std::vector<double> alibi_slopes(int heads) {
 
 torch::Tensor alibi_bias(int total_heads, int head_begin, int count, int64_t seq, torch::Device device) {
   const std::vector<double> all = alibi_slopes(total_heads);
-  MEGATON_ASSERT(head_begin >= 0 && head_begin + count <= total_heads, "heads [", head_begin, ", ",
-                 head_begin + count, ") outside ", total_heads);
+  MEGATON_ASSERT(head_begin >= 0 && head_begin + count <= total_heads, "heads [", head_begin, ", ", head_begin + count,
+                 ") outside ", total_heads);
   torch::Tensor slopes = torch::tensor(std::vector<double>(all.begin() + head_begin, all.begin() + head_begin + count),
-                                       torch::kFloat64);                          // [count]
-  torch::Tensor pos = torch::arange(seq, torch::kFloat64);                        // [seq]
+                                       torch::kFloat64);                                       // [count]
+  torch::Tensor pos = torch::arange(seq, torch::kFloat64);                                     // [seq]
   return (slopes.view({count, 1, 1}) * pos.view({1, 1, seq})).to(torch::kFloat32).to(device);  // [count, 1, seq]
 }
 
@@ -47,8 +47,8 @@ std::pair<torch::Tensor, torch::Tensor> rotary_tables(int64_t seq, int64_t dim, 
   MEGATON_CHECK(dim % 2 == 0, UsageError, "rotary position embeddings need an even head dimension (got ", dim, ")");
   torch::Tensor inv_freq = 1.0 / torch::pow(base, torch::arange(0, dim, 2, torch::kFloat64) / double(dim));  // [dim/2]
   torch::Tensor t = torch::arange(seq, torch::kFloat64);                                                     // [seq]
-  torch::Tensor freqs = torch::outer(t, inv_freq);                                                          // [seq, dim/2]
-  torch::Tensor emb = torch::cat({freqs, freqs}, -1);                                                       // [seq, dim]
+  torch::Tensor freqs = torch::outer(t, inv_freq);     // [seq, dim/2]
+  torch::Tensor emb = torch::cat({freqs, freqs}, -1);  // [seq, dim]
   auto to = [&](const torch::Tensor& x) { return x.to(torch::kFloat32).view({seq, 1, 1, dim}).to(device); };
   return {to(emb.cos()), to(emb.sin())};
 }

@@ -12,9 +12,9 @@
 namespace megaton::model {
 
 struct MicroBatch {
-  torch::Tensor tokens;     // [b, s] int64
-  torch::Tensor labels;     // [b, s] int64 (tokens shifted by one)
-  torch::Tensor loss_mask;  // [b, s] float/bool
+  torch::Tensor tokens;        // [b, s] int64
+  torch::Tensor labels;        // [b, s] int64 (tokens shifted by one)
+  torch::Tensor loss_mask;     // [b, s] float/bool
   torch::Tensor position_ids;  // [b, s] or undefined
 };
 
@@ -24,7 +24,6 @@ struct StepLoss {
 };
 
 /// Runs forward + backward on every micro-batch. stage must be both first and last (PP = 1).
-StepLoss forward_backward_no_pipeline(GptStage& stage, const std::vector<MicroBatch>& batches,
-                                      double loss_scale = 1.0);
+StepLoss forward_backward_no_pipeline(GptStage& stage, const std::vector<MicroBatch>& batches, double loss_scale = 1.0);
 
 }  // namespace megaton::model

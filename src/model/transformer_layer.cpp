@@ -54,7 +54,7 @@ InitSpec weight_init(const cli::ModelArgs& m, int64_t fan_in, int64_t fan_out, b
 }
 
 TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c, int index, dist::CommunicatorPtr tp)
-    : c_(c), index_(index), act_(c.activation()) {
+    : c_(c), index_(index), act_(c.activation()), main_grads_(f.main_grads()) {
   const auto& m = c.model;
   const int64_t h = m.hidden_size, heads = m.num_attention_heads, d = m.kv_channels, ffn = m.ffn_hidden_size;
   const int n = tp->size();
@@ -114,7 +114,8 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
   // then a column sum in the linear's backward.
   std::array<torch::Tensor, 3> parts;
   if (fuse_qkv_grad_) {
-    parts = ops::split_qkv(qkv_->forward_bias_grad_elsewhere(x).view({s, b, local_heads_, 3, d}), qkv_->bias);
+    parts = ops::split_qkv(qkv_->forward_bias_grad_elsewhere(x).view({s, b, local_heads_, 3, d}), qkv_->bias,
+                           qkv_->bias_main_grad());
   } else {
     const std::vector<torch::Tensor> unbound = qkv_->forward(x).view({s, b, local_heads_, 3, d}).unbind(3);
     parts = {unbound[0], unbound[1], unbound[2]};
@@ -142,6 +143,10 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
   return dense_->forward(context);                            // [s, b, h]
 }
 
+ops::LayerNormMainGrads TransformerLayer::ln_main_grads(const torch::Tensor& w, const torch::Tensor& b) const {
+  return {main_grads_->of(w), main_grads_->of(b)};
+}
+
 torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
   const parallel::ColumnParallelLinear& fc1 = *fc1_;
   const parallel::RowParallelLinear& fc2 = *fc2_;
@@ -154,7 +159,8 @@ torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
     // [s, b, h], partial over TP (fc2's bias added after the reduction)
     torch::Tensor y =
         ops::bias_gelu_mlp(parallel::copy_to_tp_region(x, tp), fc1.weight, fc1.bias, fc2.weight,
-                           one_rank ? fc2.bias : torch::Tensor(), mlp_epilogues_, fc1.main_grad(), fc2.main_grad());
+                           one_rank ? fc2.bias : torch::Tensor(), mlp_epilogues_, fc1.main_grad(), fc2.main_grad(),
+                           fc1.bias_main_grad(), one_rank ? fc2.bias_main_grad() : ops::MainGrad{});
     if (one_rank) return y;
     y = parallel::reduce_from_tp_region(y, tp);
     return fc2.bias.defined() ? y + fc2.bias : y;
@@ -187,17 +193,17 @@ SplitHidden TransformerLayer::forward_impl(const SplitHidden& in, const LayerCon
   // x = in.residual + in.delta, added inside LN1's kernel where the fused LayerNorm applies.
   torch::Tensor x, ln1;
   if (in.delta.defined()) {
-    const ops::AddLayerNorm x_ln1 =
-        ops::add_layer_norm(in.delta, in.residual, ln1_w_, ln1_b_, eps, !m.no_fused_layernorm);
+    const ops::AddLayerNorm x_ln1 = ops::add_layer_norm(in.delta, in.residual, ln1_w_, ln1_b_, eps,
+                                                        !m.no_fused_layernorm, ln_main_grads(ln1_w_, ln1_b_));
     x = x_ln1.sum, ln1 = x_ln1.y;  // [s, b, h] each
   } else {
     x = in.residual;
-    ln1 = ops::layer_norm(x, ln1_w_, ln1_b_, eps, !m.no_fused_layernorm);
+    ln1 = ops::layer_norm(x, ln1_w_, ln1_b_, eps, !m.no_fused_layernorm, ln_main_grads(ln1_w_, ln1_b_));
   }
   torch::Tensor residual = m.apply_residual_connection_post_layernorm ? ln1 : x;
   // a = residual + attention; the add runs inside LN2's kernel (ops::add_layer_norm) where the fused LayerNorm applies.
   const ops::AddLayerNorm a_ln2 = ops::add_layer_norm(hidden_dropout(attention(ln1, ctx, kv)), residual, ln2_w_, ln2_b_,
-                                                      eps, !m.no_fused_layernorm);
+                                                      eps, !m.no_fused_layernorm, ln_main_grads(ln2_w_, ln2_b_));
   const torch::Tensor &a = a_ln2.sum, &ln2 = a_ln2.y;  // [s, b, h] each
   residual = m.apply_residual_connection_post_layernorm ? ln2 : a;
   return {residual, hidden_dropout(mlp(ln2))};  // the add is the next LayerNorm's (or the caller's sum())

@@ -14,6 +14,7 @@
 #include "dist/communicator.h"
 #include "model/gpt_config.h"
 #include "ops/gemm_epilogue.h"
+#include "ops/layer_norm.h"
 #include "parallel/param_factory.h"
 #include "parallel/rng_tracker.h"
 #include "parallel/tensor/layers.h"
@@ -68,6 +69,8 @@ class TransformerLayer {
   torch::Tensor attention(const torch::Tensor& x, const LayerContext& ctx, LayerKv* kv = nullptr) const;
   SplitHidden forward_impl(const SplitHidden& x, const LayerContext& ctx, LayerKv* kv) const;
   torch::Tensor mlp(const torch::Tensor& x) const;  // [s, b, h] -> [s, b, h]
+  /// A LayerNorm's weight and bias main grads (undefined until DataParallel binds them; ops/layer_norm.h).
+  ops::LayerNormMainGrads ln_main_grads(const torch::Tensor& w, const torch::Tensor& b) const;
 
   GptConfig c_;
   int index_;
@@ -77,6 +80,7 @@ class TransformerLayer {
   bool fuse_qkv_grad_ = true;   // QKV gradient and bias gradient in one pass (ops::split_qkv); --no-qkv-grad-fusion
   ops::MlpEpilogues mlp_epilogues_;  // cuBLASLt epilogues (--no-gemm-epilogue-fusion, --no-gemm-dgelu-epilogue)
   torch::Tensor ln1_w_, ln1_b_, ln2_w_, ln2_b_;        // [h]
+  parallel::MainGradsPtr main_grads_;                  // the chunk's (gradient accumulation fusion)
   std::optional<parallel::ColumnParallelLinear> qkv_;  // [3h/tp, h] = canonical [heads/tp, 3, d, h]
   std::optional<parallel::RowParallelLinear> dense_;   // [h, h/tp]
   std::optional<parallel::ColumnParallelLinear> fc1_;  // [f/tp, h] or GLU [2f/tp, h] = canonical [2, f/tp, h]

@@ -8,17 +8,20 @@ std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_aten(const torch
   return {d_pre, d_pre.sum(0)};                                    // [f]
 }
 
-std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad(const torch::Tensor& d_act, const torch::Tensor& pre) {
+std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad(const torch::Tensor& d_act, const torch::Tensor& pre,
+                                                                const MainGrad& main) {
 #ifdef MEGATON_HAVE_CUDA
-  if (gelu_bias_grad_fused_supported(d_act, pre)) return gelu_backward_bias_grad_fused(d_act, pre);
+  if (gelu_bias_grad_fused_supported(d_act, pre)) return gelu_backward_bias_grad_fused(d_act, pre, {}, main);
 #endif
+  (void)main;
   return gelu_backward_bias_grad_aten(d_act, pre);
 }
 
-torch::Tensor bias_grad(const torch::Tensor& dy) {
+torch::Tensor bias_grad(const torch::Tensor& dy, const MainGrad& main) {
 #ifdef MEGATON_HAVE_CUDA
-  if (gelu_bias_grad_fused_supported(dy, dy)) return bias_grad_fused(dy);
+  if (gelu_bias_grad_fused_supported(dy, dy)) return bias_grad_fused(dy, main);
 #endif
+  (void)main;
   return dy.sum(0);  // [n]
 }
 

@@ -22,18 +22,22 @@ bool gelu_bias_grad_fused_supported(const torch::Tensor& d_act, const torch::Ten
 
 namespace {
 
-// db [n] = the column sums of dy [T, n] (aligned, contiguous) by one of the column-sum kernels: `run(db, workspace,
+// db [n] = the column sums of dy [T, n] (aligned, contiguous) by one of the column-sum kernels: `run(out, workspace,
 // partials, type, stream)` launches it with an fp32 workspace of the partials the kernels want at `blocks_per_sm`, on
-// dy's device and current stream. A kernel's std::invalid_argument / runtime_error becomes a RuntimeError naming
-// `what`.
+// dy's device and current stream; out is db, or `main` (returning db undefined) where it takes the sums. A kernel's
+// std::invalid_argument / runtime_error becomes a RuntimeError naming `what`.
 template <typename Run>
-torch::Tensor column_sums(const torch::Tensor& dy, const char* what, int blocks_per_sm, Run&& run) {
+torch::Tensor column_sums(const torch::Tensor& dy, const char* what, int blocks_per_sm, const MainGrad& main,
+                          Run&& run) {
   const int64_t rows = dy.size(0), cols = dy.size(1);
-  torch::Tensor db = torch::empty({cols}, dy.options());  // [n]
+  const bool into_main = main_grad_takes_sums(main, cols, dy.device());
+  torch::Tensor db = into_main ? torch::Tensor() : torch::empty({cols}, dy.options());  // [n]
   const int64_t partials = kernels::gelu_bias_grad_partials(rows, cols, blocks_per_sm);
   torch::Tensor workspace = torch::empty({partials, cols}, dy.options().dtype(torch::kFloat32));  // [P, n]
   try {
-    run(db.data_ptr(), workspace.data_ptr<float>(), partials, kernel_float_type(dy, what),
+    run(into_main ? kernels::ColumnSumOut(main.grad.data_ptr<float>(), consume_overwrite(main))
+                  : kernels::ColumnSumOut(db.data_ptr()),
+        workspace.data_ptr<float>(), partials, kernel_float_type(dy, what),
         c10::cuda::getCurrentCUDAStream(dy.device().index()).stream());
   } catch (const std::exception& e) {
     throw RuntimeError(str(what, ": ", e.what()));
@@ -45,18 +49,19 @@ torch::Tensor column_sums(const torch::Tensor& dy, const char* what, int blocks_
 
 std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_fused(const torch::Tensor& d_act,
                                                                       const torch::Tensor& pre,
-                                                                      const kernels::GeluBiasGradTuning& tuning) {
+                                                                      const kernels::GeluBiasGradTuning& tuning,
+                                                                      const MainGrad& main) {
   MEGATON_ASSERT(gelu_bias_grad_fused_supported(d_act, pre), "gelu_backward_bias_grad_fused: d_act ", d_act.sizes(),
                  " ", c10::toString(d_act.scalar_type()), ", pre ", pre.sizes(), " ", c10::toString(pre.scalar_type()));
   const c10::cuda::CUDAGuard guard(d_act.device());
   const torch::Tensor dy = aligned_contiguous(d_act), x = aligned_contiguous(pre);  // [T, f]
   torch::Tensor d_pre = torch::empty_like(dy);                                      // [T, f]
-  torch::Tensor db =
-      column_sums(dy, "gelu_backward_bias_grad", tuning.blocks_per_sm,
-                  [&](void* out, float* ws, int64_t partials, kernels::FloatType type, cudaStream_t stream) {
-                    kernels::gelu_backward_bias_grad(dy.data_ptr(), x.data_ptr(), d_pre.data_ptr(), out, ws, partials,
-                                                     type, dy.size(0), dy.size(1), stream, tuning);
-                  });
+  torch::Tensor db = column_sums(
+      dy, "gelu_backward_bias_grad", tuning.blocks_per_sm, main,
+      [&](const kernels::ColumnSumOut& out, float* ws, int64_t partials, kernels::FloatType type, cudaStream_t stream) {
+        kernels::gelu_backward_bias_grad(dy.data_ptr(), x.data_ptr(), d_pre.data_ptr(), out, ws, partials, type,
+                                         dy.size(0), dy.size(1), stream, tuning);
+      });
   return {d_pre, db};
 }
 
@@ -72,7 +77,7 @@ bool qkv_interleave_fused_supported(const torch::Tensor& dq, const torch::Tensor
 }
 
 std::pair<torch::Tensor, torch::Tensor> qkv_interleave_bias_grad_fused(const torch::Tensor& dq, const torch::Tensor& dk,
-                                                                       const torch::Tensor& dv) {
+                                                                       const torch::Tensor& dv, const MainGrad& main) {
   MEGATON_ASSERT(qkv_interleave_fused_supported(dq, dk, dv), "qkv_interleave_bias_grad_fused: dq ", dq.sizes(), " ",
                  c10::toString(dq.scalar_type()), ", dk ", dk.sizes(), ", dv ", dv.sizes());
   const c10::cuda::CUDAGuard guard(dq.device());
@@ -81,24 +86,25 @@ std::pair<torch::Tensor, torch::Tensor> qkv_interleave_bias_grad_fused(const tor
   shape.insert(shape.end() - 1, 3);
   torch::Tensor d_qkv = torch::empty(shape, dq.options());  // [.., np, 3, d]
   const torch::Tensor rows_view = d_qkv.view({rows, 3 * np * d});
-  torch::Tensor db =
-      column_sums(rows_view, "qkv_interleave_bias_grad", kernels::kBiasGradBlocksPerSm,
-                  [&](void* out, float* ws, int64_t partials, kernels::FloatType type, cudaStream_t s) {
-                    kernels::qkv_interleave_bias_grad(dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), d_qkv.data_ptr(),
-                                                      out, ws, partials, type, rows, np, d, s);
-                  });
+  torch::Tensor db = column_sums(
+      rows_view, "qkv_interleave_bias_grad", kernels::kBiasGradBlocksPerSm, main,
+      [&](const kernels::ColumnSumOut& out, float* ws, int64_t partials, kernels::FloatType type, cudaStream_t s) {
+        kernels::qkv_interleave_bias_grad(dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), d_qkv.data_ptr(), out, ws,
+                                          partials, type, rows, np, d, s);
+      });
   return {d_qkv, db};
 }
 
-torch::Tensor bias_grad_fused(const torch::Tensor& dy_in) {
+torch::Tensor bias_grad_fused(const torch::Tensor& dy_in, const MainGrad& main) {
   MEGATON_ASSERT(gelu_bias_grad_fused_supported(dy_in, dy_in), "bias_grad_fused: dy ", dy_in.sizes(), " ",
                  c10::toString(dy_in.scalar_type()));
   const c10::cuda::CUDAGuard guard(dy_in.device());
   const torch::Tensor dy = aligned_contiguous(dy_in);  // [T, n]
-  return column_sums(dy, "bias_grad", kernels::kBiasGradBlocksPerSm,
-                     [&](void* out, float* ws, int64_t partials, kernels::FloatType type, cudaStream_t stream) {
-                       kernels::bias_grad(dy.data_ptr(), out, ws, partials, type, dy.size(0), dy.size(1), stream);
-                     });
+  return column_sums(
+      dy, "bias_grad", kernels::kBiasGradBlocksPerSm, main,
+      [&](const kernels::ColumnSumOut& out, float* ws, int64_t partials, kernels::FloatType type, cudaStream_t stream) {
+        kernels::bias_grad(dy.data_ptr(), out, ws, partials, type, dy.size(0), dy.size(1), stream);
+      });
 }
 
 }  // namespace megaton::ops

@@ -38,17 +38,19 @@ std::tuple<torch::Tensor, torch::Tensor> linear_gelu(const torch::Tensor& x, con
 
 // d_pre = (dy w2) * gelu'(pre) [T, f] and fc1's bias gradient db1 [f]. dgelu: try cuBLASLt's DGELU epilogue (the
 // derivative applied to the fp32 product) + the column-sum kernel; else the GEMM, then one kernel for both.
+// db1_main: fc1's bias's main grad, where the column sums may go (ops::bias_grad; db1 then undefined).
 std::pair<torch::Tensor, torch::Tensor> input_grad_through_gelu(const torch::Tensor& dy, const torch::Tensor& w2,
-                                                                const torch::Tensor& pre, bool dgelu) {
+                                                                const torch::Tensor& pre, bool dgelu,
+                                                                const MainGrad& db1_main) {
 #ifdef MEGATON_HAVE_CUDA
   if (dgelu && gemm_epilogue_supported({dy, w2, pre})) {
     torch::Tensor d_pre = torch::empty_like(pre);  // [T, f]
-    if (lt::linear_dgelu(dy, w2, pre, d_pre)) return {d_pre, bias_grad(d_pre)};
+    if (lt::linear_dgelu(dy, w2, pre, d_pre)) return {d_pre, bias_grad(d_pre, db1_main)};
   }
 #else
   (void)dgelu;
 #endif
-  return gelu_backward_bias_grad(torch::mm(dy, w2), pre);
+  return gelu_backward_bias_grad(torch::mm(dy, w2), pre, db1_main);
 }
 
 struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
@@ -56,7 +58,9 @@ struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
   // placeholder: autograd functions take no undefined tensors.
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w1, torch::Tensor b1,
                                torch::Tensor w2, torch::Tensor b2, bool epilogue, bool dgelu, torch::Tensor main1,
-                               torch::Tensor overwrite1, torch::Tensor main2, torch::Tensor overwrite2) {
+                               torch::Tensor overwrite1, torch::Tensor main2, torch::Tensor overwrite2,
+                               torch::Tensor b_main1, torch::Tensor b_overwrite1, torch::Tensor b_main2,
+                               torch::Tensor b_overwrite2) {
     torch::Tensor w1c = w1.contiguous(), w2c = w2.contiguous();
     auto [act, pre] = linear_gelu(x, w1c, b1, epilogue);  // [T, f] each
     ctx->save_for_backward({x, w1c, w2c, act, pre});
@@ -68,6 +72,10 @@ struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
     ctx->saved_data["overwrite1"] = overwrite1;
     ctx->saved_data["main2"] = main2;
     ctx->saved_data["overwrite2"] = overwrite2;
+    ctx->saved_data["b_main1"] = b_main1;  // the biases' main grads, likewise
+    ctx->saved_data["b_overwrite1"] = b_overwrite1;
+    ctx->saved_data["b_main2"] = b_main2;
+    ctx->saved_data["b_overwrite2"] = b_overwrite2;
     return torch::linear(act, w2c, has_b2 ? b2 : torch::Tensor());  // [T, h]
   }
 
@@ -80,12 +88,15 @@ struct BiasGeluMlp : torch::autograd::Function<BiasGeluMlp> {
     // pass (ops/gelu_bias_grad.h), or the derivative in fc2's input-gradient GEMM (DGELU) and the bias gradient after.
     torch::Tensor dw2 =
         weight_grad(dy, act, saved_main_grad(ctx, "main2", "overwrite2"));  // [h, f], or into the main grad
-    torch::Tensor db2 = ctx->saved_data["has_b2"].toBool() ? bias_grad(dy) : torch::Tensor();     // [h]
-    auto [d_pre, db1] = input_grad_through_gelu(dy, w2, pre, ctx->saved_data["dgelu"].toBool());  // [T, f], [f]
-    torch::Tensor dw1 = weight_grad(d_pre, x, saved_main_grad(ctx, "main1", "overwrite1"));       // [f, h] (or into it)
+    torch::Tensor db2 = ctx->saved_data["has_b2"].toBool()
+                            ? bias_grad(dy, saved_main_grad(ctx, "b_main2", "b_overwrite2"))
+                            : torch::Tensor();  // [h], or into its main grad
+    auto [d_pre, db1] = input_grad_through_gelu(dy, w2, pre, ctx->saved_data["dgelu"].toBool(),
+                                                saved_main_grad(ctx, "b_main1", "b_overwrite1"));  // [T, f], [f]
+    torch::Tensor dw1 = weight_grad(d_pre, x, saved_main_grad(ctx, "main1", "overwrite1"));  // [f, h] (or into it)
     torch::Tensor dx = ctx->needs_input_grad(0) ? torch::mm(d_pre, w1) : torch::Tensor();
     const torch::Tensor none;
-    return {dx, dw1, db1, dw2, db2, none, none, none, none, none, none};
+    return {dx, dw1, db1, dw2, db2, none, none, none, none, none, none, none, none, none, none};
   }
 };
 
@@ -110,12 +121,15 @@ bool gemm_epilogue_supported(std::initializer_list<torch::Tensor> tensors) {
 
 torch::Tensor bias_gelu_mlp(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,
                             const torch::Tensor& w2, const torch::Tensor& b2, MlpEpilogues epilogues,
-                            const MainGrad& w1_main_grad, const MainGrad& w2_main_grad) {
+                            const MainGrad& w1_main_grad, const MainGrad& w2_main_grad, const MainGrad& b1_main_grad,
+                            const MainGrad& b2_main_grad) {
   const torch::Tensor b2_or_empty = b2.defined() ? b2 : torch::empty({0}, w2.options());
   auto [main1, overwrite1] = main_grad_inputs(w1_main_grad);
   auto [main2, overwrite2] = main_grad_inputs(w2_main_grad);
+  auto [b_main1, b_overwrite1] = main_grad_inputs(b1_main_grad);
+  auto [b_main2, b_overwrite2] = main_grad_inputs(b2.defined() ? b2_main_grad : MainGrad{});
   return BiasGeluMlp::apply(rows_of(x), w1, b1, w2, b2_or_empty, epilogues.forward, epilogues.backward, main1,
-                            overwrite1, main2, overwrite2)
+                            overwrite1, main2, overwrite2, b_main1, b_overwrite1, b_main2, b_overwrite2)
       .view(x.sizes());  // [.., h]
 }
 

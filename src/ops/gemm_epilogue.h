@@ -33,9 +33,11 @@ struct MlpEpilogues {
 /// x [.., h], w1 [f, h], b1 [f], w2 [h, f], b2 [h] or undefined -> [.., h] = gelu_tanh(x w1^T + b1) w2^T (+ b2), with
 /// autograd (gradients for x, w1, b1, w2 and b2), through the epilogues asked for. w1_main_grad, w2_main_grad:
 /// undefined, or the weights' fp32 main grads, into which the backward then adds (or first writes) their gradients
-/// (ops/linear.h) instead of returning them.
+/// (ops/linear.h) instead of returning them; b1_main_grad, b2_main_grad likewise for the biases, where the column-sum
+/// kernels take them (ops::bias_grad).
 torch::Tensor bias_gelu_mlp(const torch::Tensor& x, const torch::Tensor& w1, const torch::Tensor& b1,
                             const torch::Tensor& w2, const torch::Tensor& b2, MlpEpilogues epilogues,
-                            const MainGrad& w1_main_grad = {}, const MainGrad& w2_main_grad = {});
+                            const MainGrad& w1_main_grad = {}, const MainGrad& w2_main_grad = {},
+                            const MainGrad& b1_main_grad = {}, const MainGrad& b2_main_grad = {});
 
 }  // namespace megaton::ops

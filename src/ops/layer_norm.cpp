@@ -5,10 +5,12 @@
 namespace megaton::ops {
 
 torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
-                         bool use_fused) {
+                         bool use_fused, const LayerNormMainGrads& main_grads) {
 #ifdef MEGATON_HAVE_CUDA
-  if (use_fused && fused_layer_norm_supported(x, weight, bias)) return fused_layer_norm(x, weight, bias, eps);
+  if (use_fused && fused_layer_norm_supported(x, weight, bias))
+    return fused_layer_norm(x, weight, bias, eps, main_grads);
 #endif
+  (void)main_grads;
   const auto dtype = x.scalar_type();
   const bool half = dtype == torch::kBFloat16 || dtype == torch::kFloat16;
   if (half && x.device().is_cpu()) {
@@ -20,15 +22,16 @@ torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, co
 }
 
 AddLayerNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
-                            const torch::Tensor& bias, double eps, bool use_fused) {
+                            const torch::Tensor& bias, double eps, bool use_fused,
+                            const LayerNormMainGrads& main_grads) {
 #ifdef MEGATON_HAVE_CUDA
   if (use_fused && fused_add_layer_norm_supported(x, residual, weight, bias)) {
-    FusedAddLayerNormOutput f = fused_add_layer_norm(x, residual, weight, bias, eps);
+    FusedAddLayerNormOutput f = fused_add_layer_norm(x, residual, weight, bias, eps, main_grads);
     return {f.sum, f.y};
   }
 #endif
   torch::Tensor sum = x + residual;
-  return {sum, layer_norm(sum, weight, bias, eps, use_fused)};
+  return {sum, layer_norm(sum, weight, bias, eps, use_fused, main_grads)};
 }
 
 }  // namespace megaton::ops

@@ -5,12 +5,21 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "ops/linear.h"  // MainGrad
+
 namespace megaton::ops {
+
+/// The fp32 main grads of a LayerNorm's weight and bias (gradient accumulation fusion): on the fused CUDA path the
+/// backward adds dgamma and dbeta straight into them (in fp32, no model-dtype gradient; parallel/main_grads.h); ATen's
+/// path leaves them alone and returns the gradients. Undefined members: returned as gradients.
+struct LayerNormMainGrads {
+  MainGrad weight, bias;
+};
 
 /// x [.., h], weight/bias [h] -> [.., h] in x's dtype. `use_fused = false` forces ATen's torch::layer_norm (tests and
 /// benchmarks compare the two); CPU tensors always take ATen.
 torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
-                         bool use_fused = true);
+                         bool use_fused = true, const LayerNormMainGrads& main_grads = {});
 
 /// The residual add and the LayerNorm after it: sum = x + residual, y = layer_norm(sum). On CUDA tensors the fused
 /// kernel takes, one kernel each way (ops/layer_norm_cuda.h); otherwise x + residual and layer_norm above.
@@ -18,6 +27,7 @@ struct AddLayerNorm {
   torch::Tensor sum, y;  // [.., h] each
 };
 AddLayerNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
-                            const torch::Tensor& bias, double eps, bool use_fused = true);
+                            const torch::Tensor& bias, double eps, bool use_fused = true,
+                            const LayerNormMainGrads& main_grads = {});
 
 }  // namespace megaton::ops

@@ -29,37 +29,57 @@ cudaStream_t stream_of(const torch::Tensor& t) {
   return c10::cuda::getCurrentCUDAStream(t.device().index()).stream();
 }
 
+// The autograd functions carry the main grads as four extra inputs (empty placeholders for undefined ones).
+void save_main_grads(AutogradContext* ctx, const torch::Tensor& wg, const torch::Tensor& wo, const torch::Tensor& bg,
+                     const torch::Tensor& bo) {
+  ctx->saved_data["w_main"] = wg;
+  ctx->saved_data["w_overwrite"] = wo;
+  ctx->saved_data["b_main"] = bg;
+  ctx->saved_data["b_overwrite"] = bo;
+}
+
+LayerNormMainGrads saved_main_grads(AutogradContext* ctx) {
+  return {saved_main_grad(ctx, "w_main", "w_overwrite"), saved_main_grad(ctx, "b_main", "b_overwrite")};
+}
+
 struct FusedLayerNorm : torch::autograd::Function<FusedLayerNorm> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor weight, torch::Tensor bias,
-                               double eps) {
+                               double eps, torch::Tensor wg, torch::Tensor wo, torch::Tensor bg, torch::Tensor bo) {
     torch::Tensor xc = aligned_contiguous(x), w = aligned_contiguous(weight);
     FusedLayerNormOutput out = fused_layer_norm_forward(xc, w, bias, eps);
     ctx->save_for_backward({xc, w, out.mean, out.rstd});
+    save_main_grads(ctx, wg, wo, bg, bo);
     return out.y;
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    auto [dx, dw, db] = fused_layer_norm_backward(grads[0], saved[0], saved[1], saved[2], saved[3]);
-    return {dx, dw, db, torch::Tensor()};
+    auto [dx, dw, db] =
+        fused_layer_norm_backward(grads[0], saved[0], saved[1], saved[2], saved[3], {}, saved_main_grads(ctx));
+    const torch::Tensor none;
+    return {dx, dw, db, none, none, none, none, none};
   }
 };
 
 // (sum, y) = (x + residual, LayerNorm(x + residual)): one forward kernel, one backward kernel.
 struct FusedAddLayerNorm : torch::autograd::Function<FusedAddLayerNorm> {
   static variable_list forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor residual, torch::Tensor weight,
-                               torch::Tensor bias, double eps) {
+                               torch::Tensor bias, double eps, torch::Tensor wg, torch::Tensor wo, torch::Tensor bg,
+                               torch::Tensor bo) {
     torch::Tensor w = aligned_contiguous(weight);
     FusedLayerNormOutput out = fused_layer_norm_forward(x, w, bias, eps, residual);
     ctx->save_for_backward({out.sum, w, out.mean, out.rstd});
+    save_main_grads(ctx, wg, wo, bg, bo);
     return {out.sum, out.y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
     // grads[0]: of sum (the residual stream), grads[1]: of y; both materialised (zeros when unused).
-    auto [dx, dw, db] = fused_layer_norm_backward(grads[1], saved[0], saved[1], saved[2], saved[3], grads[0]);
-    return {dx, dx, dw, db, torch::Tensor()};
+    auto [dx, dw, db] =
+        fused_layer_norm_backward(grads[1], saved[0], saved[1], saved[2], saved[3], grads[0], saved_main_grads(ctx));
+    const torch::Tensor none;
+    return {dx, dx, dw, db, none, none, none, none, none};
   }
 };
 
@@ -73,11 +93,14 @@ bool fused_add_layer_norm_supported(const torch::Tensor& x, const torch::Tensor&
 }
 
 FusedAddLayerNormOutput fused_add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
-                                             const torch::Tensor& weight, const torch::Tensor& bias, double eps) {
+                                             const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                                             const LayerNormMainGrads& main_grads) {
   MEGATON_ASSERT(fused_add_layer_norm_supported(x, residual, weight, bias),
                  "fused add + layer norm: unsupported input ", x.sizes(), " + ", residual.sizes(), " ",
                  c10::toString(x.scalar_type()), " on ", x.device());
-  variable_list out = FusedAddLayerNorm::apply(x, residual, weight, bias, eps);
+  auto [wg, wo] = main_grad_inputs(main_grads.weight);
+  auto [bg, bo] = main_grad_inputs(main_grads.bias);
+  variable_list out = FusedAddLayerNorm::apply(x, residual, weight, bias, eps, wg, wo, bg, bo);
   return {out[0], out[1]};  // x's shape (contiguous)
 }
 
@@ -94,11 +117,13 @@ bool fused_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& wei
 }
 
 torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                               double eps) {
+                               double eps, const LayerNormMainGrads& main_grads) {
   MEGATON_ASSERT(fused_layer_norm_supported(x, weight, bias), "fused layer norm: unsupported input ", x.sizes(), " ",
                  c10::toString(x.scalar_type()), " on ", x.device(), " with weight ", weight.sizes(), " ",
                  c10::toString(weight.scalar_type()));
-  return FusedLayerNorm::apply(x, weight, bias, eps);
+  auto [wg, wo] = main_grad_inputs(main_grads.weight);
+  auto [bg, bo] = main_grad_inputs(main_grads.bias);
+  return FusedLayerNorm::apply(x, weight, bias, eps, wg, wo, bg, bo);
 }
 
 FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x_in, const torch::Tensor& weight,
@@ -125,7 +150,7 @@ FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x_in, const t
 
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backward(
     const torch::Tensor& dy_in, const torch::Tensor& x_in, const torch::Tensor& weight, const torch::Tensor& mean,
-    const torch::Tensor& rstd, const torch::Tensor& dresidual_in) {
+    const torch::Tensor& rstd, const torch::Tensor& dresidual_in, const LayerNormMainGrads& main_grads) {
   const int64_t h = x_in.size(-1), rows = x_in.numel() / h;
   MEGATON_ASSERT(dy_in.sizes() == x_in.sizes() && dy_in.scalar_type() == x_in.scalar_type() &&
                      weight.scalar_type() == x_in.scalar_type() && weight.numel() == h &&
@@ -149,11 +174,19 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backwar
   torch::Tensor workspace =
       torch::empty({2, partials, h}, torch::TensorOptions().dtype(torch::kFloat32).device(x.device()));
   torch::Tensor dx = torch::empty_like(x);  // contiguous as x
-  torch::Tensor dw = torch::empty({h}, w.options()), db = torch::empty({h}, w.options());
+  // dgamma / dbeta [h]: returned in x's dtype, or summed into their fp32 main grads
+  torch::Tensor dw, db;
+  auto out_of = [&](const MainGrad& m, torch::Tensor& g) {
+    if (main_grad_takes_sums(m, h, x.device())) return kernels::ColumnSumOut(m.grad.data_ptr<float>(), false);
+    g = torch::empty({h}, w.options());
+    return kernels::ColumnSumOut(g.data_ptr());
+  };
+  kernels::ColumnSumOut dw_out = out_of(main_grads.weight, dw), db_out = out_of(main_grads.bias, db);
+  if (dw_out.main != nullptr) dw_out.overwrite = consume_overwrite(main_grads.weight);
+  if (db_out.main != nullptr) db_out.overwrite = consume_overwrite(main_grads.bias);
   kernels::layer_norm_backward(dy.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr<float>(),
-                               rstd.data_ptr<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
-                               workspace.data_ptr<float>(), partials, type, rows, h, stream_of(x),
-                               dres.defined() ? dres.data_ptr() : nullptr);
+                               rstd.data_ptr<float>(), dx.data_ptr(), dw_out, db_out, workspace.data_ptr<float>(),
+                               partials, type, rows, h, stream_of(x), dres.defined() ? dres.data_ptr() : nullptr);
   return {dx, dw, db};
 }
 

@@ -6,6 +6,8 @@
 
 #include <tuple>
 
+#include "ops/layer_norm.h"  // LayerNormMainGrads
+
 namespace megaton::ops {
 
 /// Whether the fused path handles these tensors: x on a CUDA device, fp32/bf16/fp16, weight and bias [h] of x's dtype
@@ -14,8 +16,9 @@ namespace megaton::ops {
 bool fused_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
 /// x [.., h] -> [.., h] with autograd (gradients for x, weight and bias). Requires fused_layer_norm_supported.
+/// main_grads: where dgamma / dbeta go instead of being returned (ops/layer_norm.h).
 torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
-                               double eps);
+                               double eps, const LayerNormMainGrads& main_grads = {});
 
 /// The two halves without autograd. Forward: y [.., h] like x, mean and rstd [rows] fp32 (rows = x.numel() / h). With
 /// `residual` (x's shape, dtype and device): sum = x + residual (rounded as ATen's add) is normalised instead of x and
@@ -29,10 +32,12 @@ FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x, const torc
                                               const torch::Tensor& residual = torch::Tensor());
 
 /// Backward from the forward's mean and rstd: (dx [.., h] like x, dweight [h], dbias [h]) in x's dtype. With
-/// `dresidual` (like x): dx + dresidual, summed before rounding.
+/// `dresidual` (like x): dx + dresidual, summed before rounding. dweight / dbias undefined where they went into
+/// main_grads (main_grad_takes_sums: fp32, contiguous, [h], on x's device).
 std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backward(
     const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& mean,
-    const torch::Tensor& rstd, const torch::Tensor& dresidual = torch::Tensor());
+    const torch::Tensor& rstd, const torch::Tensor& dresidual = torch::Tensor(),
+    const LayerNormMainGrads& main_grads = {});
 
 /// The residual add fused into the LayerNorm that reads its result: sum = x + residual (rounded to x's dtype, as
 /// ATen's add) and y = LayerNorm(sum), with autograd (the backward adds sum's own gradient into the LayerNorm's input
@@ -44,7 +49,8 @@ struct FusedAddLayerNormOutput {
 bool fused_add_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
                                     const torch::Tensor& bias);
 FusedAddLayerNormOutput fused_add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
-                                             const torch::Tensor& weight, const torch::Tensor& bias, double eps);
+                                             const torch::Tensor& weight, const torch::Tensor& bias, double eps,
+                                             const LayerNormMainGrads& main_grads = {});
 
 }  // namespace megaton::ops
 

@@ -16,12 +16,15 @@ struct LinearMainGrad : torch::autograd::Function<LinearMainGrad> {
   // b: [out] or an empty placeholder (autograd functions take no undefined tensors); main: fp32 [out, in]; overwrite:
   // its CPU flag [1] or an empty placeholder.
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w, torch::Tensor b,
-                               torch::Tensor main, torch::Tensor overwrite) {
+                               torch::Tensor main, torch::Tensor overwrite, torch::Tensor b_main,
+                               torch::Tensor b_overwrite) {
     const bool has_b = b.numel() > 0;
     ctx->save_for_backward({x, w});
     ctx->saved_data["has_b"] = has_b;
     ctx->saved_data["main"] = main;
     ctx->saved_data["overwrite"] = overwrite;
+    ctx->saved_data["b_main"] = b_main;  // the bias's main grad (or empty placeholders)
+    ctx->saved_data["b_overwrite"] = b_overwrite;
     return torch::linear(x, w, has_b ? b : torch::Tensor());  // [.., out]
   }
 
@@ -34,8 +37,10 @@ struct LinearMainGrad : torch::autograd::Function<LinearMainGrad> {
     torch::Tensor dx = ctx->needs_input_grad(0) ? torch::matmul(dy, w) : torch::Tensor();
     weight_grad(dy2, x2, saved_main_grad(ctx, "main", "overwrite"));                       // into the main grad
     const bool db_wanted = ctx->saved_data["has_b"].toBool() && ctx->needs_input_grad(2);  // not a detached bias
-    torch::Tensor db = db_wanted ? bias_grad(dy2) : torch::Tensor();                       // [out]
-    return {dx, torch::Tensor(), db, torch::Tensor(), torch::Tensor()};
+    const torch::Tensor db =
+        db_wanted ? bias_grad(dy2, saved_main_grad(ctx, "b_main", "b_overwrite")) : torch::Tensor();  // [out] or none
+    const torch::Tensor none;
+    return {dx, none, db, none, none, none, none};
   }
 };
 
@@ -75,11 +80,23 @@ torch::Tensor weight_grad(const torch::Tensor& dy, const torch::Tensor& x, const
   return {};
 }
 
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                     const MainGrad& main_grad) {
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, const MainGrad& main_grad,
+                     const MainGrad& bias_main_grad) {
   if (!main_grad.defined() || !w.requires_grad() || !torch::GradMode::is_enabled()) return torch::linear(x, w, b);
   auto [main, overwrite] = main_grad_inputs(main_grad);
-  return LinearMainGrad::apply(x, w, or_empty(b, w.options()), main, overwrite);
+  auto [b_main, b_overwrite] = main_grad_inputs(b.defined() ? bias_main_grad : MainGrad{});
+  return LinearMainGrad::apply(x, w, or_empty(b, w.options()), main, overwrite, b_main, b_overwrite);
+}
+
+bool main_grad_takes_sums(const MainGrad& m, int64_t n, const torch::Device& device) {
+  return m.defined() && m.grad.scalar_type() == torch::kFloat32 && m.grad.is_contiguous() && m.grad.numel() == n &&
+         m.grad.device() == device;
+}
+
+bool consume_overwrite(const MainGrad& m) {
+  if (!m.overwrite.defined() || !m.overwrite.item<bool>()) return false;
+  m.overwrite.fill_(false);
+  return true;
 }
 
 }  // namespace megaton::ops

@@ -30,9 +30,18 @@ struct MainGrad {
 std::pair<torch::Tensor, torch::Tensor> main_grad_inputs(const MainGrad& m);
 MainGrad saved_main_grad(torch::autograd::AutogradContext* ctx, const char* grad_key, const char* overwrite_key);
 
+/// Whether a kernel that sums a parameter's gradient over rows (a bias, LayerNorm's gamma and beta) can write the n
+/// sums straight into m: defined, fp32, contiguous, n elements, on `device`.
+bool main_grad_takes_sums(const MainGrad& m, int64_t n, const torch::Device& device);
+/// m's overwrite flag, cleared: true when the write being queued is the main grad's first of the iteration (it then
+/// overwrites instead of adding). Call once per write, when it is sure to happen.
+bool consume_overwrite(const MainGrad& m);
+
 /// x [.., in], w [out, in], b [out] or undefined -> [.., out] = x w^T + b. main_grad undefined: torch::linear. Else
-/// the backward adds (or first writes) dy^T x into main_grad.grad and gives w no gradient.
-torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, const MainGrad& main_grad);
+/// the backward adds (or first writes) dy^T x into main_grad.grad and gives w no gradient; with bias_main_grad, b's
+/// gradient goes into it where the column-sum kernel takes it (ops::bias_grad), b then getting no gradient either.
+torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, const MainGrad& main_grad,
+                     const MainGrad& bias_main_grad = {});
 
 /// The weight gradient dy^T x of y = x w^T: added into main_grad.grad (fp32 [out, in], written when its overwrite flag
 /// is set) when it is defined, returning undefined; else returned (dy's dtype). dy [T, out], x [T, in].

@@ -11,10 +11,14 @@
 
 #include <array>
 
+#include "ops/linear.h"  // MainGrad
+
 namespace megaton::ops {
 
 /// qkv [s, b, np, 3, d]; bias [np 3 d] (the projection's local bias, requiring grad) or undefined -> {q, k, v}, each
-/// [s, b, np, d].
-std::array<torch::Tensor, 3> split_qkv(const torch::Tensor& qkv, const torch::Tensor& bias);
+/// [s, b, np, d]. bias_main_grad: the bias's fp32 main grad, into which the bias gradient goes where the column-sum
+/// kernels take it (ops::bias_grad), or undefined.
+std::array<torch::Tensor, 3> split_qkv(const torch::Tensor& qkv, const torch::Tensor& bias,
+                                       const MainGrad& bias_main_grad = {});
 
 }  // namespace megaton::ops

@@ -130,4 +130,42 @@ TEST(KernelsGeluBiasGrad, BiasGradMatchesColumnSums) {
   EXPECT_TRUE(torch::equal(ops::bias_grad(odd), odd.sum(0)));
 }
 
+// Gradient accumulation fusion for biases: with a main grad the column sums go into it in fp32 (written over it while
+// its overwrite flag is set, which they clear; added after) and nothing is returned; the same sums the returned
+// bias gradient rounds to 16 bits. A main grad the kernel cannot take (fp64) is left alone and db returned.
+TEST(KernelsGeluBiasGrad, SumsIntoTheMainGrad) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  torch::manual_seed(17);
+  const auto o = torch::TensorOptions().dtype(torch::kBFloat16).device(torch::kCUDA);
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCUDA);
+  const int64_t rows = 1001, cols = 264;
+  const torch::Tensor dy = torch::randn({rows, cols}, o) + 0.25, pre = torch::randn({rows, cols}, o);
+  const torch::Tensor old = torch::randn({cols}, f32);
+  for (int which = 0; which < 3; ++which) {  // bias_grad, the GELU kernel, the QKV interleave
+    const std::string what = "kernel " + std::to_string(which);
+    torch::Tensor ref;  // the 16-bit gradient the op returns without a main grad
+    auto run = [&](const ops::MainGrad& m) {
+      if (which == 0) return ops::bias_grad(dy, m);
+      if (which == 1) return ops::gelu_backward_bias_grad(dy, pre, m).second;
+      const torch::Tensor q = dy.view({rows, 11, 24}).narrow(2, 0, 8).contiguous();  // [rows, 11, 8]
+      return ops::qkv_interleave_bias_grad_fused(q, q * 2, q * 3, m).second;
+    };
+    ref = run({});
+    ASSERT_TRUE(ref.defined()) << what;
+    const int64_t n = ref.numel();
+    torch::Tensor main = old.narrow(0, 0, n).clone(), flag = torch::ones({1}, torch::kBool);
+    EXPECT_FALSE(run({main, flag}).defined()) << what;  // first write: overwrites
+    EXPECT_FALSE(flag.item<bool>()) << what;
+    const torch::Tensor sums = main.clone();
+    EXPECT_LT((sums - ref.to(torch::kFloat32)).abs().max().item<double>(),
+              8e-3 * ref.to(torch::kFloat32).abs().max().item<double>())
+        << what << ": the fp32 sums are not what the bf16 gradient rounds";
+    EXPECT_FALSE(run({main, flag}).defined()) << what;  // then adds
+    EXPECT_TRUE(torch::allclose(main, 2 * sums, 1e-6, 1e-6)) << what;
+    torch::Tensor main64 = torch::zeros({n}, f32.dtype(torch::kFloat64));
+    EXPECT_TRUE(run({main64, torch::ones({1}, torch::kBool)}).defined()) << what;
+    EXPECT_EQ(main64.abs().max().item<double>(), 0.0) << what;
+  }
+}
+
 #endif  // MEGATON_HAVE_CUDA

@@ -269,6 +269,43 @@ TEST(KernelsLayerNorm, FusedAddMatchesAten) {
   }
 }
 
+// Gradient accumulation fusion for the LayerNorm's weight and bias: with main grads, dgamma and dbeta are summed into
+// them in fp32 (written while the overwrite flag is set, added after) and the parameters get no autograd gradient;
+// the sums are what the returned 16-bit gradients round.
+TEST(KernelsLayerNorm, GammaBetaIntoMainGrads) {
+  if (skip()) GTEST_SKIP() << "no CUDA device or not a CUDA build";
+  const Inputs in = make_inputs(torch::kBFloat16, {512, 4, 768});
+  const torch::Tensor r0 = torch::randn(in.x.sizes(), in.x.options());
+  const auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(in.x.device());
+  torch::Tensor main_w = torch::randn({768}, f32), main_b = torch::randn({768}, f32);
+  torch::Tensor flag_w = torch::ones({1}, torch::kBool), flag_b = torch::zeros({1}, torch::kBool);
+  const torch::Tensor old_b = main_b.clone();
+  auto run = [&](const ops::LayerNormMainGrads& mg) {
+    torch::Tensor x = in.x.detach().requires_grad_(true), r = r0.detach().requires_grad_(true);
+    torch::Tensor w = in.w.detach().requires_grad_(true), b = in.b.detach().requires_grad_(true);
+    const ops::AddLayerNorm out = ops::add_layer_norm(x, r, w, b, kEps, true, mg);
+    out.y.backward(in.dy);
+    return std::vector<torch::Tensor>{x.grad(), w.grad(), b.grad()};
+  };
+  const auto ref = run({});
+  const auto got = run({{main_w, flag_w}, {main_b, flag_b}});
+  EXPECT_TRUE(torch::equal(got[0], ref[0])) << "dx changed";
+  EXPECT_FALSE(got[1].defined() || got[2].defined()) << "gradients returned besides the main grads";
+  EXPECT_FALSE(flag_w.item<bool>());
+  auto near = [](const torch::Tensor& a, const torch::Tensor& b16) {
+    const torch::Tensor b = b16.to(torch::kFloat32);
+    return ((a - b).abs().max() / b.abs().max()).item<double>() < 8e-3;
+  };
+  EXPECT_TRUE(near(main_w, ref[1])) << "dgamma written over the main grad";
+  EXPECT_TRUE(near(main_b - old_b, ref[2])) << "dbeta added into the main grad";
+  // The plain LayerNorm takes them too.
+  torch::Tensor w = in.w.detach().requires_grad_(true), b = in.b.detach().requires_grad_(true);
+  flag_w.fill_(true), flag_b.fill_(true);
+  ops::layer_norm(in.x, w, b, kEps, true, {{main_w, flag_w}, {main_b, flag_b}}).backward(in.dy);
+  EXPECT_FALSE(w.grad().defined() || b.grad().defined());
+  EXPECT_FALSE(flag_b.item<bool>());
+}
+
 #ifdef MEGATON_HAVE_CUDA
 // Every kernel configuration LayerNormTuning can pick (vectors per thread, a warp or a group of warps per row, one or
 // two rows per backward pass, block sizes, the backward's shared-memory ring of 2 or 4 rows) on the kernels directly,

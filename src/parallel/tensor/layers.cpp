@@ -50,7 +50,8 @@ torch::Tensor ColumnParallelLinear::forward_bias_grad_elsewhere(const torch::Ten
 torch::Tensor ColumnParallelLinear::forward_with_bias(const torch::Tensor& x, const torch::Tensor& b) const {
   // at::linear, not torch::nn::functional::linear: the latter runs matmul + a broadcast `+= bias` for 3-D inputs, the
   // former folds [s, b, in] to 2-D and adds the bias in the GEMM's epilogue (one pass less over the output).
-  torch::Tensor y = ops::linear(copy_to_tp_region(x, tp_), weight, b, main_grad());  // [.., out/tp]
+  const ops::MainGrad b_main = b.defined() && b.requires_grad() ? bias_main_grad() : ops::MainGrad{};
+  torch::Tensor y = ops::linear(copy_to_tp_region(x, tp_), weight, b, main_grad(), b_main);  // [.., out/tp]
   return o_.gather_output ? gather_from_tp_region(y, tp_) : y;
 }
 
@@ -67,8 +68,8 @@ RowParallelLinear::RowParallelLinear(ParamFactory& f, const std::string& name, R
 torch::Tensor RowParallelLinear::forward(const torch::Tensor& x) const {
   torch::Tensor xp = o_.input_is_parallel ? x : scatter_to_tp_region(x, tp_);
   // One rank: the bias goes into the GEMM's epilogue. Several: it is added once, after the reduction (Megatron).
-  if (tp_->size() == 1) return ops::linear(xp, weight, bias, main_grad());                 // [.., out]
-  torch::Tensor y = reduce_from_tp_region(ops::linear(xp, weight, {}, main_grad()), tp_);  // [.., out]
+  if (tp_->size() == 1) return ops::linear(xp, weight, bias, main_grad(), bias_main_grad());  // [.., out]
+  torch::Tensor y = reduce_from_tp_region(ops::linear(xp, weight, {}, main_grad()), tp_);     // [.., out]
   return bias.defined() ? y + bias : y;
 }
 

@@ -44,6 +44,8 @@ class ColumnParallelLinear {
   /// The weight's fp32 main grad and its first-write flag once bound (gradient accumulation fusion), else undefined
   /// (parallel/main_grads.h).
   ops::MainGrad main_grad() const { return main_grads_->of(weight); }
+  /// The bias's, likewise (undefined without a bias).
+  ops::MainGrad bias_main_grad() const { return bias.defined() ? main_grads_->of(bias) : ops::MainGrad{}; }
 
  private:
   torch::Tensor forward_with_bias(const torch::Tensor& x, const torch::Tensor& b) const;
@@ -71,8 +73,9 @@ class RowParallelLinear {
   torch::Tensor weight;  // [out, in/tp]
   torch::Tensor bias;    // [out], replicated
   const dist::CommunicatorPtr& tp() const { return tp_; }
-  /// As ColumnParallelLinear::main_grad.
+  /// As ColumnParallelLinear::main_grad and bias_main_grad.
   ops::MainGrad main_grad() const { return main_grads_->of(weight); }
+  ops::MainGrad bias_main_grad() const { return bias.defined() ? main_grads_->of(bias) : ops::MainGrad{}; }
 
  private:
   RowParallelOptions o_;
