@@ -219,7 +219,7 @@ torch::Tensor GptStage::forward_losses(const torch::Tensor& input, const torch::
   torch::Tensor h = final_hidden(input, position_ids);  // [s, b, h]
   check_labels(labels, h);
   return parallel::lm_head_cross_entropy(parallel::copy_to_tp_region(h, tp_), output_weight_, labels.t(), tp_,
-                                         valid_columns_)
+                                         valid_columns_, true, main_grads().of(output_weight_))
       .t();  // [b, s]
 }
 

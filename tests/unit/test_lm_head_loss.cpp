@@ -100,6 +100,26 @@ TEST(LmHeadLoss, NoGradGivesTheSameLosses) {
   EXPECT_TRUE(torch::allclose(parallel::lm_head_cross_entropy(hidden, weight, target, tp), ref, 1e-12, 1e-12));
 }
 
+// Gradient accumulation fusion: with the weight's main grad, d_weight is written into it (its first write of the
+// iteration), then added, and the weight gets no autograd gradient; d_hidden is unchanged.
+TEST(LmHeadLoss, WeightGradientGoesIntoTheMainGrad) {
+  torch::manual_seed(4);
+  const int64_t s = 5, b = 2, h = 8, v = 24;
+  torch::Tensor hidden = torch::randn({s, b, h}), weight = torch::randn({v, h});
+  torch::Tensor target = torch::randint(0, v, {s, b}, torch::kInt64), g = torch::rand({s, b});
+  auto tp = parallel::single_rank_groups().tp;
+  const Grads ref = run(hidden, weight, target, g, -1, true, true);
+  torch::Tensor main = torch::full({v, h}, 7.0f), flag = torch::ones({1}, torch::kBool);
+  for (int pass = 1; pass <= 2; ++pass) {
+    torch::Tensor x = hidden.clone().requires_grad_(true), w = weight.clone().requires_grad_(true);
+    parallel::lm_head_cross_entropy(x, w, target, tp, -1, true, {main, flag}).backward(g);
+    EXPECT_FALSE(w.grad().defined());
+    EXPECT_FALSE(flag.item<bool>());
+    EXPECT_TRUE(torch::allclose(x.grad().to(torch::kFloat64), ref.d_hidden, 1e-5, 1e-6));
+    EXPECT_TRUE(torch::allclose(main.to(torch::kFloat64), pass * ref.d_weight, 1e-5, 1e-5)) << "pass " << pass;
+  }
+}
+
 #ifdef MEGATON_HAVE_CUDA
 // The kernels' loss and in-place gradient against the ATen path of cross_entropy_loss_grad_ on the same logits.
 TEST(KernelsLmHeadLoss, LossGradKernelsMatchAten) {

@@ -14,12 +14,15 @@ using torch::autograd::variable_list;
 
 struct LmHeadCrossEntropy : torch::autograd::Function<LmHeadCrossEntropy> {
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor hidden, torch::Tensor weight, torch::Tensor target,
-                               const dist::CommunicatorPtr& comm, int64_t valid_columns, bool use_fused) {
+                               const dist::CommunicatorPtr& comm, int64_t valid_columns, bool use_fused,
+                               torch::Tensor w_main, torch::Tensor w_overwrite) {
     const torch::Tensor h2 = hidden.reshape({-1, hidden.size(-1)}).contiguous();  // [T, h]
     torch::Tensor logits = torch::mm(h2, weight.t());                             // [T, v]
     torch::Tensor loss = cross_entropy_loss_grad_(logits, target.reshape({-1}), comm, valid_columns, use_fused);
     ctx->save_for_backward({h2, weight, logits});  // logits now hold G = softmax - one_hot
     ctx->saved_data["hidden_sizes"] = hidden.sizes().vec();
+    ctx->saved_data["w_main"] = w_main;  // the weight's main grad (or empty placeholders)
+    ctx->saved_data["w_overwrite"] = w_overwrite;
     return loss.view(target.sizes());  // [s, b]
   }
 
@@ -41,9 +44,11 @@ struct LmHeadCrossEntropy : torch::autograd::Function<LmHeadCrossEntropy> {
       const torch::Tensor gw = torch::mm(g_logits, weight);  // [T, h], scaled in place
       d_hidden = scaled_rows(gw, gw).view(ctx->saved_data["hidden_sizes"].toIntVector());
     }
-    if (ctx->needs_input_grad(1)) d_weight = torch::mm(g_logits.t(), scaled_rows(h2, torch::empty_like(h2)));  // [v, h]
+    if (ctx->needs_input_grad(1))  // [v, h], or into the main grad
+      d_weight = ops::weight_grad(g_logits, scaled_rows(h2, torch::empty_like(h2)),
+                                  ops::saved_main_grad(ctx, "w_main", "w_overwrite"));
     const torch::Tensor none;
-    return {d_hidden, d_weight, none, none, none, none};
+    return {d_hidden, d_weight, none, none, none, none, none, none};
   }
 };
 
@@ -51,12 +56,14 @@ struct LmHeadCrossEntropy : torch::autograd::Function<LmHeadCrossEntropy> {
 
 torch::Tensor lm_head_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                     const torch::Tensor& target, const dist::CommunicatorPtr& tp, int64_t valid_columns,
-                                    bool use_fused) {
+                                    bool use_fused, const ops::MainGrad& weight_main_grad) {
   MEGATON_ASSERT(
       hidden.dim() == target.dim() + 1 && hidden.sizes().slice(0, target.dim()) == target.sizes() &&
           weight.dim() == 2 && weight.size(1) == hidden.size(-1) && weight.scalar_type() == hidden.scalar_type(),
       "lm_head_cross_entropy: hidden ", hidden.sizes(), ", weight ", weight.sizes(), ", targets ", target.sizes());
-  return LmHeadCrossEntropy::apply(hidden, weight, target.to(torch::kInt64), tp, valid_columns, use_fused);
+  auto [w_main, w_overwrite] = ops::main_grad_inputs(weight_main_grad);
+  return LmHeadCrossEntropy::apply(hidden, weight, target.to(torch::kInt64), tp, valid_columns, use_fused, w_main,
+                                   w_overwrite);
 }
 
 }  // namespace megaton::parallel

@@ -11,14 +11,18 @@
 #include <torch/torch.h>
 
 #include "dist/communicator.h"
+#include "ops/linear.h"  // MainGrad
 
 namespace megaton::parallel {
 
 /// hidden [s, b, h] (already through copy_to_tp_region), weight [V/tp, h] of hidden's dtype, target [s, b] global
 /// vocabulary ids -> per-token loss [s, b] fp32 (fp64 for fp64 hidden), with autograd for hidden and weight.
 /// valid_columns as vocab_parallel_cross_entropy's; use_fused = false keeps the loss's part on ATen (tests).
+/// weight_main_grad: the weight's fp32 main grad (gradient accumulation fusion), into which d_weight's GEMM then adds
+/// (or first writes, ops::weight_grad) instead of returning a [V/tp, h] gradient for DataParallel's hook to add.
 torch::Tensor lm_head_cross_entropy(const torch::Tensor& hidden, const torch::Tensor& weight,
                                     const torch::Tensor& target, const dist::CommunicatorPtr& tp,
-                                    int64_t valid_columns = -1, bool use_fused = true);
+                                    int64_t valid_columns = -1, bool use_fused = true,
+                                    const ops::MainGrad& weight_main_grad = {});
 
 }  // namespace megaton::parallel
