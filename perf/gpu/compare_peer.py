@@ -3,7 +3,8 @@
 results folder: megaton's median ms/iteration from the A/B runs' defaults (ab_<name>_base.jsonl: no profiler, a log
 line every few iterations, so the loop never waits for the GPU in between; log lines after iteration 10), else from
 the profiled run (train_<name>.jsonl: unprofiled iterations after the first; iterations in PROFILED, default "6 7",
-are left out); the peer's line of peer.log.
+are left out); the peer's line of peer.log, its step time from its tokens/s and B x S (the peer prints whole ms, ~1%
+at 124M).
 
 usage: compare_peer.py RESULTS_DIR [NAME ...]   (names: 124M 1.3B; default both)"""
 import json
@@ -13,7 +14,8 @@ import statistics
 import sys
 
 PEER = {"124M": "gpt2-124M compile=False", "1.3B": "gpt-1.3B compile=False"}
-LINE = re.compile(r"(?P<ms>[\d.]+) ms/it, (?P<tok>[\d,]+) tok/s, (?P<tf>[\d.]+) TFLOP/s model, mem (?P<mem>[\d.]+) GiB")
+LINE = re.compile(r"B=(?P<b>\d+) S=(?P<s>\d+): (?P<ms>[\d.]+) ms/it, (?P<tok>[\d,]+) tok/s, (?P<tf>[\d.]+) TFLOP/s model, "
+                  r"mem (?P<mem>[\d.]+) GiB")
 
 
 def main(d, names):
@@ -37,8 +39,10 @@ def main(d, names):
         mem = max((r.get("mem_max_allocated_mib", 0) for r in rows), default=0) / 1024
         m = next((LINE.search(l) for l in peer.splitlines() if l.startswith(PEER[name]) and LINE.search(l)), None)
         if m:
-            print(f"{name:6} {ms:10.1f} {tf:8.0f} {mem:8.1f} | {float(m['ms']):8.0f} {float(m['tf']):8.0f} "
-                  f"{float(m['mem']):8.1f} | {float(m['ms']) / ms:.2f}x")
+            tok = float(m["tok"].replace(",", ""))
+            peer_ms = int(m["b"]) * int(m["s"]) / tok * 1e3 if tok > 0 else float(m["ms"])
+            print(f"{name:6} {ms:10.1f} {tf:8.0f} {mem:8.1f} | {peer_ms:8.1f} {float(m['tf']):8.0f} "
+                  f"{float(m['mem']):8.1f} | {peer_ms / ms:.2f}x")
         else:
             print(f"{name:6} {ms:10.1f} {tf:8.0f} {mem:8.1f} | (no peer line)")
 
