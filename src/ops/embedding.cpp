@@ -26,10 +26,7 @@ struct EmbeddingMainGrad : torch::autograd::Function<EmbeddingMainGrad> {
     const MainGrad target = saved_main_grad(ctx, "main", "overwrite");
     const torch::Tensor grad = grads[0].reshape({ids.size(0), target.grad.size(1)});  // [n, h]
     torch::NoGradGuard no_grad;
-    if (target.overwrite.defined() && target.overwrite.item<bool>()) {  // nothing of this iteration in it yet
-      target.grad.zero_();
-      target.overwrite.fill_(false);
-    }
+    if (consume_overwrite(target)) target.grad.zero_();  // nothing of this iteration in it yet
     accumulate_embedding_grad(target.grad, ids, grad);
     return {torch::Tensor(), torch::Tensor(), torch::Tensor(), torch::Tensor()};
   }

@@ -30,14 +30,12 @@ template <typename Run>
 torch::Tensor column_sums(const torch::Tensor& dy, const char* what, int blocks_per_sm, const MainGrad& main,
                           Run&& run) {
   const int64_t rows = dy.size(0), cols = dy.size(1);
-  const bool into_main = main_grad_takes_sums(main, cols, dy.device());
-  torch::Tensor db = into_main ? torch::Tensor() : torch::empty({cols}, dy.options());  // [n]
+  torch::Tensor db;  // [n], unless the sums go into main
+  const kernels::ColumnSumOut out = column_sum_out(main, cols, dy.options(), db);
   const int64_t partials = kernels::gelu_bias_grad_partials(rows, cols, blocks_per_sm);
   torch::Tensor workspace = torch::empty({partials, cols}, dy.options().dtype(torch::kFloat32));  // [P, n]
   try {
-    run(into_main ? kernels::ColumnSumOut(main.grad.data_ptr<float>(), consume_overwrite(main))
-                  : kernels::ColumnSumOut(db.data_ptr()),
-        workspace.data_ptr<float>(), partials, kernel_float_type(dy, what),
+    run(out, workspace.data_ptr<float>(), partials, kernel_float_type(dy, what),
         c10::cuda::getCurrentCUDAStream(dy.device().index()).stream());
   } catch (const std::exception& e) {
     throw RuntimeError(str(what, ": ", e.what()));

@@ -176,14 +176,8 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backwar
   torch::Tensor dx = torch::empty_like(x);  // contiguous as x
   // dgamma / dbeta [h]: returned in x's dtype, or summed into their fp32 main grads
   torch::Tensor dw, db;
-  auto out_of = [&](const MainGrad& m, torch::Tensor& g) {
-    if (main_grad_takes_sums(m, h, x.device())) return kernels::ColumnSumOut(m.grad.data_ptr<float>(), false);
-    g = torch::empty({h}, w.options());
-    return kernels::ColumnSumOut(g.data_ptr());
-  };
-  kernels::ColumnSumOut dw_out = out_of(main_grads.weight, dw), db_out = out_of(main_grads.bias, db);
-  if (dw_out.main != nullptr) dw_out.overwrite = consume_overwrite(main_grads.weight);
-  if (db_out.main != nullptr) db_out.overwrite = consume_overwrite(main_grads.bias);
+  const kernels::ColumnSumOut dw_out = column_sum_out(main_grads.weight, h, w.options(), dw),
+                              db_out = column_sum_out(main_grads.bias, h, w.options(), db);
   kernels::layer_norm_backward(dy.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr<float>(),
                                rstd.data_ptr<float>(), dx.data_ptr(), dw_out, db_out, workspace.data_ptr<float>(),
                                partials, type, rows, h, stream_of(x), dres.defined() ? dres.data_ptr() : nullptr);

@@ -67,7 +67,7 @@ torch::Tensor weight_grad(const torch::Tensor& dy, const torch::Tensor& x, const
                      main_grad.size(0) == dy.size(1) && main_grad.size(1) == x.size(1) && dy.size(0) == x.size(0),
                  "weight_grad: main grad ", main_grad.sizes(), " for dy ", dy.sizes(), " and x ", x.sizes());
   torch::NoGradGuard no_grad;
-  const bool overwrite = target.overwrite.defined() && target.overwrite.item<bool>();
+  const bool overwrite = consume_overwrite(target);
   bool done = false;
 #ifdef MEGATON_HAVE_CUDA
   done = accumulate_weight_grad_cuda(main_grad, dy, x, overwrite);
@@ -76,7 +76,6 @@ torch::Tensor weight_grad(const torch::Tensor& dy, const torch::Tensor& x, const
     torch::Tensor main = main_grad;
     main.addmm_(dy.t().to(torch::kFloat32), x.to(torch::kFloat32), /*beta=*/overwrite ? 0 : 1);
   }
-  if (overwrite) target.overwrite.fill_(false);
   return {};
 }
 

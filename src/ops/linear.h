@@ -48,6 +48,16 @@ torch::Tensor linear(const torch::Tensor& x, const torch::Tensor& w, const torch
 torch::Tensor weight_grad(const torch::Tensor& dy, const torch::Tensor& x, const MainGrad& main_grad);
 
 #ifdef MEGATON_HAVE_CUDA
+}  // namespace megaton::ops
+#include "column_sum_out.h"  // kernels/
+namespace megaton::ops {
+
+/// Where a column-sum kernel puts n sums: into m (its overwrite flag consumed) where main_grad_takes_sums(m, n,
+/// vector_options' device), else into a new [n] vector of vector_options, returned in `vector` (left undefined when
+/// the sums go into m). src/ops/linear_cuda.cpp.
+kernels::ColumnSumOut column_sum_out(const MainGrad& m, int64_t n, const torch::TensorOptions& vector_options,
+                                     torch::Tensor& vector);
+
 /// main [out, in] fp32 = dy^T x + (overwrite ? 0 : main) with dy [T, out], x [T, in] bf16/fp16 contiguous on main's
 /// device, in one cuBLAS GEMM (fp16/bf16 inputs, fp32 accumulation and output; beta 0 or 1). False (nothing done) for
 /// anything else. src/ops/linear_cuda.cpp.

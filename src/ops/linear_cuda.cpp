@@ -32,4 +32,12 @@ bool accumulate_weight_grad_cuda(const torch::Tensor& main, const torch::Tensor&
   return true;
 }
 
+kernels::ColumnSumOut column_sum_out(const MainGrad& m, int64_t n, const torch::TensorOptions& vector_options,
+                                     torch::Tensor& vector) {
+  if (main_grad_takes_sums(m, n, vector_options.device()))
+    return kernels::ColumnSumOut(m.grad.data_ptr<float>(), consume_overwrite(m));
+  vector = torch::empty({n}, vector_options);
+  return kernels::ColumnSumOut(vector.data_ptr());
+}
+
 }  // namespace megaton::ops
