@@ -145,6 +145,10 @@ void add_training_options(po::options_description& d, TrainingArgs& a) {
       ("sgd-momentum", val(a.sgd_momentum), "SGD momentum")
       ("no-fused-adam", po::bool_switch(&a.no_fused_adam),
        "CUDA: update with the unfused ATen ops instead of the one-pass fused Adam kernel")
+      ("cuda-graph", po::bool_switch(&a.cuda_graph),
+       "CUDA, one rank: capture the training step's forward and backward as a CUDA graph at the run's second "
+       "iteration and replay it after (one launch instead of hundreds; needs no dropout, no "
+       "--checkpoint-activations, no --gemm-autotune)")
       ("dry-run", po::bool_switch(&a.dry_run),
        "print the resolved parallel layout, memory per GPU and model FLOPs per iteration, then exit");
 }

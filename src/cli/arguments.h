@@ -105,6 +105,7 @@ struct TrainingArgs {
   double adam_eps = 1e-8;
   double sgd_momentum = 0.9;
   bool no_fused_adam = false;  // CUDA: the ATen Adam path instead of kernels/adam_kernels.cu
+  bool cuda_graph = false;     // capture the step's forward and backward once, replay it (train/step_graph.h)
   bool dry_run = false;
   // Derived:
   int num_micro_batches = 1;  // at full global batch

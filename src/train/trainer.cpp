@@ -27,6 +27,7 @@
 #include "train/batches.h"
 #include "train/layout_estimate.h"
 #include "train/metrics_log.h"
+#include "train/step_graph.h"
 #include "train/step_profiler.h"
 #include "train/stop_signals.h"
 #include "train/tensorboard_writer.h"
@@ -79,6 +80,16 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
                              cfg_.parallel.pipeline_model_parallel_size)} {
   build();
 }
+
+// --cuda-graph's state: the graph, the tensors its replays read the micro-batches from, the loss they write, and
+// what the captured backward's hooks left on the host.
+struct Trainer::GraphedStep {
+  bool warm = false;  // an eager iteration has run in this process
+  StepGraph graph;
+  std::vector<model::MicroBatch> inputs;  // [m] captured inputs, on the device
+  torch::Tensor loss;                     // [1] fp64, written by each replay
+  parallel::DataParallel::StepState dp_state;
+};
 
 Trainer::~Trainer() = default;
 
@@ -149,6 +160,11 @@ void Trainer::build() {
   skip_ranges_ = parse_skip_ranges(t.skip_train_iteration_range);
 
   const torch::Device device(dist::select_device(p.device, env_.local_rank));
+  if (t.cuda_graph) {
+    const std::string why = cuda_graph_unsupported(cfg_, device.is_cuda(), groups_.grid.world());
+    MEGATON_CHECK(why.empty(), UsageError, "--cuda-graph: ", why);
+    graphed_ = std::make_unique<GraphedStep>();
+  }
   clock_ = device_clock(device);
   timers_.set_device_clock(clock_);  // CUDA events on the GPU: timing never waits for the device
   if (cfg_.precision.fp16 && !device.is_cuda()) {
@@ -357,15 +373,33 @@ StepOutcome Trainer::train_step() {
 
   optimizer_->zero_grad();
   const double scale = optimizer_->loss_scale();
+  // Under --cuda-graph the first iteration of the run is eager (lazy initialisations), the later ones replay.
+  const bool graphed = graphed_ && graphed_->warm;
+  const std::vector<model::MicroBatch>& inputs = graphed ? graphed_->inputs : batches;
   std::vector<torch::Tensor> losses;  // [] each, on the device: read once after the schedule, no sync per micro-batch
   auto forward = [&](int chunk, int mb, const torch::Tensor& input) -> torch::Tensor {
-    torch::Tensor out = forward_step(chunk, batches[static_cast<size_t>(mb)], input);
+    torch::Tensor out = forward_step(chunk, inputs[static_cast<size_t>(mb)], input);
     if (!chunks_[static_cast<size_t>(chunk)]->is_last_stage()) return out;
     losses.push_back(out.detach());
     return out * (scale / m);
   };
+  // average_losses_across_data_parallel_group's local part, on the device (fp64 mean): [1]
+  auto mean_loss = [&] {
+    return holds_loss() ? torch::stack(losses).to(torch::kFloat64).mean().reshape({1}) : torch::Tensor();
+  };
+  torch::Tensor loss;
   timers_("forward-backward").start();
-  run_schedule(m, forward, false);
+  if (graphed) {
+    run_graphed(m, scale, batches, [&] {
+      run_schedule(m, forward, false);
+      graphed_->loss = mean_loss();
+    });
+    loss = graphed_->loss;
+  } else {
+    run_schedule(m, forward, false);
+    loss = mean_loss();
+    if (graphed_) graphed_->warm = true;
+  }
   timers_("forward-backward").stop();
 
   timers_("optimizer").start();
@@ -379,14 +413,46 @@ StepOutcome Trainer::train_step() {
   s.grad_norm = r.grad_norm;
   s.num_zeros = r.num_zeros;
   if (holds_loss()) {
-    // average_losses_across_data_parallel_group, on the device (fp64 mean; fp32 over NCCL as before); the host reads
-    // it after the next log line (capture_log, flush_log), not here.
-    torch::Tensor l = torch::stack(losses).to(torch::kFloat64).mean().reshape({1});  // [1]
-    if (gpt_->device.is_cuda()) l = l.to(torch::kFloat32);
+    // Averaged over DP (fp32 over NCCL as before); the host reads it after the next log line (capture_log,
+    // flush_log), not here. A new tensor: a captured step's loss is overwritten by the next replay.
+    torch::Tensor l = gpt_->device.is_cuda() ? loss.to(torch::kFloat32) : loss.clone();
     groups_.dp->all_reduce(l, dist::ReduceOp::kAvg);
     s.loss = l;
   }
   return s;
+}
+
+void Trainer::run_graphed(int m, double scale, const std::vector<model::MicroBatch>& batches,
+                          const std::function<void()>& enqueue) {
+  GraphedStep& g = *graphed_;
+  const StepGraphKey key{m, scale};
+  if (!g.graph.holds(key)) {
+    std::vector<model::MicroBatch> fresh;
+    for (const auto& b : batches) {
+      model::MicroBatch c;
+      if (b.tokens.defined()) c.tokens = b.tokens.clone();
+      if (b.labels.defined()) c.labels = b.labels.clone();
+      if (b.loss_mask.defined()) c.loss_mask = b.loss_mask.clone();
+      if (b.position_ids.defined()) c.position_ids = b.position_ids.clone();
+      fresh.push_back(std::move(c));
+    }
+    g.inputs = std::move(fresh);
+    g.graph.capture(key, enqueue);
+    g.dp_state = dp_->step_state();
+    log_.info0("--cuda-graph: captured the forward and backward of ", m, " micro-batch(es) at iteration ",
+               iteration_ + 1, " (capture ", g.graph.captures(), ")");
+  } else {
+    for (size_t i = 0; i < batches.size(); ++i) {
+      const model::MicroBatch& b = batches[i];
+      model::MicroBatch& in = g.inputs[i];
+      if (b.tokens.defined()) in.tokens.copy_(b.tokens, /*non_blocking=*/true);
+      if (b.labels.defined()) in.labels.copy_(b.labels, true);
+      if (b.loss_mask.defined()) in.loss_mask.copy_(b.loss_mask, true);
+      if (b.position_ids.defined()) in.position_ids.copy_(b.position_ids, true);
+    }
+  }
+  g.graph.replay();
+  dp_->restore_step_state(g.dp_state);
 }
 
 std::optional<double> Trainer::evaluate() {

@@ -142,6 +142,12 @@ class Trainer {
   DeviceClock clock_;                                 // marks on the compute stream (host clock on the CPU)
   std::shared_ptr<const DeviceMark> interval_start_;  // where the current log interval began
   std::unique_ptr<PendingLog> pending_log_;           // captured, not yet written
+  struct GraphedStep;  // --cuda-graph: the captured step, its input tensors, what it leaves on the host (trainer.cpp)
+  std::unique_ptr<GraphedStep> graphed_;
+  /// Under --cuda-graph: captures `enqueue` (the step's forward and backward over `inputs`, which it reads) when no
+  /// capture for (m, scale) is held, else copies `batches` into the captured inputs; then replays it.
+  void run_graphed(int m, double scale, const std::vector<model::MicroBatch>& batches,
+                   const std::function<void()>& enqueue);
 };
 
 }  // namespace megaton::train

@@ -1,0 +1,64 @@
+// --cuda-graph: a training step's forward and backward (every micro-batch, and the mean of their losses) captured once
+// as a CUDA graph and replayed in each iteration after it: the step's ~700 kernel launches (GPT-2 124M) become one
+// graph launch, so the GPU no longer idles between kernels waiting for the host to queue the next one. The optimizer
+// stays eager (a handful of launches; its learning rate and step count change every iteration).
+//
+// What a replay reads and writes lives at addresses fixed at capture: the micro-batches are copied into the captured
+// input tensors (the trainer's), the parameters and fp32 main grads are DataParallel's flat buffers, the activations
+// come from the graph's private memory pool. Host state the captured code changed (the autograd hooks' bucket counts,
+// the main grads' first-write flags) is not changed by a replay: the trainer restores it after each one
+// (DataParallel::restore_step_state). A new capture is made when the step's shape changes (the number of
+// micro-batches under --rampup-batch-size, the loss scale under dynamic fp16 loss scaling).
+//
+// Where it applies: one CUDA rank (TP = PP = DP = 1), no dropout, no --checkpoint-activations, no --gemm-autotune
+// (cuda_graph_unsupported says which does not hold). The first iteration of a run is eager (lazy initialisations:
+// cuBLAS/cuDNN plans, workspaces), the second is captured and replayed.
+#pragma once
+#include <functional>
+#include <memory>
+#include <string>
+
+namespace megaton::train {
+
+struct TrainConfig;
+
+/// What a captured step depends on beyond its inputs' values.
+struct StepGraphKey {
+  int micro_batches = 0;
+  double loss_scale = 1.0;
+  bool operator==(const StepGraphKey& o) const {
+    return micro_batches == o.micro_batches && loss_scale == o.loss_scale;
+  }
+};
+
+/// Why `cfg` cannot use --cuda-graph on this run ("" when it can): `cuda` is whether the model runs on a GPU,
+/// `world_size` the number of ranks.
+std::string cuda_graph_unsupported(const TrainConfig& cfg, bool cuda, int world_size);
+
+class StepGraph {
+ public:
+  StepGraph();
+  ~StepGraph();
+  StepGraph(const StepGraph&) = delete;
+  StepGraph& operator=(const StepGraph&) = delete;
+
+  /// True when a capture for `key` is held.
+  bool holds(const StepGraphKey& key) const;
+  /// Drops any earlier capture, waits for the device to finish its queued work, then captures what `enqueue` queues
+  /// on a side stream (nothing runs: replay() runs it). RuntimeError naming --cuda-graph when the capture fails
+  /// (something in the step synchronised with the host or used the default stream).
+  void capture(const StepGraphKey& key, const std::function<void()>& enqueue);
+  /// Queues the captured work on the current stream.
+  void replay();
+  /// Captures made so far (a new one per change of key).
+  int captures() const { return captures_; }
+
+ private:
+  struct Impl;  // the CUDA graph (step_graph_cuda.cpp; without CUDA, capture throws)
+  std::unique_ptr<Impl> impl_;
+  StepGraphKey key_;
+  bool held_ = false;
+  int captures_ = 0;
+};
+
+}  // namespace megaton::train
