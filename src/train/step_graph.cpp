@@ -28,6 +28,12 @@ bool StepGraph::holds(const StepGraphKey& key) const {
 }
 
 #ifndef MEGATON_HAVE_CUDA
+struct StepStream::Impl {};
+StepStream::StepStream() {
+  throw UsageError("--cuda-graph: this megaton was built without CUDA");
+}
+StepStream::~StepStream() = default;
+
 struct StepGraph::Impl {};
 StepGraph::StepGraph() = default;
 StepGraph::~StepGraph() = default;

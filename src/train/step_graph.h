@@ -10,6 +10,11 @@
 // (DataParallel::restore_step_state). A new capture is made when the step's shape changes (the number of
 // micro-batches under --rampup-batch-size, the loss scale under dynamic fp16 loss scaling).
 //
+// The whole run queues its GPU work on one side stream (StepStream, made current before the model is built): a capture
+// cannot use the legacy default stream, the autograd nodes that accumulate into the parameters keep the stream they
+// were created on (the DP hooks hold them), and cuDNN and cuBLAS set up their per-stream state in the eager
+// iteration, not during the capture.
+//
 // Where it applies: one CUDA rank (TP = PP = DP = 1), no dropout, no --checkpoint-activations, no --gemm-autotune
 // (cuda_graph_unsupported says which does not hold). The first iteration of a run is eager (lazy initialisations:
 // cuBLAS/cuDNN plans, workspaces), the second is captured and replayed.
@@ -35,6 +40,21 @@ struct StepGraphKey {
 /// `world_size` the number of ranks.
 std::string cuda_graph_unsupported(const TrainConfig& cfg, bool cuda, int world_size);
 
+/// For its lifetime, the current CUDA stream of the calling thread is a side stream from ATen's pool (not the legacy
+/// default stream, which no capture may touch). The destructor waits for the side stream's work, then restores the
+/// earlier stream. Without CUDA the constructor throws UsageError.
+class StepStream {
+ public:
+  StepStream();
+  ~StepStream();
+  StepStream(const StepStream&) = delete;
+  StepStream& operator=(const StepStream&) = delete;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
 class StepGraph {
  public:
   StepGraph();
@@ -45,8 +65,8 @@ class StepGraph {
   /// True when a capture for `key` is held.
   bool holds(const StepGraphKey& key) const;
   /// Drops any earlier capture, waits for the device to finish its queued work, then captures what `enqueue` queues
-  /// on a side stream (nothing runs: replay() runs it). RuntimeError naming --cuda-graph when the capture fails
-  /// (something in the step synchronised with the host or used the default stream).
+  /// on the current stream, which must be a StepStream's (nothing runs: replay() runs it). RuntimeError naming
+  /// --cuda-graph when the capture fails (something in the step synchronised with the host or used another stream).
   void capture(const StepGraphKey& key, const std::function<void()>& enqueue);
   /// Queues the captured work on the current stream.
   void replay();

@@ -1,5 +1,5 @@
-// StepGraph on ATen's CUDAGraph: captured on a side stream from the pool (a capture cannot use the default stream),
-// activations in the graph's private memory pool, replayed on the current stream.
+// StepStream and StepGraph on ATen's CUDAGraph: captured on the StepStream's side stream (a capture cannot use the
+// legacy default stream), activations in the graph's private memory pool, replayed on the same stream.
 #include <ATen/cuda/CUDAGraph.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAFunctions.h>
@@ -11,6 +11,39 @@
 #include "train/step_graph.h"
 
 namespace megaton::train {
+
+struct StepStream::Impl {
+  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
+  c10::cuda::CUDAStreamGuard current{side};
+};
+
+StepStream::StepStream() : impl_(std::make_unique<Impl>()) {}
+StepStream::~StepStream() {
+  try {
+    impl_->side.synchronize();  // what the run queued is done before the earlier stream is current again
+  } catch (const std::exception&) {
+  }
+}
+
+namespace {
+
+[[noreturn]] void throw_capture_failed(const std::exception& e) {
+  (void)cudaGetLastError();
+  throw RuntimeError(std::string("--cuda-graph: capturing the training step failed (run without --cuda-graph): ") +
+                     e.what());
+}
+
+// An invalidated capture's end throws before it stops routing the allocator into the graph's pool: stop it here (a
+// no-op error when the end got that far).
+template <class PoolId>
+void stop_routing_to_pool(c10::DeviceIndex device, PoolId pool) {
+  try {
+    c10::cuda::CUDACachingAllocator::endAllocateToPool(device, pool);
+  } catch (const std::exception&) {
+  }
+}
+
+}  // namespace
 
 struct StepGraph::Impl {
   std::unique_ptr<at::cuda::CUDAGraph> graph;
@@ -26,29 +59,26 @@ void StepGraph::capture(const StepGraphKey& key, const std::function<void()>& en
   // iterations' cached blocks go back to the driver: the graph's pool holds the activations from now on.
   c10::cuda::device_synchronize();
   c10::cuda::CUDACachingAllocator::emptyCache();
+  const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
+  MEGATON_CHECK(stream != c10::cuda::getDefaultCUDAStream(stream.device_index()), RuntimeError,
+                "--cuda-graph: the capture needs the run on a side stream (a StepStream), not the default stream");
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
-  const c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
-  {
-    c10::cuda::CUDAStreamGuard on_side(side);
-    graph->capture_begin();
+  graph->capture_begin();
+  try {
+    enqueue();
+  } catch (const std::exception& e) {
     try {
-      enqueue();
-    } catch (const std::exception& e) {
-      try {
-        graph->capture_end();  // ends the capture (invalidated) and the allocator's routing to the graph's pool
-      } catch (const std::exception&) {
-      }
-      (void)cudaGetLastError();
-      throw RuntimeError(std::string("--cuda-graph: capturing the training step failed (run without --cuda-graph): ") +
-                         e.what());
+      graph->capture_end();  // ends the capture (invalidated)
+    } catch (const std::exception&) {
+      stop_routing_to_pool(stream.device_index(), graph->pool());
     }
-    try {
-      graph->capture_end();
-    } catch (const std::exception& e) {
-      (void)cudaGetLastError();
-      throw RuntimeError(std::string("--cuda-graph: capturing the training step failed (run without --cuda-graph): ") +
-                         e.what());
-    }
+    throw_capture_failed(e);
+  }
+  try {
+    graph->capture_end();
+  } catch (const std::exception& e) {
+    stop_routing_to_pool(stream.device_index(), graph->pool());
+    throw_capture_failed(e);
   }
   impl_->graph = std::move(graph);
   key_ = key;

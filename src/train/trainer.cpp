@@ -163,6 +163,7 @@ void Trainer::build() {
   if (t.cuda_graph) {
     const std::string why = cuda_graph_unsupported(cfg_, device.is_cuda(), groups_.grid.world());
     MEGATON_CHECK(why.empty(), UsageError, "--cuda-graph: ", why);
+    step_stream_ = std::make_unique<StepStream>();
     graphed_ = std::make_unique<GraphedStep>();
   }
   clock_ = device_clock(device);

@@ -50,6 +50,7 @@ namespace megaton::train {
 class TensorBoardWriter;
 class MetricsLog;
 class StopSignals;
+class StepStream;
 
 /// What one iteration did (train_step's return).
 struct StepOutcome {
@@ -112,6 +113,9 @@ class Trainer {
   std::ostream& out_;
   Logger log_;
   dist::ProcessGroups groups_;
+  // --cuda-graph: the side stream current from the model's build to the trainer's end (first member built in
+  // build(), last destroyed).
+  std::unique_ptr<StepStream> step_stream_;
   std::unique_ptr<model::GptConfig> gpt_;
   // This rank's model: one GptStage, or with interleaving its V model chunks (chunk k = virtual stage k * PP + pp).
   std::vector<std::unique_ptr<model::GptStage>> chunks_;

@@ -2,7 +2,8 @@
 // through ops::linear into fp32 main grads (their first writes) and through DataParallel's hooks, captured once and
 // replayed on new inputs copied into the captured ones, must give bit for bit the eager run's losses and gradients at
 // every iteration, with the weights updated in place between iterations (the replay reads the new values); the state
-// restored after each replay keeps finish_grad_sync from zeroing what the replay wrote.
+// restored after each replay keeps finish_grad_sync from zeroing what the replay wrote. A capture on the default stream
+// is refused.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -69,6 +70,7 @@ TEST(KernelsStepGraph, ReplaysMatchEagerStepsBitForBit) {
   GTEST_SKIP() << "built without CUDA";
 #else
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  train::StepStream on_side;  // as the trainer: everything (the models' and hooks' set-up too) on the side stream
   auto groups = optimtest::self_groups();
   Graphable eager(groups), graphed(groups);
   train::StepGraph graph;
@@ -116,5 +118,23 @@ TEST(KernelsStepGraph, ReplaysMatchEagerStepsBitForBit) {
     graphed.update();
   }
   EXPECT_EQ(graph.captures(), 1);
+#endif
+}
+
+TEST(KernelsStepGraph, CaptureOnTheDefaultStreamIsRefused) {
+#ifndef MEGATON_HAVE_CUDA
+  GTEST_SKIP() << "built without CUDA";
+#else
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  train::StepGraph graph;
+  bool ran = false;
+  try {
+    graph.capture({1, 1.0}, [&] { ran = true; });
+    FAIL() << "captured on the default stream";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("side stream"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(ran);
+  EXPECT_FALSE(graph.holds({1, 1.0}));
 #endif
 }
