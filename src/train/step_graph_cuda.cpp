@@ -63,21 +63,22 @@ void StepGraph::capture(const StepGraphKey& key, const std::function<void()>& en
   MEGATON_CHECK(stream != c10::cuda::getDefaultCUDAStream(stream.device_index()), RuntimeError,
                 "--cuda-graph: the capture needs the run on a side stream (a StepStream), not the default stream");
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
-  graph->capture_begin();
+  const auto pool = at::cuda::graph_pool_handle();  // known here: CUDAGraph::pool() throws after a failed capture
+  graph->capture_begin(pool);
   try {
     enqueue();
   } catch (const std::exception& e) {
     try {
       graph->capture_end();  // ends the capture (invalidated)
     } catch (const std::exception&) {
-      stop_routing_to_pool(stream.device_index(), graph->pool());
+      stop_routing_to_pool(stream.device_index(), pool);
     }
     throw_capture_failed(e);
   }
   try {
     graph->capture_end();
   } catch (const std::exception& e) {
-    stop_routing_to_pool(stream.device_index(), graph->pool());
+    stop_routing_to_pool(stream.device_index(), pool);
     throw_capture_failed(e);
   }
   impl_->graph = std::move(graph);
