@@ -64,7 +64,11 @@ void StepGraph::capture(const StepGraphKey& key, const std::function<void()>& en
                 "--cuda-graph: the capture needs the run on a side stream (a StepStream), not the default stream");
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
   const auto pool = at::cuda::graph_pool_handle();  // known here: CUDAGraph::pool() throws after a failed capture
-  graph->capture_begin(pool);
+  // Thread-local capture mode: only this thread is barred from calls that would break the capture (a host sync, a
+  // query of an event). The NCCL watchdog polls its events every 100 ms on its own thread: in the global mode such a
+  // poll during the capture invalidated it (the 1.3B step's capture, ~0.25 s, met one: CUBLAS_STATUS_EXECUTION_FAILED
+  // on the invalidated stream). The autograd engine's thread only queues kernels on the captured stream.
+  graph->capture_begin(pool, cudaStreamCaptureModeThreadLocal);
   try {
     enqueue();
   } catch (const std::exception& e) {
