@@ -1,7 +1,8 @@
 // --cuda-graph: a training step's forward and backward (every micro-batch, and the mean of their losses) captured once
 // as a CUDA graph and replayed in each iteration after it: the step's ~700 kernel launches (GPT-2 124M) become one
-// graph launch, so the GPU no longer idles between kernels waiting for the host to queue the next one. The optimizer
-// stays eager (a handful of launches; its learning rate and step count change every iteration).
+// graph launch, so the GPU does not wait for a host that queues kernels slower than it runs them (measured on an H200
+// with a fast host: no gain at 124M or 1.3B, docs/training.md). The optimizer stays eager (a handful of launches; its
+// learning rate and step count change every iteration).
 //
 // What a replay reads and writes lives at addresses fixed at capture: the micro-batches are copied into the captured
 // input tensors (the trainer's), the parameters and fp32 main grads are DataParallel's flat buffers, the activations
