@@ -18,6 +18,7 @@
 #include <functional>
 #include <limits>
 
+#include "bench_gemm_inputs.h"
 #include "bench_gpu_seconds.h"
 #include "ops/cublaslt_gemm.h"
 #include "ops/gemm_tuner.h"
@@ -65,17 +66,14 @@ double tuned_seconds(const std::function<void()>& fn) {
   return s;
 }
 
-torch::TensorOptions bf16() {
-  return torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
-}
 #endif
 
 void BM_WgradAlgos(benchmark::State& state) {
   if (perf::skip_without_cuda(state)) return;
 #ifdef MEGATON_HAVE_CUDA
   const int64_t in = state.range(0), out = state.range(1), tokens = state.range(2);
-  torch::Tensor dy = torch::randn({tokens, out}, bf16()), x = torch::randn({tokens, in}, bf16());  // [T, out], [T, in]
-  torch::Tensor main = torch::zeros({out, in}, bf16().dtype(torch::kFloat32));                     // [out, in]
+  perf::WgradInputs g(in, out, tokens);
+  torch::Tensor &dy = g.dy, &x = g.x, &main = g.main;
   int count = 0;
   if (!ops::lt::wgrad_fp32(dy, x, main, true, 0, &count)) return state.SkipWithError("no cuBLASLt algorithm");
   auto training = [&] { ops::accumulate_weight_grad_cuda(main, dy, x, true); };
@@ -115,11 +113,9 @@ void epilogue_algos(benchmark::State& state, double flops, const std::function<b
 void BM_GeluAuxAlgos(benchmark::State& state) {
   if (perf::skip_without_cuda(state)) return;
 #ifdef MEGATON_HAVE_CUDA
-  const int64_t tokens = state.range(0), h = state.range(1), f = 4 * h;
-  torch::Tensor x = torch::randn({tokens, h}, bf16()), w = torch::randn({f, h}, bf16()) * 0.02;
-  torch::Tensor b = torch::randn({f}, bf16()) * 0.02, act = torch::empty({tokens, f}, bf16()),
-                pre = torch::empty_like(act);
-  epilogue_algos(state, 2.0 * double(tokens * h) * double(f),
+  perf::GeluAuxInputs g(state.range(0), state.range(1));
+  torch::Tensor &x = g.x, &w = g.w, &b = g.b, &act = g.act, &pre = g.pre;
+  epilogue_algos(state, g.flops(),
                  [&](int a, int* count) { return ops::lt::linear_gelu_aux(x, w, b, act, pre, a, count); });
 #endif
 }
@@ -127,10 +123,9 @@ void BM_GeluAuxAlgos(benchmark::State& state) {
 void BM_DgeluAlgos(benchmark::State& state) {
   if (perf::skip_without_cuda(state)) return;
 #ifdef MEGATON_HAVE_CUDA
-  const int64_t tokens = state.range(0), h = state.range(1), f = 4 * h;
-  torch::Tensor dy = torch::randn({tokens, h}, bf16()), w = torch::randn({h, f}, bf16()) * 0.02;
-  torch::Tensor pre = torch::randn({tokens, f}, bf16()), d_pre = torch::empty_like(pre);
-  epilogue_algos(state, 2.0 * double(tokens * h) * double(f),
+  perf::DgeluInputs g(state.range(0), state.range(1));
+  torch::Tensor &dy = g.dy, &w = g.w, &pre = g.pre, &d_pre = g.d_pre;
+  epilogue_algos(state, g.flops(),
                  [&](int a, int* count) { return ops::lt::linear_dgelu(dy, w, pre, d_pre, a, count); });
 #endif
 }

@@ -20,6 +20,7 @@
 #include <limits>
 #include <string>
 
+#include "bench_gemm_inputs.h"
 #include "bench_gpu_seconds.h"
 #include "ops/cublaslt_gemm.h"
 #include "ops/gemm_tuner.h"
@@ -75,17 +76,14 @@ void rank_algos(benchmark::State& state, double flops, const std::function<void(
   }
 }
 
-torch::TensorOptions bf16() {
-  return torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
-}
 #endif
 
 void BM_SustainedWgrad(benchmark::State& state) {
   if (perf::skip_without_cuda(state)) return;
 #ifdef MEGATON_HAVE_CUDA
   const int64_t in = state.range(0), out = state.range(1), tokens = state.range(2);
-  torch::Tensor dy = torch::randn({tokens, out}, bf16()), x = torch::randn({tokens, in}, bf16());  // [T, out], [T, in]
-  torch::Tensor main = torch::zeros({out, in}, bf16().dtype(torch::kFloat32));                     // [out, in]
+  perf::WgradInputs g(in, out, tokens);
+  torch::Tensor &dy = g.dy, &x = g.x, &main = g.main;
   int count = 0;
   if (!ops::lt::wgrad_fp32(dy, x, main, true, 0, &count)) return state.SkipWithError("no cuBLASLt algorithm");
   ops::gemm_tuner().set_enabled(false);  // training's default: cublasGemmEx
@@ -98,14 +96,12 @@ void BM_SustainedWgrad(benchmark::State& state) {
 void BM_SustainedGeluAux(benchmark::State& state) {
   if (perf::skip_without_cuda(state)) return;
 #ifdef MEGATON_HAVE_CUDA
-  const int64_t tokens = state.range(0), h = state.range(1), f = 4 * h;
-  torch::Tensor x = torch::randn({tokens, h}, bf16()), w = torch::randn({f, h}, bf16()) * 0.02;
-  torch::Tensor b = torch::randn({f}, bf16()) * 0.02, act = torch::empty({tokens, f}, bf16()),
-                pre = torch::empty_like(act);
+  perf::GeluAuxInputs g(state.range(0), state.range(1));
+  torch::Tensor &x = g.x, &w = g.w, &b = g.b, &act = g.act, &pre = g.pre;
   int count = 0;
   if (!ops::lt::linear_gelu_aux(x, w, b, act, pre, 0, &count)) return state.SkipWithError("no cuBLASLt algorithm");
   rank_algos(
-      state, 2.0 * double(tokens * h) * double(f), [&] { ops::lt::linear_gelu_aux(x, w, b, act, pre, 0); }, count,
+      state, g.flops(), [&] { ops::lt::linear_gelu_aux(x, w, b, act, pre, 0); }, count,
       [&](int a) { ops::lt::linear_gelu_aux(x, w, b, act, pre, a); });
 #endif
 }
@@ -113,13 +109,12 @@ void BM_SustainedGeluAux(benchmark::State& state) {
 void BM_SustainedDgelu(benchmark::State& state) {
   if (perf::skip_without_cuda(state)) return;
 #ifdef MEGATON_HAVE_CUDA
-  const int64_t tokens = state.range(0), h = state.range(1), f = 4 * h;
-  torch::Tensor dy = torch::randn({tokens, h}, bf16()), w = torch::randn({h, f}, bf16()) * 0.02;
-  torch::Tensor pre = torch::randn({tokens, f}, bf16()), d_pre = torch::empty_like(pre);
+  perf::DgeluInputs g(state.range(0), state.range(1));
+  torch::Tensor &dy = g.dy, &w = g.w, &pre = g.pre, &d_pre = g.d_pre;
   int count = 0;
   if (!ops::lt::linear_dgelu(dy, w, pre, d_pre, 0, &count)) return state.SkipWithError("no cuBLASLt algorithm");
   rank_algos(
-      state, 2.0 * double(tokens * h) * double(f), [&] { ops::lt::linear_dgelu(dy, w, pre, d_pre, 0); }, count,
+      state, g.flops(), [&] { ops::lt::linear_dgelu(dy, w, pre, d_pre, 0); }, count,
       [&](int a) { ops::lt::linear_dgelu(dy, w, pre, d_pre, a); });
 #endif
 }
