@@ -11,7 +11,7 @@ M=/tmp/megaton-src/build-gpu/megaton
 a=(train --vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
   --hidden-dropout 0 --attention-dropout 0 --eval-interval 100000 --eval-iters 1 --device cuda --distributed-backend nccl
   --seed 1234 --num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024
-  --micro-batch-size 16 --global-batch-size 64 --rampup-batch-size 16 16 320 --train-iters 16 --log-interval 1)
+  --micro-batch-size 16 --global-batch-size 64 --rampup-batch-size 16 16 320 --train-samples 800 --log-interval 1)
 for t in eager graph; do
   f=(); [ $t = graph ] && f=(--cuda-graph)
   timeout 120 "$M" "${a[@]}" "${f[@]}" --metrics-file "$OUT/$t.jsonl" > "$OUT/$t.log" 2>&1
