@@ -22,5 +22,6 @@ python3 - "$OUT" <<'P'
 import json,sys
 o=sys.argv[1]
 E=[json.loads(l) for l in open(o+'/eager.jsonl')]; G=[json.loads(l) for l in open(o+'/graph.jsonl')]
-for e,g in zip(E,G): print(e['iteration'], e['global_batch_size'], e['lm_loss'], g['lm_loss'], e['lm_loss']-g['lm_loss'])
+for e,g in zip(E,G):
+  if 'lm_loss' in e and 'lm_loss' in g: print(e['iteration'], e['global_batch_size'], e['lm_loss'], g['lm_loss'], e['lm_loss']-g['lm_loss'])
 P
