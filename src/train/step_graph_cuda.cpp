@@ -55,13 +55,13 @@ StepGraph::~StepGraph() = default;
 void StepGraph::capture(const StepGraphKey& key, const std::function<void()>& enqueue) {
   held_ = false;
   impl_->graph.reset();
-  // The side stream starts from a drained device (it does not wait on the default stream's queue), and the eager
-  // iterations' cached blocks go back to the driver: the graph's pool holds the activations from now on.
-  c10::cuda::device_synchronize();
-  c10::cuda::CUDACachingAllocator::emptyCache();
   const c10::cuda::CUDAStream stream = c10::cuda::getCurrentCUDAStream();
   MEGATON_CHECK(stream != c10::cuda::getDefaultCUDAStream(stream.device_index()), RuntimeError,
                 "--cuda-graph: the capture needs the run on a side stream (a StepStream), not the default stream");
+  // The eager iterations' cached blocks go back to the driver once the device is idle: the graph's pool holds the
+  // activations from now on.
+  c10::cuda::device_synchronize();
+  c10::cuda::CUDACachingAllocator::emptyCache();
   auto graph = std::make_unique<at::cuda::CUDAGraph>();
   const auto pool = at::cuda::graph_pool_handle();  // known here: CUDAGraph::pool() throws after a failed capture
   // Thread-local capture mode: only this thread is barred from calls that would break the capture (a host sync, a
