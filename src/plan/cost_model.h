@@ -33,15 +33,15 @@ struct Layout {
 };
 
 /// The fitted constants (plan/calibration.h fits them to measured iterations). The defaults are the fit (rounded) to
-/// the eight H200 points of the first GPU sweep (perf/results/2026-12-03-h200/sweep.csv, docs/plan.md).
+/// the seven H200 points of the 2026-12-04 sweep (perf/results/2026-12-04-h200-session12/sweep.csv, docs/plan.md).
 struct Calibration {
-  double eff_max = 0.617;                   // GEMM efficiency (fraction of peak) approached by large per-GPU GEMMs
-  double gemm_half_gflop = 23.5;            // per-GPU GEMM size (GFLOP of one MLP GEMM of a micro-batch) at eff_max / 2
-  double layer_overhead_ms = 0.0435;        // fixed cost per layer and micro-batch on a rank (launches), fwd+bwd
-  double optimizer_ns_per_param = 0.00576;  // per-parameter work of the step: Adam, grad zeroing, norm, casts
-  double fixed_ms = 0.777;                  // per-iteration constant (loss, logging, scheduler)
+  double eff_max = 0.628;                   // GEMM efficiency (fraction of peak) approached by large per-GPU GEMMs
+  double gemm_half_gflop = 14.0;            // per-GPU GEMM size (GFLOP of one MLP GEMM of a micro-batch) at eff_max / 2
+  double layer_overhead_ms = 0.0446;        // fixed cost per layer and micro-batch on a rank (launches), fwd+bwd
+  double optimizer_ns_per_param = 0.00288;  // per-parameter work of the step: Adam, grad zeroing, norm, casts
+  double fixed_ms = 0.605;                  // per-iteration constant (loss, logging, scheduler)
   double dp_overlap = 0.5;  // fraction of the DP gradient reduction that can hide behind the last backward
-  std::string source = "built-in: fitted to perf/results/2026-12-03-h200/sweep.csv";
+  std::string source = "built-in: fitted to perf/results/2026-12-04-h200-session12/sweep.csv";
 
   /// Achieved fraction of peak for a per-GPU GEMM of `gflop` GFLOP: eff_max * g / (g + gemm_half_gflop).
   double efficiency(double gemm_gflop) const;

@@ -9,7 +9,8 @@ megaton=$BUILD/megaton
 source "$(dirname "$0")/expect_lib.sh"  # expect NAME WANT_RC PATTERN COMMAND...; fail
 m13="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --bf16"
 h200=$SRC/perf/results/2026-12-02-h200-session/sweep.csv
-h200sweep=$SRC/perf/results/2026-12-03-h200/sweep.csv  # the built-in calibration's points
+h200sweep=$SRC/perf/results/2026-12-03-h200/sweep.csv  # the first GPU sweep
+h200now=$SRC/perf/results/2026-12-04-h200-session12/sweep.csv  # the built-in calibration's points
 cpu=$SRC/perf/results/2026-12-02-cpu-2core/sweep.csv
 expect "help"                 0 "--inter-node-gbps" $megaton plan --help
 expect "table"                0 "rank +layout +mb +M +rc +mem GiB +fits +ms/iter" $megaton plan $m13 --global-batch-size 512 --nodes 4
@@ -54,6 +55,10 @@ expect "check h200 rows"      0 "h200 1.3B TP1xPP1xDP1 mb8 +265.6" $megaton plan
 expect "check h200 sweep"     0 "mean \|error\| [0-5]\.[0-9]%, worst [0-9.]+% over 8 point\(s\); leave-one-out mean" \
   $megaton plan --check "$h200sweep"
 expect "check h200 sweep rows" 0 "h200 1.3B-mb8-rc TP1xPP1xDP1 mb8 rc +334.9" $megaton plan --check "$h200sweep"
+expect "built-in h200 now"    0 "calibration \(built-in: fitted to perf/results/2026-12-04-h200-session12/sweep.csv\)" \
+  $megaton plan $m13 --global-batch-size 512 --nodes 4
+expect "check h200 now"       0 "mean \|error\| [0-5]\.[0-9]%, worst [0-9.]+% over 7 point\(s\)" \
+  $megaton plan --check "$h200now" --calibration "$h200now"
 expect "check cpu LOO"        0 "leave-one-out mean \|error\|" $megaton plan --check "$cpu"
 expect "calibration cpu"      0 "calibration \(fitted to [0-9]+ measured points of .*cpu-2core" \
   $megaton plan --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 64 --vocab-size 512 \

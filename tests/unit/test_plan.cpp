@@ -189,20 +189,20 @@ TEST(Plan, FitRecoversSyntheticPoints) {
 }
 
 TEST(Plan, CalibrationReproducesMeasuredH200Points) {
-  // perf/results/2026-12-03-h200/sweep.csv: the first GPU sweep, 8 single-H200 points (124M, 350M, 1.3B at several
-  // micro-batch sizes, with recomputation and with gradient accumulation). Stated tolerances: in-sample 15% per point
-  // and 6% on average (measured: fit 10.9% / 4.2%, built-in 11.4% / 4.3%); leave-one-out 15% on average (measured
-  // 8.9%; the worst point, 124M at micro-batch 8, extrapolates to a GEMM 3.5x smaller than any other point's and is
-  // off by ~37%, so no per-point bound).
-  const auto pts = read_measured_points(source("perf/results/2026-12-03-h200/sweep.csv"), "--check");
-  ASSERT_EQ(pts.size(), 8u);
-  EXPECT_NEAR(pts[4].ms_per_iter, 260.7, 1.0) << pts[4].label;
+  // perf/results/2026-12-04-h200-session12/sweep.csv: the second full GPU sweep (today's kernels), 7 single-H200 points
+  // at the sustained clock (124M, 350M, 1.3B at several micro-batch sizes, with recomputation; its gradient-accumulation
+  // point ran out of the call's time). Stated tolerances: in-sample 12% per point and 6% on average (measured: fit and
+  // built-in 8.9% / 4.6%); leave-one-out 15% on average (measured 10.9%; the worst point, 124M at micro-batch 8,
+  // extrapolates to a GEMM 4x smaller than any other point's and is off by ~42%, so no per-point bound).
+  const auto pts = read_measured_points(source("perf/results/2026-12-04-h200-session12/sweep.csv"), "--check");
+  ASSERT_EQ(pts.size(), 7u);
+  EXPECT_NEAR(pts[4].ms_per_iter, 247.5, 1.0) << pts[4].label;
   auto check = [&](const Calibration& cal, const char* what) {
     double sum = 0;
     for (const auto& p : pts) {
       const double e = std::fabs(relative_error(p, cal));
       sum += e;
-      EXPECT_LT(e, 0.15) << what << ": " << p.label;
+      EXPECT_LT(e, 0.12) << what << ": " << p.label;
     }
     EXPECT_LT(sum / pts.size(), 0.06) << what;
   };
@@ -210,6 +210,14 @@ TEST(Plan, CalibrationReproducesMeasuredH200Points) {
   // The built-in defaults are the fit of this file (rounded) from the previous built-in values; a refit from them moves
   // the weakly determined per-parameter cost (docs/plan.md), so only the errors are compared.
   check(Calibration(), "built-in");
+  // The first sweep (perf/results/2026-12-03-h200/sweep.csv, 8 points, the first day's kernels, short runs: the
+  // previous built-in's points) is still met by its own fit.
+  const auto first = read_measured_points(source("perf/results/2026-12-03-h200/sweep.csv"), "--check");
+  ASSERT_EQ(first.size(), 8u);
+  const Calibration first_fit = fit_calibration(first);
+  double first_sum = 0;
+  for (const auto& p : first) first_sum += std::fabs(relative_error(p, first_fit));
+  EXPECT_LT(first_sum / first.size(), 0.06);
   double loo_sum = 0;
   for (size_t i = 0; i < pts.size(); ++i) {
     std::vector<MeasuredPoint> others(pts);
@@ -218,9 +226,8 @@ TEST(Plan, CalibrationReproducesMeasuredH200Points) {
   }
   EXPECT_LT(loo_sum / pts.size(), 0.15);
   // The earlier two-point files (perf/results/2026-12-02-h200-session: 1.3B and 124M with the fused kernels but the
-  // ATen LayerNorm; perf/results/2026-12-02-h200: before the fused kernels) are fitted as well. (The built-in no longer
-  // reproduces them within 5%: their 124M point, 66.4 ms, is slower than the sweep's 61.9 ms, which the built-in
-  // itself predicts 11% low.)
+  // ATen LayerNorm; perf/results/2026-12-02-h200: before the fused kernels) are fitted as well (the built-in, fitted to
+  // today's kernels, does not reproduce them).
   for (const char* file :
        {"perf/results/2026-12-02-h200-session/sweep.csv", "perf/results/2026-12-02-h200/sweep.csv"}) {
     const auto before = read_measured_points(source(file), "--check");
