@@ -47,16 +47,18 @@ class Row {
 };
 
 // The fitted constants in log space.
-constexpr int kParams = 5;
+constexpr int kParams = 6;
 void to_vec(const Calibration& c, double* x) {
   x[0] = std::log(c.eff_max), x[1] = std::log(c.gemm_half_gflop), x[2] = std::log(c.layer_overhead_ms);
   x[3] = std::log(c.optimizer_ns_per_param), x[4] = std::log(c.fixed_ms);
+  x[5] = std::log(c.elementwise_ps_per_element);
 }
 Calibration from_vec(const double* x, const Calibration& base) {
   Calibration c = base;
   c.eff_max = std::min(1.0, std::exp(x[0]));
   c.gemm_half_gflop = std::exp(x[1]), c.layer_overhead_ms = std::exp(x[2]);
   c.optimizer_ns_per_param = std::exp(x[3]), c.fixed_ms = std::exp(x[4]);
+  c.elementwise_ps_per_element = std::exp(x[5]);
   return c;
 }
 
@@ -127,11 +129,41 @@ double relative_error(const MeasuredPoint& p, const Calibration& cal) {
   return (pr.total_ms - p.ms_per_iter) / p.ms_per_iter;
 }
 
+namespace {
+
+// Pattern search in log space from x (updated in place): try +-step on each constant, move to the best improvement,
+// halve the step when none helps. Returns the loss reached.
+template <typename Loss>
+double pattern_search(double (&x)[kParams], const Loss& loss) {
+  double best = loss(x);
+  for (double step = 2.0; step > 1e-4;) {
+    double move[kParams];
+    double move_loss = best;
+    for (int i = 0; i < kParams; ++i) {
+      for (double dir : {1.0, -1.0}) {
+        double y[kParams];
+        std::copy(x, x + kParams, y);
+        y[i] += dir * step;
+        if (i == 0 && y[0] > 0) y[0] = 0;  // eff_max <= 1
+        const double l = loss(y);
+        if (l < move_loss - 1e-15) move_loss = l, std::copy(y, y + kParams, move);
+      }
+    }
+    if (move_loss < best) {
+      best = move_loss, std::copy(move, move + kParams, x);
+    } else {
+      step /= 2;
+    }
+  }
+  return best;
+}
+
+}  // namespace
+
 Calibration fit_calibration(const std::vector<MeasuredPoint>& points, const Calibration& start) {
   MEGATON_ASSERT(!points.empty(), "fit_calibration needs points");
-  double x0[kParams], x[kParams];
+  double x0[kParams];
   to_vec(start, x0);
-  to_vec(start, x);
   const double prior = 1e-3;  // weak: only decides among fits that are equally good
   auto loss = [&](const double* v) {
     const Calibration c = from_vec(v, start);
@@ -143,26 +175,22 @@ Calibration fit_calibration(const std::vector<MeasuredPoint>& points, const Cali
     for (int i = 0; i < kParams; ++i) sum += prior * (v[i] - x0[i]) * (v[i] - x0[i]);
     return sum;
   };
-  // Pattern search in log space: try +-step on each constant, keep improvements, halve the step when none helps.
-  double best = loss(x);
-  for (double step = 2.0; step > 1e-4;) {
-    bool improved = false;
-    for (int i = 0; i < kParams; ++i) {
-      for (double dir : {1.0, -1.0}) {
-        double y[kParams];
-        std::copy(x, x + kParams, y);
-        y[i] += dir * step;
-        if (i == 0 && y[0] > 0) y[0] = 0;  // eff_max <= 1
-        const double l = loss(y);
-        if (l < best - 1e-15) {
-          best = l, std::copy(y, y + kParams, x), improved = true;
-          break;
-        }
-      }
+  // The search is local: it starts from `start` and from `start` with each constant in turn e^3 and e^7 times larger
+  // and smaller (a machine whose times are 1000x the built-in's, such as a CPU, is found that way), keeping the best.
+  double best_x[kParams];
+  std::copy(x0, x0 + kParams, best_x);
+  double best = pattern_search(best_x, loss);
+  for (int i = 0; i < kParams; ++i) {
+    for (double dir : {3.0, -3.0, 7.0, -7.0}) {
+      double x[kParams];
+      std::copy(x0, x0 + kParams, x);
+      x[i] += dir;
+      if (i == 0 && x[0] > 0) x[0] = 0;
+      const double l = pattern_search(x, loss);
+      if (l < best) best = l, std::copy(x, x + kParams, best_x);
     }
-    if (!improved) step /= 2;
   }
-  Calibration c = from_vec(x, start);
+  Calibration c = from_vec(best_x, start);
   c.source = str("fitted to ", points.size(), " measured point", points.size() == 1 ? "" : "s");
   return c;
 }

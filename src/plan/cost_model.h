@@ -35,11 +35,12 @@ struct Layout {
 /// The fitted constants (plan/calibration.h fits them to measured iterations). The defaults are the fit (rounded) to
 /// the seven H200 points of the 2026-12-04 sweep (perf/results/2026-12-04-h200-session12/sweep.csv, docs/plan.md).
 struct Calibration {
-  double eff_max = 0.628;                   // GEMM efficiency (fraction of peak) approached by large per-GPU GEMMs
-  double gemm_half_gflop = 14.0;            // per-GPU GEMM size (GFLOP of one MLP GEMM of a micro-batch) at eff_max / 2
-  double layer_overhead_ms = 0.0446;        // fixed cost per layer and micro-batch on a rank (launches), fwd+bwd
-  double optimizer_ns_per_param = 0.00288;  // per-parameter work of the step: Adam, grad zeroing, norm, casts
-  double fixed_ms = 0.605;                  // per-iteration constant (loss, logging, scheduler)
+  double eff_max = 0.806;                   // GEMM efficiency (fraction of peak) approached by large per-GPU GEMMs
+  double gemm_half_gflop = 6.17;            // per-GPU GEMM size (GFLOP of one MLP GEMM of a micro-batch) at eff_max / 2
+  double layer_overhead_ms = 0.0378;        // fixed cost per layer and micro-batch on a rank (launches), fwd+bwd
+  double optimizer_ns_per_param = 0.00709;  // per-parameter work of the step: Adam, grad zeroing, norm, casts
+  double fixed_ms = 0.457;                  // per-iteration constant (loss, logging, scheduler)
+  double elementwise_ps_per_element = 11.2;  // memory-bound work per activation element of a layer (LayerNorm, ...)
   double dp_overlap = 0.5;  // fraction of the DP gradient reduction that can hide behind the last backward
   std::string source = "built-in: fitted to perf/results/2026-12-04-h200-session12/sweep.csv";
 
@@ -60,6 +61,7 @@ struct StepPrediction {
   double efficiency = 0;
   double compute_ms = 0;      // hardware FLOPs per GPU / (efficiency x peak)
   double overhead_ms = 0;     // layer_overhead_ms x layers per stage x micro-batches
+  double elementwise_ms = 0;  // elementwise_ps_per_element x s b (h + f/TP) x layers per stage x micro-batches
   double bubble_ms = 0;       // (PP - 1) / M x (compute + overhead)
   double tp_comm_ms = 0;      // TP all-reduces of [s, b, h] per layer over the intra-node link
   double pp_p2p_ms = 0;       // activations and their gradients between stages
