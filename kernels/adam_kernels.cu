@@ -67,8 +67,10 @@ __device__ __forceinline__ void scalar_range(float* __restrict__ master, float* 
 }
 
 // P: param_out's element type (float when there is none: out == nullptr). vec: every buffer is 16-byte aligned
-// (param_out: aligned to 4 elements), so elements from a multiple of 4 on can move in packs of 4.
-template <typename P>
+// (param_out: aligned to 4 elements), so elements from a multiple of 4 on can move in packs of 4. U: packs per thread
+// per pass, loaded together before any is computed (more bytes in flight per thread); pass j of thread t takes packs j
+// U blockDim.x + t + u blockDim.x, u < U, so a warp's loads stay contiguous.
+template <typename P, int U>
 __global__ void __launch_bounds__(kThreads)
     adam_kernel(float* __restrict__ master, float* __restrict__ m, float* __restrict__ v, const float* __restrict__ g,
                 P* __restrict__ out, const AdamChunk* __restrict__ chunks, Consts consts, bool vec) {
@@ -83,23 +85,34 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t body = begin + head < end ? begin + head : end;
     scalar_range(master, m, v, g, out, begin, body, c, decay);  // head: up to 3 elements before a multiple of 4
     const int64_t packs = (end - body) / kVec;
-    for (int64_t k = threadIdx.x; k < packs; k += blockDim.x) {
-      const int64_t i = body + k * kVec;
-      float4 p4 = *reinterpret_cast<const float4*>(master + i), m4 = *reinterpret_cast<const float4*>(m + i),
-             v4 = *reinterpret_cast<const float4*>(v + i);
-      const float4 g4 = *reinterpret_cast<const float4*>(g + i);
-      adam_element(p4.x, m4.x, v4.x, g4.x, c, decay);
-      adam_element(p4.y, m4.y, v4.y, g4.y, c, decay);
-      adam_element(p4.z, m4.z, v4.z, g4.z, c, decay);
-      adam_element(p4.w, m4.w, v4.w, g4.w, c, decay);
-      *reinterpret_cast<float4*>(master + i) = p4;
-      *reinterpret_cast<float4*>(m + i) = m4;
-      *reinterpret_cast<float4*>(v + i) = v4;
-      if (out != nullptr) {
-        Pack<P, kVec> o;
-        o.v[0] = from_float<P>(p4.x), o.v[1] = from_float<P>(p4.y), o.v[2] = from_float<P>(p4.z),
-        o.v[3] = from_float<P>(p4.w);
-        *reinterpret_cast<Pack<P, kVec>*>(out + i) = o;
+    for (int64_t k0 = threadIdx.x; k0 < packs; k0 += static_cast<int64_t>(U) * blockDim.x) {
+      float4 p4[U], m4[U], v4[U], g4[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t k = k0 + static_cast<int64_t>(u) * blockDim.x;
+        if (k >= packs) continue;
+        const int64_t i = body + k * kVec;
+        p4[u] = *reinterpret_cast<const float4*>(master + i), m4[u] = *reinterpret_cast<const float4*>(m + i);
+        v4[u] = *reinterpret_cast<const float4*>(v + i), g4[u] = *reinterpret_cast<const float4*>(g + i);
+      }
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        const int64_t k = k0 + static_cast<int64_t>(u) * blockDim.x;
+        if (k >= packs) continue;
+        const int64_t i = body + k * kVec;
+        adam_element(p4[u].x, m4[u].x, v4[u].x, g4[u].x, c, decay);
+        adam_element(p4[u].y, m4[u].y, v4[u].y, g4[u].y, c, decay);
+        adam_element(p4[u].z, m4[u].z, v4[u].z, g4[u].z, c, decay);
+        adam_element(p4[u].w, m4[u].w, v4[u].w, g4[u].w, c, decay);
+        *reinterpret_cast<float4*>(master + i) = p4[u];
+        *reinterpret_cast<float4*>(m + i) = m4[u];
+        *reinterpret_cast<float4*>(v + i) = v4[u];
+        if (out != nullptr) {
+          Pack<P, kVec> o;
+          o.v[0] = from_float<P>(p4[u].x), o.v[1] = from_float<P>(p4[u].y), o.v[2] = from_float<P>(p4[u].z),
+          o.v[3] = from_float<P>(p4[u].w);
+          *reinterpret_cast<Pack<P, kVec>*>(out + i) = o;
+        }
       }
     }
     begin = body + packs * kVec;  // tail: up to 3 elements
@@ -113,17 +126,32 @@ bool aligned(const void* p, size_t bytes) {
 
 template <typename P>
 void launch(float* master, float* m, float* v, const float* g, void* out, const AdamChunk* chunks, int64_t n,
-            const Consts& c, cudaStream_t stream) {
+            const Consts& c, const AdamTuning& tuning, cudaStream_t stream) {
   P* o = static_cast<P*>(out);
   const bool vec = aligned(master, 16) && aligned(m, 16) && aligned(v, 16) && aligned(g, 16) &&
                    (o == nullptr || aligned(o, sizeof(P) * kVec));
-  adam_kernel<P><<<static_cast<unsigned>(n), kThreads, 0, stream>>>(master, m, v, g, o, chunks, c, vec);
+  const auto blocks = static_cast<unsigned>(n);
+  switch (tuning.packs_per_pass) {
+    case 1:
+      adam_kernel<P, 1><<<blocks, kThreads, 0, stream>>>(master, m, v, g, o, chunks, c, vec);
+      break;
+    case 2:
+      adam_kernel<P, 2><<<blocks, kThreads, 0, stream>>>(master, m, v, g, o, chunks, c, vec);
+      break;
+    case 4:
+      adam_kernel<P, 4><<<blocks, kThreads, 0, stream>>>(master, m, v, g, o, chunks, c, vec);
+      break;
+    default:
+      throw std::invalid_argument("adam_step: packs_per_pass must be 1, 2 or 4, got " +
+                                  std::to_string(tuning.packs_per_pass));
+  }
 }
 
 }  // namespace
 
 void adam_step(float* master, float* exp_avg, float* exp_avg_sq, const float* grad, const AdamChunk* chunks,
-               int64_t num_chunks, const AdamHyper& h, void* param_out, FloatType param_type, cudaStream_t stream) {
+               int64_t num_chunks, const AdamHyper& h, void* param_out, FloatType param_type, cudaStream_t stream,
+               const AdamTuning& tuning) {
   if (num_chunks == 0) return;
   if (num_chunks > INT_MAX) throw std::runtime_error("adam_step: more than INT_MAX chunks");
   Consts c;
@@ -138,17 +166,17 @@ void adam_step(float* master, float* exp_avg, float* exp_avg_sq, const float* gr
   c.grad_scale = static_cast<float>(h.grad_scale);
   c.device_grad_scale = h.device_grad_scale;
   if (param_out == nullptr) {
-    launch<float>(master, exp_avg, exp_avg_sq, grad, nullptr, chunks, num_chunks, c, stream);
+    launch<float>(master, exp_avg, exp_avg_sq, grad, nullptr, chunks, num_chunks, c, tuning, stream);
   } else {
     switch (param_type) {
       case FloatType::kFloat32:
-        launch<float>(master, exp_avg, exp_avg_sq, grad, param_out, chunks, num_chunks, c, stream);
+        launch<float>(master, exp_avg, exp_avg_sq, grad, param_out, chunks, num_chunks, c, tuning, stream);
         break;
       case FloatType::kBFloat16:
-        launch<__nv_bfloat16>(master, exp_avg, exp_avg_sq, grad, param_out, chunks, num_chunks, c, stream);
+        launch<__nv_bfloat16>(master, exp_avg, exp_avg_sq, grad, param_out, chunks, num_chunks, c, tuning, stream);
         break;
       case FloatType::kFloat16:
-        launch<__half>(master, exp_avg, exp_avg_sq, grad, param_out, chunks, num_chunks, c, stream);
+        launch<__half>(master, exp_avg, exp_avg_sq, grad, param_out, chunks, num_chunks, c, tuning, stream);
         break;
     }
   }

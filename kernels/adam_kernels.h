@@ -33,10 +33,18 @@ struct AdamChunk {
 };
 static_assert(sizeof(AdamChunk) == 3 * sizeof(int64_t), "AdamChunk must be an int64 [3] row");
 
+/// How the kernel spreads its work: each thread loads `packs_per_pass` 16-byte packs of each buffer (1, 2 or 4) before
+/// computing any (more bytes in flight per thread, more registers). perf/bench_adam.cpp's BM_AdamTuning measures them;
+/// every choice gives the same bits.
+struct AdamTuning {
+  int packs_per_pass = 1;
+};
+
 /// master, exp_avg, exp_avg_sq [S] fp32 updated in place; grad [S] fp32 read only; chunks [num_chunks] in device
 /// memory. param_out: null, or [S] of `param_type` receiving the new masters rounded. Asynchronous on `stream`;
-/// throws std::runtime_error when the launch fails.
+/// throws std::invalid_argument for a tuning it does not take and std::runtime_error when the launch fails.
 void adam_step(float* master, float* exp_avg, float* exp_avg_sq, const float* grad, const AdamChunk* chunks,
-               int64_t num_chunks, const AdamHyper& hyper, void* param_out, FloatType param_type, cudaStream_t stream);
+               int64_t num_chunks, const AdamHyper& hyper, void* param_out, FloatType param_type, cudaStream_t stream,
+               const AdamTuning& tuning = {});
 
 }  // namespace megaton::kernels

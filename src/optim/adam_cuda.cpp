@@ -32,7 +32,7 @@ void check_buffer(const torch::Tensor& t, const char* name, const torch::Tensor&
 
 void adam_step_fused(const torch::Tensor& master, const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq,
                      const torch::Tensor& grad, const torch::Tensor& chunks, const AdamScalars& step,
-                     const torch::Tensor& param_out) {
+                     const torch::Tensor& param_out, int packs_per_pass) {
   MEGATON_ASSERT(master.defined() && master.is_cuda(), "fused Adam: the masters must be a CUDA tensor");
   check_buffer(master, "master", master);
   check_buffer(exp_avg, "exp_avg", master);
@@ -64,8 +64,9 @@ void adam_step_fused(const torch::Tensor& master, const torch::Tensor& exp_avg, 
   try {
     kernels::adam_step(master.data_ptr<float>(), exp_avg.data_ptr<float>(), exp_avg_sq.data_ptr<float>(),
                        grad.data_ptr<float>(), reinterpret_cast<const kernels::AdamChunk*>(chunks.data_ptr<int64_t>()),
-                       chunks.size(0), h, param_out.defined() ? param_out.data_ptr() : nullptr, out_type, stream);
-  } catch (const std::runtime_error& e) {
+                       chunks.size(0), h, param_out.defined() ? param_out.data_ptr() : nullptr, out_type, stream,
+                       kernels::AdamTuning{packs_per_pass});
+  } catch (const std::exception& e) {
     throw RuntimeError(::megaton::str("fused Adam: ", e.what()));
   }
 }

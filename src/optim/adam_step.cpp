@@ -52,7 +52,7 @@ torch::Tensor adam_chunk_table(const std::vector<Run>& decay_runs, int64_t numel
 
 #ifndef MEGATON_HAVE_CUDA
 void adam_step_fused(const torch::Tensor&, const torch::Tensor&, const torch::Tensor&, const torch::Tensor&,
-                     const torch::Tensor&, const AdamScalars&, const torch::Tensor&) {
+                     const torch::Tensor&, const AdamScalars&, const torch::Tensor&, int) {
   throw InternalError("adam_step_fused: this build has no CUDA kernels (configure with -DMEGATON_CUDA=ON)");
 }
 #endif

@@ -36,9 +36,10 @@ torch::Tensor adam_chunk_table(const std::vector<Run>& decay_runs, int64_t numel
 /// adam_step_aten's result in one kernel on the current CUDA stream; grad is only read. master, exp_avg, exp_avg_sq,
 /// grad: [S] fp32, contiguous, on one CUDA device. chunks: adam_chunk_table(decay_runs, S) on that device.
 /// param_out: undefined, or [S] fp32/bf16/fp16 contiguous (the model's parameters), receiving the new masters rounded
-/// to its dtype. In a build without MEGATON_HAVE_CUDA (adam_cuda.cpp not compiled) it throws InternalError.
+/// to its dtype. packs_per_pass: the kernel's work split (kernels::AdamTuning: 1, 2 or 4; the same bits with each). In
+/// a build without MEGATON_HAVE_CUDA (adam_cuda.cpp not compiled) it throws InternalError.
 void adam_step_fused(const torch::Tensor& master, const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq,
                      const torch::Tensor& grad, const torch::Tensor& chunks, const AdamScalars& s,
-                     const torch::Tensor& param_out = {});
+                     const torch::Tensor& param_out = {}, int packs_per_pass = 1);
 
 }  // namespace megaton::optim

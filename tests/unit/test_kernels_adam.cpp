@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
+#include "core/error.h"
 #include "optim/adam_step.h"
 #include "optim/optimizer.h"
 #include "parallel/data_parallel.h"
@@ -110,6 +112,45 @@ TEST(KernelsAdam, FusedMatchesAtenFp32) {
     compare(n, 1, torch::kFloat32, 0.37, 0.1);  // unaligned buffers: all scalar; a clip coefficient
   }
   compare(65537, 0, torch::kFloat32, 1.0, 0.0);  // no weight decay
+}
+
+TEST(KernelsAdam, EveryTuningGivesTheSameBits) {
+  // packs_per_pass 2 and 4 against 1: the same arithmetic per element, only the loads' grouping differs. Sizes with a
+  // partial last pass and a scalar head/tail per chunk (65537, 1000003), a bf16 output, decay on part of the buffer.
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32);
+  for (int64_t n : {7, 65537, 1000003}) {
+    torch::manual_seed(n);
+    const Buffers base = make_buffers(n, 0, o);
+    const torch::Tensor g = torch::randn({n}, o);                                            // [n]
+    const torch::Tensor chunks = optim::adam_chunk_table(some_runs(n), n).to(torch::kCUDA);  // [C, 3]
+    optim::AdamScalars s;
+    kernels::AdamHyper& h = s.hyper;
+    h.lr = 3e-3, h.beta1 = 0.9, h.beta2 = 0.95, h.eps = 1e-8, h.weight_decay = 0.1, h.grad_scale = 0.37;
+    h.bias_correction1 = 0.1, h.bias_correction2 = 0.05;
+    auto run = [&](int packs) {
+      Buffers b = clone(base);
+      torch::Tensor out = torch::empty({n}, o.dtype(torch::kBFloat16));
+      optim::adam_step_fused(b.master, b.m, b.v, g, chunks, s, out, packs);
+      return std::vector<torch::Tensor>{b.master, b.m, b.v, out};
+    };
+    const auto want = run(1);
+    for (int packs : {2, 4}) {
+      const auto got = run(packs);
+      for (size_t i = 0; i < want.size(); ++i)
+        EXPECT_TRUE(torch::equal(got[i], want[i])) << "n=" << n << " packs=" << packs << " buffer " << i;
+    }
+  }
+  // A split the kernel has no instance for is refused, naming it.
+  const Buffers b = make_buffers(8, 0, o);
+  optim::AdamScalars s;
+  try {
+    optim::adam_step_fused(b.master, b.m, b.v, torch::zeros({8}, o), optim::adam_chunk_table({}, 8).to(torch::kCUDA), s,
+                           {}, 3);
+    ADD_FAILURE() << "packs_per_pass 3 accepted";
+  } catch (const RuntimeError& e) {
+    EXPECT_NE(std::string(e.what()).find("packs_per_pass must be 1, 2 or 4, got 3"), std::string::npos) << e.what();
+  }
 }
 
 TEST(KernelsAdam, FusedWritesRoundedParameters) {
