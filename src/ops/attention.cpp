@@ -17,22 +17,30 @@ bool is_half(const torch::Tensor& t) {
 
 // Runs the fused kernel's dropout on our TP generator: the device's default generator takes the TP generator's state
 // for the duration and hands the advanced state back (Megatron's tracker fork does the same with the CUDA state).
+// The generator's mutex is held only while the states are swapped, never across the kernel: ATen's dropout (CPU
+// bernoulli_, the CUDA kernels' philox offset) locks that same non-recursive mutex itself, so holding it for the scope
+// deadlocked the first forward with attention dropout on LibTorch >= 2 (found on the GPU node's build, twelfth
+// 2026-12-04 session: ModelGpt.RecomputationGivesTheSameGradientsWithDropout never returned). The swap assumes no other
+// thread draws from the default generator meanwhile, which holds for the training loop (one host thread per rank).
 class ScopedDefaultGenerator {
  public:
   ScopedDefaultGenerator(torch::Device device, at::Generator& mine)
-      : global_(at::globalContext().defaultGenerator(device)), mine_(mine), lock_(global_.mutex()) {
+      : global_(at::globalContext().defaultGenerator(device)), mine_(mine) {
+    const std::lock_guard<std::mutex> lock(global_.mutex());
     saved_ = global_.get_state();
     global_.set_state(mine_.get_state());
   }
   ~ScopedDefaultGenerator() {
+    const std::lock_guard<std::mutex> lock(global_.mutex());
     mine_.set_state(global_.get_state());
     global_.set_state(saved_);
   }
+  ScopedDefaultGenerator(const ScopedDefaultGenerator&) = delete;
+  ScopedDefaultGenerator& operator=(const ScopedDefaultGenerator&) = delete;
 
  private:
   at::Generator global_;
   at::Generator& mine_;
-  std::lock_guard<std::mutex> lock_;
   torch::Tensor saved_;
 };
 

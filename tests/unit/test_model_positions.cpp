@@ -3,6 +3,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <mutex>
 
 #include "core/error.h"
 #include "core/torch_compat.h"
@@ -76,13 +77,64 @@ TEST(ModelAttention, CausalAndAlibiMatchDirectFormula) {
   o.layer_scale = 1.0;
   o.alibi = model::alibi_bias(np, 0, np, s, torch::kCPU);
   auto alibi = ops::causal_attention(q, k, v, o);
-  EXPECT_LT((alibi.to(torch::kFloat64) - reference_attention(q, k, v, model::alibi_slopes(np))).abs().max().item<double>(),
-            1e-5);
+  EXPECT_LT(
+      (alibi.to(torch::kFloat64) - reference_attention(q, k, v, model::alibi_slopes(np))).abs().max().item<double>(),
+      1e-5);
   EXPECT_GT((alibi - plain).abs().max().item<double>(), 1e-3);  // the bias does something
-  if (compat::kHasSdpa) {  // fused path agrees with the explicit one
+  if (compat::kHasSdpa) {                                       // fused path agrees with the explicit one
     o.use_fused = true;
     EXPECT_LT((ops::causal_attention(q, k, v, o) - alibi).abs().max().item<double>(), 1e-5);
   }
+}
+
+namespace {
+
+// Attention dropout in training on `device` (the fused path where LibTorch has it): the masks come from the generator
+// passed in (equal generators, equal outputs; the generator advances), and the device's default generator is left as it
+// was. Before the twelfth 2026-12-04 session the fused path held the default generator's mutex across the kernel, which
+// locks it itself: on LibTorch >= 2 the first such call never returned.
+void check_attention_dropout(torch::Device device, torch::ScalarType dtype) {
+  torch::manual_seed(6);
+  auto opts = torch::TensorOptions().device(device).dtype(dtype);
+  const int64_t s = 64, b = 2, np = 2, d = 64;
+  auto q = torch::randn({s, b, np, d}, opts), k = torch::randn({s, b, np, d}, opts),
+       v = torch::randn({s, b, np, d}, opts);
+  at::Generator def = at::globalContext().defaultGenerator(device);
+  torch::Tensor def_before;
+  {
+    std::lock_guard<std::mutex> lock(def.mutex());
+    def_before = def.get_state();
+  }
+  auto make_gen = [&] {
+    at::Generator g = def.clone();
+    g.set_current_seed(42);
+    return g;
+  };
+  at::Generator g1 = make_gen(), g2 = make_gen();
+  ops::AttentionOptions o;
+  o.dropout_p = 0.5, o.training = true;
+  o.dropout_generator = &g1;
+  const torch::Tensor a = ops::causal_attention(q, k, v, o);  // [s, b, np*d]
+  o.dropout_generator = &g2;
+  const torch::Tensor b2 = ops::causal_attention(q, k, v, o);
+  EXPECT_TRUE(torch::equal(a, b2)) << "equal generators, equal masks";
+  o.dropout_generator = &g1;
+  EXPECT_FALSE(torch::equal(a, ops::causal_attention(q, k, v, o))) << "the generator advanced";
+  o.training = false;
+  EXPECT_FALSE(torch::equal(a, ops::causal_attention(q, k, v, o))) << "dropout was active in training";
+  std::lock_guard<std::mutex> lock(def.mutex());
+  EXPECT_TRUE(torch::equal(def.get_state(), def_before)) << "the default generator was left as it was";
+}
+
+}  // namespace
+
+TEST(ModelAttention, DropoutDrawsFromTheGivenGenerator) {
+  check_attention_dropout(torch::kCPU, torch::kFloat32);
+}
+
+TEST(KernelsAttention, DropoutDrawsFromTheGivenGeneratorOnCuda) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  check_attention_dropout(torch::Device(torch::kCUDA, 0), torch::kBFloat16);
 }
 
 TEST(ModelAttention, ExplicitPathInBf16StaysCloseToFp32) {
@@ -126,7 +178,7 @@ TEST(ModelRotary, ScoresDependOnlyOnRelativePosition) {
     for (int64_t m = 0; m + shift < s; ++m)
       for (int64_t n = 0; n + shift < s; ++n) EXPECT_NEAR(score(m, n), score(m + shift, n + shift), 1e-4);
   EXPECT_GT(std::abs(score(5, 1) - score(1, 5)) + std::abs(score(0, 0) - score(0, 3)), 1e-3);  // not trivial
-  EXPECT_NEAR(rq.norm(2, 1).sub(q.norm()).abs().max().item<double>(), 0.0, 1e-4);             // a rotation
+  EXPECT_NEAR(rq.norm(2, 1).sub(q.norm()).abs().max().item<double>(), 0.0, 1e-4);              // a rotation
 }
 
 TEST(ModelActivations, GluVariantsMatchFormulas) {
@@ -143,7 +195,7 @@ TEST(ModelActivations, GluVariantsMatchFormulas) {
   const double c = std::sqrt(2.0 / M_PI);
   auto tanh_gelu = 0.5 * x * (1.0 + torch::tanh(c * (x + 0.044715 * x * x * x)));
   EXPECT_TRUE(close(ops::apply_activation(x, ops::Activation::kGeluTanh), tanh_gelu));
-  EXPECT_EQ(ops::activation_from_flags("", false, true), ops::Activation::kGeluTanh);   // Megatron's fused default
+  EXPECT_EQ(ops::activation_from_flags("", false, true), ops::Activation::kGeluTanh);  // Megatron's fused default
   EXPECT_EQ(ops::activation_from_flags("", false, false), ops::Activation::kGeluErf);
   EXPECT_THROW(ops::activation_from_flags("gelu2", false, true), UsageError);
 }
