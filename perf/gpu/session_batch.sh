@@ -11,7 +11,7 @@
 #   6. the unit tests (UNIT_FILTER, default all; CPU tests on this machine), if time is left        -> unit_tests.log
 #   7. perf/sweep over perf/sweep/configs/h200-1gpu.txt with the time left, and `megaton plan --check` -> sweep/
 # Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
-# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none; an empty set is skipped), AB_REPEAT (set: the defaults run again after the B runs, compared too), SKIP ("" or words of: bench train (the profiled runs) ckpt peer generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
+# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none; an empty set is skipped), AB_REPEAT (set: the defaults run again after the B runs, compared too), SKIP ("" or words of: bench dropout (a short run with the default dropout) train (the profiled runs) ckpt peer generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
@@ -65,13 +65,23 @@ if grep -q 'FAILED .*KernelsLayerNorm' "$R/kernels.log"; then
   stamp "the fused LayerNorm failed its GPU tests: training below runs with --no-fused-layernorm"
 fi
 synth_dataset /tmp/synth_text_document
-common=(--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
-  --hidden-dropout 0 --attention-dropout 0 --eval-interval 100000 --eval-iters 1
-  --device cuda --distributed-backend nccl --seed 1234)
+base=(--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
+  --eval-interval 100000 --eval-iters 1 --device cuda --distributed-backend nccl --seed 1234)
+common=("${base[@]}" --hidden-dropout 0 --attention-dropout 0)
 prof=(--train-iters 8 --log-interval 1 --profile --profile-step-start 5 --profile-step-end 7 --profile-dir "$R/prof")
 declare -A dims=(
   [124M]="--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 32 --global-batch-size 32"
   [1.3B]="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8 --global-batch-size 8")
+# Megatron's default dropout (0.1 on the hidden states and the attention probabilities) once on the GPU: every other
+# run here passes 0, which is how a deadlock in the fused attention's dropout went unseen until 2026-12-04
+# (docs/gpu.md, twelfth session).
+if wants dropout; then
+  phase "megaton 124M with the default dropout (4 iterations)"
+  # shellcheck disable=SC2086
+  capped 90 "$BUILD/megaton" train "${base[@]}" "${ln_flag[@]}" ${dims[124M]} --train-iters 4 --log-interval 1 \
+    > "$R/dropout_124M.log" 2>&1
+  stamp "megaton 124M default dropout exit code $? (124: timed out): $(grep -c 'lm loss' "$R/dropout_124M.log") log lines"
+fi
 for c in $CONFIGS; do
   ! wants train && continue
   phase "megaton $c profiled (8 iterations)"
