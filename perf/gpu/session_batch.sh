@@ -8,10 +8,11 @@
 #      then the A/B runs with and without AB_FLAGS (compare_runs.py: step times, losses)      -> ab_*
 #   4. the peer (torch_gpt_bench.py, same dims, same GPU, after ours) with its own profile          -> peer.log
 #   5. perf/generate/run.sh: generation tokens/s beside HF transformers, and compare_hf.py         -> generate/
-#   6. the unit tests (UNIT_FILTER, default all; CPU tests on this machine), if time is left        -> unit_tests.log
+#   5b. both programs under both measurement protocols (short: the peer's; sustained: ours)        -> short_*, peer_sustained.log
+#   6. the unit tests through ctest -j (UNIT_FILTER: a ctest -R regex; UNIT_EXCLUDE: -E, default ^Kernels), if time is left -> unit_tests.log
 #   7. perf/sweep over perf/sweep/configs/h200-1gpu.txt with the time left, and `megaton plan --check` -> sweep/
 # Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
-# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none; an empty set is skipped), AB_REPEAT (set: the defaults run again after the B runs, compared too), SKIP ("" or words of: bench dropout (a short run with the default dropout) train (the profiled runs) ckpt peer generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
+# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none; an empty set is skipped), AB_REPEAT (set: the defaults run again after the B runs, compared too), SKIP ("" or words of: bench dropout (a short run with the default dropout) train (the profiled runs) ckpt peer protocol generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
@@ -112,8 +113,9 @@ ab_run() {  # config tag flags...
   stamp "megaton $c ${*:-(defaults)} exit code $?: $(grep -o 'elapsed time per iteration (ms): [0-9.]*\|TFLOPs: [0-9.]*' \
     "$R/ab_${c}_$tag.log" | tail -2 | tr '\n' ' ')"
 }
-if [ ${#ln_flag[@]} -eq 0 ] && [ -n "$AB_FLAGS" ]; then
-  IFS=';' read -r -a ab_sets <<< "$AB_FLAGS"
+if [ ${#ln_flag[@]} -eq 0 ] && { [ -n "$AB_FLAGS" ] || wants protocol; }; then  # protocol: the defaults runs alone
+  ab_sets=()
+  [ -n "$AB_FLAGS" ] && IFS=';' read -r -a ab_sets <<< "$AB_FLAGS"
   for c in $CONFIGS; do
     ab_run "$c" base
     for i in "${!ab_sets[@]}"; do
@@ -161,6 +163,24 @@ grep -E "TFLOP|Error" "$R/peer.log" | tee -a "$OUT/summary.txt"
 python3 "$SRC/perf/gpu/compare_peer.py" "$R" $CONFIGS 2>&1 | tee -a "$OUT/summary.txt"  # medians and the ratio
 for f in "$R"/prof/peer_*.summary.txt; do head -25 "$f"; done
 fi
+# Both programs under both protocols (perf/gpu/protocol_compare.py): megaton as the peer anchor measures itself (15
+# iterations, a log line every 5, the mean of iterations 6-15), and the peer as megaton's headline runs measure
+# (PEER_SUSTAINED: 30 steps, the median of the windows over steps 11-30). The other halves are the A/B defaults runs
+# above and the peer's own run.
+if wants protocol; then
+  for c in $CONFIGS; do
+    phase "megaton $c short protocol (15 iterations)"
+    # shellcheck disable=SC2086
+    capped 90 "$BUILD/megaton" train "${common[@]}" "${ln_flag[@]}" --train-iters 15 --log-interval 5 ${dims[$c]} \
+      --metrics-file "$R/short_$c.jsonl" > "$R/short_$c.log" 2>&1
+    stamp "megaton $c short protocol exit code $?"
+  done
+  phase "peer $CONFIGS sustained protocol"
+  PEER_SUSTAINED=1 PYTHONUNBUFFERED=1 capped 150 python3 "$SRC/perf/gpu/torch_gpt_bench.py" $CONFIGS \
+    > "$R/peer_sustained.log" 2>&1
+  stamp "peer sustained exit code $?"
+  python3 "$SRC/perf/gpu/protocol_compare.py" "$R" $CONFIGS 2>&1 | tee -a "$OUT/summary.txt"
+fi
 phase after
 [ -f "$CLOCKS" ] && python3 "$SRC/perf/gpu/gpu_clocks.py" "$CLOCKS" 2>&1 | tee -a "$OUT/summary.txt"
 
@@ -176,9 +196,14 @@ fi
 wants ckpt && (cd "$BUILD" && capped 60 cuda-gdb -batch -ex run -ex bt --args tests/megaton_unit_tests \
   --gtest_filter='CheckpointTracker.*' > "$R/tracker_gdb.log" 2>&1)
 [ -f "$R/tracker_gdb.log" ] && grep -E '^#[0-9]+ ' "$R/tracker_gdb.log" | head -12 | cut -c1-200 | tee -a "$OUT/summary.txt"
+# The unit tests (all but Kernels*, run above) through ctest, one process per test and many at once: in one process
+# the suite outlasts a call (> 390 s, twelfth session), and one hung test would hide every later result. Each test
+# has its own timeout; the log is line-buffered, so what ran comes back even when the call's time runs out.
 if wants unit && [ "$(left)" -gt 80 ]; then
-  (cd "$BUILD" && capped 200 tests/megaton_unit_tests --gtest_filter="${UNIT_FILTER:-*}" > "$R/unit_tests.log" 2>&1)
-  stamp "unit tests exit code $?: $(grep -E '^\[  (PASSED|FAILED)  \]' "$R/unit_tests.log" | tr -s ' ' | tr '\n' ' ')"
+  (cd "$BUILD" && capped 300 stdbuf -oL ctest -L unit -E "${UNIT_EXCLUDE:-^Kernels}" -R "${UNIT_FILTER:-.}" \
+    -j "$(( $(nproc) - 2 ))" --timeout 150 --output-on-failure > "$R/unit_tests.log" 2>&1)
+  stamp "unit tests exit code $?: $(grep -E 'tests passed|tests failed' "$R/unit_tests.log" | tail -1)"
+  sed -n '/The following tests FAILED/,$p' "$R/unit_tests.log" | head -20 | tee -a "$OUT/summary.txt"
 fi
 # 7. the perf/sweep sweep with what time is left (its CSV grows config by config), then the cost model against it.
 if wants sweep && [ "$(left)" -gt 60 ]; then

@@ -1,9 +1,12 @@
 # Copy of the peer anchor /work/shared/peers/torch_gpt_bench.py (a plain PyTorch GPT training step, bf16, SDPA flash
-# attention, fused AdamW), kept here because ../shared does not travel to the GPU machine. Only change: the configs to
+# attention, fused AdamW), kept here because ../shared does not travel to the GPU machine. Changes: the configs to
 # run can be picked on the command line, e.g. `python3 perf/gpu/torch_gpt_bench.py 124M 1.3B`; names: 124M, 350M,
 # 1.3B, 1.3B-compile, 124M-compile, or custom:L,h,heads,S,B for any dims; no argument runs the five named ones, in
 # the peer's order. PEER_PROFILE_DIR=DIR also records 2 more steps of each config with torch.profiler and writes
 # DIR/peer_<name>.summary.txt: CUDA kernels by total time, in the format of `megaton train --profile`'s summary.
+# PEER_SUSTAINED=1 measures with megaton's sustained protocol instead (30 steps, windows of 5, the median of steps
+# 11-30: the GPU at its power limit; a line starting "sustained "), for a comparison under one protocol
+# (perf/gpu/protocol_compare.py).
 # Anchor: a plain PyTorch GPT (Megatron-style dims) training step, bf16, SDPA flash attention, fused AdamW.
 import math, os, time, sys, torch, torch.nn as nn, torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = True
@@ -57,13 +60,30 @@ def run(name, L, h, nh, S, B, V=50304, compile=False, steps=10):
             loss = f(idx, tgt)
         loss.backward(); opt.step(); opt.zero_grad(set_to_none=True)
         return loss
+    # Megatron formula (no recompute): 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) per iteration
+    flops = 72 * B * S * L * h * h * (1 + S / (6 * h) + V / (12 * L * h))
+    if os.environ.get("PEER_SUSTAINED"):
+        # megaton's sustained protocol instead of the anchor's: 30 steps from the first (no separate warm-up), timed in
+        # windows of 5 (a synchronisation at each window's end, as megaton's log line every 5 iterations reads the
+        # loss), the median of the windows that end at steps 15, 20, 25, 30. The line starts with "sustained ".
+        windows = []
+        torch.cuda.synchronize(); t0 = time.time()
+        for i in range(1, 31):
+            loss = step()
+            if i % 5 == 0:
+                torch.cuda.synchronize(); t1 = time.time(); windows.append((t1 - t0) / 5); t0 = t1
+        dt = sorted(windows[2:])[1:3]; dt = sum(dt) / 2  # median of the 4 windows of steps 11-30
+        print(f"sustained {name} compile={compile} params={N/1e6:.0f}M B={B} S={S}: {dt*1000:.1f} ms/it, "
+              f"{B * S / dt:,.0f} tok/s, {flops/dt/1e12:.0f} TFLOP/s model, mem "
+              f"{torch.cuda.max_memory_allocated()/2**30:.1f} GiB, loss {loss.item():.3f}, windows ms "
+              + " ".join(f"{w * 1000:.1f}" for w in windows), flush=True)
+        del m, opt, f; torch.cuda.empty_cache(); torch.cuda.reset_peak_memory_stats()
+        return
     for _ in range(3): step()
     torch.cuda.synchronize(); t0 = time.time()
     for _ in range(steps): loss = step()
     torch.cuda.synchronize(); dt = (time.time() - t0) / steps
     tok = B * S / dt
-    # Megatron formula (no recompute): 72*B*s*l*h^2*(1 + s/(6h) + V/(12*l*h)) per iteration
-    flops = 72 * B * S * L * h * h * (1 + S / (6 * h) + V / (12 * L * h))
     print(f"{name} compile={compile} params={N/1e6:.0f}M B={B} S={S}: {dt*1000:.0f} ms/it, {tok:,.0f} tok/s, "
           f"{flops/dt/1e12:.0f} TFLOP/s model, mem {torch.cuda.max_memory_allocated()/2**30:.1f} GiB, loss {loss.item():.3f}", flush=True)
     if os.environ.get("PEER_PROFILE_DIR"):
