@@ -12,7 +12,7 @@
 #   6. the unit tests through ctest -j (UNIT_FILTER: a ctest -R regex; UNIT_EXCLUDE: -E, default ^Kernels), if time is left -> unit_tests.log
 #   7. perf/sweep over perf/sweep/configs/h200-1gpu.txt with the time left, and `megaton plan --check` -> sweep/
 # Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
-# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none; an empty set is skipped), AB_REPEAT (set: the defaults run again after the B runs, compared too), SKIP ("" or words of: bench dropout (a short run with the default dropout) train (the profiled runs) ckpt peer protocol generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
+# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none; an empty set is skipped), AB_REPEAT (set: the defaults run again after the B runs, compared too), SKIP ("" or words of: bench dropout (8 iterations of each config with the default dropout, profiled) train (the profiled runs) ckpt peer protocol generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
@@ -77,11 +77,16 @@ declare -A dims=(
 # run here passes 0, which is how a deadlock in the fused attention's dropout went unseen until 2026-12-04
 # (docs/gpu.md, twelfth session).
 if wants dropout; then
-  phase "megaton 124M with the default dropout (4 iterations)"
-  # shellcheck disable=SC2086
-  capped 90 "$BUILD/megaton" train "${base[@]}" "${ln_flag[@]}" ${dims[124M]} --train-iters 4 --log-interval 1 \
-    > "$R/dropout_124M.log" 2>&1
-  stamp "megaton 124M default dropout exit code $? (124: timed out): $(grep -c 'lm loss' "$R/dropout_124M.log") log lines"
+  for c in $CONFIGS; do  # 8 iterations, the last two profiled (prof/megaton_dropout_<c>.summary.txt)
+    phase "megaton $c with the default dropout (8 iterations)"
+    # shellcheck disable=SC2086
+    capped 90 "$BUILD/megaton" train "${base[@]}" "${ln_flag[@]}" ${dims[$c]} "${prof[@]}" \
+      --metrics-file "$R/dropout_$c.jsonl" > "$R/dropout_$c.log" 2>&1
+    stamp "megaton $c default dropout exit code $? (124: timed out): $(grep -c 'lm loss' "$R/dropout_$c.log") log lines, $(
+      grep -o 'elapsed time per iteration (ms): [0-9.]*' "$R/dropout_$c.log" | sed -n 5p)"
+    [ -f "$R/prof/rank0.summary.txt" ] && mv "$R/prof/rank0.summary.txt" "$R/prof/megaton_dropout_$c.summary.txt"
+    rm -f "$R/prof/rank0.trace.json"
+  done
 fi
 for c in $CONFIGS; do
   ! wants train && continue
