@@ -8,7 +8,7 @@
 # With this workplace's device tool:
 #   git archive --format=tar HEAD -- . ':(exclude)perf/gpu/results' > .deps/src.tar
 #   run(command="bash perf/gpu/sweep_batch.sh $OUT 540", carry=[".deps/debs", ".deps/fallback", ".deps/src.tar"])
-# then copy $OUT/sweep/ to perf/results/<date>-h200/ (sweep.csv, .json, .png, logs) and commit. When the GPU node's
+# then unpack $OUT/sweep.tgz (the folder sweep/: the device tool returns at most 8 files) into perf/results/<date>-h200/ (sweep.csv, .json, .png, logs) and commit. When the GPU node's
 # Python has no matplotlib, sweep.png is missing: `/usr/bin/python3 perf/sweep/sweep.py plot perf/results/<dir>` here.
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: sweep_batch.sh OUTDIR [BUDGET_S] [CONFIGS]}")
@@ -24,4 +24,8 @@ stamp "sweep exit code $?"
 grep -E "^sweep:" "$OUT/sweep.log" | tee -a "$OUT/summary.txt"
 [ -f "$OUT/sweep/sweep.csv" ] && "$BUILD/megaton" plan --check "$OUT/sweep/sweep.csv" > "$OUT/check.txt" 2>&1
 tail -3 "$OUT/check.txt" 2>/dev/null | tee -a "$OUT/summary.txt"
+# The device tool returns at most 8 files: the sweep folder goes back as one archive (with sweep.csv beside it).
+mv "$OUT/gpus.txt" "$OUT/sweep/" 2>/dev/null
+[ -f "$OUT/sweep/sweep.csv" ] && cp "$OUT/sweep/sweep.csv" "$OUT/"
+[ -d "$OUT/sweep" ] && tar -czf "$OUT/sweep.tgz" -C "$OUT" sweep && rm -rf "$OUT/sweep"
 stamp "done"
