@@ -1,0 +1,34 @@
+#!/bin/bash
+# perf/gpu/profile_accum.sh OUTDIR [BUDGET_S=400] — where gradient accumulation's time per micro-batch goes: builds
+# megaton (perf/gpu/setup.sh) and runs 124M and 1.3B (session_batch.sh's dims, bf16, dropout 0) with one micro-batch
+# per step and with four, 8 iterations each, `--profile` over iterations 6-7 (OUTDIR/<config>_<gbs>.summary.txt: kernels
+# summed per step, beside the log's ms per iteration). The 2026-12-04 sweeps measured ~1.3-3 % more time per
+# micro-batch with four per step than with one (perf/results/2026-12-04-h200-session13-ga/).
+set -uo pipefail
+OUT=$(realpath -m "${1:?usage: profile_accum.sh OUTDIR [BUDGET_S]}")
+BUDGET_S=${2:-400}
+# shellcheck source=batch_lib.sh
+source "$(dirname "$0")/batch_lib.sh"  # OUT, left, stamp, SRC, BUILD, build_megaton, synth_dataset
+build_megaton 240
+synth_dataset /tmp/synth_text_document
+base=(--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
+  --eval-interval 100000 --eval-iters 1 --device cuda --distributed-backend nccl --seed 1234 --hidden-dropout 0
+  --attention-dropout 0 --train-iters 8 --log-interval 1 --profile --profile-step-start 5 --profile-step-end 7)
+declare -A dims=(
+  [124M]="--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 32"
+  [1.3B]="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8")
+declare -A mb=([124M]=32 [1.3B]=8)
+for c in 124M 1.3B; do
+  for n in 1 4; do
+    gbs=$((n * mb[$c])) tag=${c}_gbs$((n * mb[$c]))
+    rm -rf /tmp/prof && mkdir -p /tmp/prof
+    # shellcheck disable=SC2086
+    timeout $(( $(left) > 30 ? $(left) - 20 : 10 )) "$BUILD/megaton" train "${base[@]}" ${dims[$c]} --global-batch-size $gbs \
+      --profile-dir /tmp/prof > "$OUT/$tag.log" 2>&1
+    stamp "$tag exit code $?: $(grep -o 'elapsed time per iteration (ms): [0-9.]*' "$OUT/$tag.log" | sed -n '8p')"
+    [ -f /tmp/prof/rank0.summary.txt ] && head -60 /tmp/prof/rank0.summary.txt > "$OUT/$tag.summary.txt" &&
+      grep -m1 '^# cuda' "$OUT/$tag.summary.txt" | tee -a "$OUT/summary.txt"
+    [ "$c" = 124M ] && [ -f /tmp/prof/rank0.trace.json ] && gzip -c /tmp/prof/rank0.trace.json > "$OUT/$tag.trace.json.gz"
+  done
+done
+stamp "done"
