@@ -2,7 +2,7 @@
 # perf/gpu/profile_accum.sh OUTDIR [BUDGET_S=400] — where gradient accumulation's time per micro-batch goes: builds
 # megaton (perf/gpu/setup.sh) and runs 124M and 1.3B (session_batch.sh's dims, bf16, dropout 0) with one micro-batch
 # per step and with four, 8 iterations each, `--profile` over iterations 6-7 (OUTDIR/<config>_<gbs>.summary.txt: kernels
-# summed per step, beside the log's ms per iteration). The 2026-12-04 sweeps measured ~1.3-3 % more time per
+# summed per step, beside the log's ms per iteration; all but summary.txt come back in OUTDIR/results.tgz). The 2026-12-04 sweeps measured ~1.3-3 % more time per
 # micro-batch with four per step than with one (perf/results/2026-12-04-h200-session13-ga/).
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: profile_accum.sh OUTDIR [BUDGET_S]}")
@@ -31,4 +31,7 @@ for c in 124M 1.3B; do
     [ "$c" = 124M ] && [ -f /tmp/prof/rank0.trace.json ] && gzip -c /tmp/prof/rank0.trace.json > "$OUT/$tag.trace.json.gz"
   done
 done
+# The device tool returns at most 8 files: everything but summary.txt as one archive.
+(cd "$OUT" && tar -czf results.tgz --exclude results.tgz --exclude summary.txt . &&
+  find . -type f ! -name results.tgz ! -name summary.txt -delete)
 stamp "done"
