@@ -32,6 +32,7 @@ for c in 124M 1.3B; do
   done
 done
 # The device tool returns at most 8 files: everything but summary.txt as one archive.
-(cd "$OUT" && tar -czf results.tgz --exclude results.tgz --exclude summary.txt . &&
-  find . -type f ! -name results.tgz ! -name summary.txt -delete)
+# (A console log the caller writes into OUTDIR is left alone: tar would stop at it, "file changed as we read it".)
+(cd "$OUT" && tar -czf results.tgz --exclude results.tgz --exclude summary.txt --exclude console.txt .
+  [ -s results.tgz ] && find . -type f ! -name results.tgz ! -name summary.txt ! -name console.txt -delete)
 stamp "done"
