@@ -201,9 +201,9 @@ fi
 wants ckpt && (cd "$BUILD" && capped 60 cuda-gdb -batch -ex run -ex bt --args tests/megaton_unit_tests \
   --gtest_filter='CheckpointTracker.*' > "$R/tracker_gdb.log" 2>&1)
 [ -f "$R/tracker_gdb.log" ] && grep -E '^#[0-9]+ ' "$R/tracker_gdb.log" | head -12 | cut -c1-200 | tee -a "$OUT/summary.txt"
-# The unit tests (all but Kernels*, run above) through ctest, one process per test and many at once: in one process
-# the suite outlasts a call (> 390 s, twelfth session), and one hung test would hide every later result. Each test
-# has its own timeout; the log is line-buffered, so what ran comes back even when the call's time runs out.
+# The unit tests (all but Kernels*, run above) through ctest, one process per test and many at once (~11 s on 16
+# cores): in one process a hung test (the twelfth session's dropout deadlock) hid every later result. Each test has
+# its own timeout; the log is line-buffered, so what ran comes back even when the call's time runs out.
 if wants unit && [ "$(left)" -gt 80 ]; then
   (cd "$BUILD" && capped 300 stdbuf -oL ctest -L unit -E "${UNIT_EXCLUDE:-^Kernels}" -R "${UNIT_FILTER:-.}" \
     -j "$(( $(nproc) - 2 ))" --timeout 150 --output-on-failure > "$R/unit_tests.log" 2>&1)
