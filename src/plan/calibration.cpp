@@ -1,5 +1,6 @@
 #include "plan/calibration.h"
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <map>
@@ -48,6 +49,10 @@ class Row {
 
 // The fitted constants in log space.
 constexpr int kParams = 6;
+// Keeps a point of the search inside eff_max <= 1 (x[0] = log eff_max).
+void cap_eff_max(double* x) {
+  x[0] = std::min(x[0], 0.0);
+}
 void to_vec(const Calibration& c, double* x) {
   x[0] = std::log(c.eff_max), x[1] = std::log(c.gemm_half_gflop), x[2] = std::log(c.layer_overhead_ms);
   x[3] = std::log(c.optimizer_ns_per_param), x[4] = std::log(c.fixed_ms);
@@ -144,7 +149,7 @@ double pattern_search(double (&x)[kParams], const Loss& loss) {
         double y[kParams];
         std::copy(x, x + kParams, y);
         y[i] += dir * step;
-        if (i == 0 && y[0] > 0) y[0] = 0;  // eff_max <= 1
+        if (i == 0) cap_eff_max(y);
         const double l = loss(y);
         if (l < move_loss - 1e-15) move_loss = l, std::copy(y, y + kParams, move);
       }
@@ -185,7 +190,7 @@ Calibration fit_calibration(const std::vector<MeasuredPoint>& points, const Cali
       double x[kParams];
       std::copy(x0, x0 + kParams, x);
       x[i] += dir;
-      if (i == 0 && x[0] > 0) x[0] = 0;
+      if (i == 0) cap_eff_max(x);
       const double l = pattern_search(x, loss);
       if (l < best) best = l, std::copy(x, x + kParams, best_x);
     }

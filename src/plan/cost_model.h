@@ -62,7 +62,7 @@ struct StepPrediction {
   double compute_ms = 0;      // hardware FLOPs per GPU / (efficiency x peak)
   double overhead_ms = 0;     // layer_overhead_ms x layers per stage x micro-batches
   double elementwise_ms = 0;  // elementwise_ps_per_element x s b (h + f/TP) x layers per stage x micro-batches
-  double bubble_ms = 0;       // (PP - 1) / M x (compute + overhead)
+  double bubble_ms = 0;       // (PP - 1) / M x (compute + overhead + elementwise + TP all-reduce)
   double tp_comm_ms = 0;      // TP all-reduces of [s, b, h] per layer over the intra-node link
   double pp_p2p_ms = 0;       // activations and their gradients between stages
   double dp_comm_ms = 0;      // exposed part of the DP gradient all-reduce / reduce-scatter
