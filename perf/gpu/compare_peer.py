@@ -18,6 +18,12 @@ LINE = re.compile(r"B=(?P<b>\d+) S=(?P<s>\d+): (?P<ms>[\d.]+) ms/it, (?P<tok>[\d
                   r"mem (?P<mem>[\d.]+) GiB")
 
 
+def peer_step_ms(m):
+    """The peer's ms/iteration from a LINE match: from its tokens/s and B x S (the anchor prints whole ms)."""
+    tok = float(m["tok"].replace(",", ""))
+    return int(m["b"]) * int(m["s"]) / tok * 1e3 if tok > 0 else float(m["ms"])
+
+
 def main(d, names):
     profiled = {int(x) for x in os.environ.get("PROFILED", "6 7").split()}
     peer = open(os.path.join(d, "peer.log")).read() if os.path.exists(os.path.join(d, "peer.log")) else ""
@@ -39,8 +45,7 @@ def main(d, names):
         mem = max((r.get("mem_max_allocated_mib", 0) for r in rows), default=0) / 1024
         m = next((LINE.search(l) for l in peer.splitlines() if l.startswith(PEER[name]) and LINE.search(l)), None)
         if m:
-            tok = float(m["tok"].replace(",", ""))
-            peer_ms = int(m["b"]) * int(m["s"]) / tok * 1e3 if tok > 0 else float(m["ms"])
+            peer_ms = peer_step_ms(m)
             print(f"{name:6} {ms:10.1f} {tf:8.0f} {mem:8.1f} | {peer_ms:8.1f} {float(m['tf']):8.0f} "
                   f"{float(m['mem']):8.1f} | {peer_ms / ms:.2f}x")
         else:

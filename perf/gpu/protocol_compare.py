@@ -16,13 +16,12 @@ padded to 128, both programs' embedding size).
 usage: protocol_compare.py RESULTS_DIR [NAME ...]   (names: 124M 1.3B; default both)"""
 import json
 import os
-import re
 import statistics
 import sys
 
+from compare_peer import LINE, PEER, peer_step_ms  # the peer's line, its names per config, its ms from tokens/s
+
 DIMS = {"124M": (12, 768, 1024, 32), "1.3B": (24, 2048, 2048, 8)}  # layers, hidden, seq, micro-batch
-PEER = {"124M": "gpt2-124M compile=False", "1.3B": "gpt-1.3B compile=False"}
-LINE = re.compile(r"B=(?P<b>\d+) S=(?P<s>\d+): (?P<ms>[\d.]+) ms/it, (?P<tok>[\d,]+) tok/s")
 V = 50304
 
 
@@ -51,14 +50,13 @@ def sustained_pick(its):
 
 
 def peer_ms(path, prefix):
-    """The peer's ms/iteration from its line starting with prefix (from tok/s: the short line prints whole ms)."""
+    """The peer's ms/iteration from its line starting with prefix."""
     if not os.path.exists(path):
         return None
     for line in open(path):
         m = LINE.search(line)
         if line.startswith(prefix) and m:
-            tok = float(m["tok"].replace(",", ""))
-            return int(m["b"]) * int(m["s"]) / tok * 1e3 if tok > 0 else float(m["ms"])
+            return peer_step_ms(m)
     return None
 
 
