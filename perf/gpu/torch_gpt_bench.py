@@ -8,7 +8,7 @@
 # 11-30: the GPU at its power limit; a line starting "sustained "), for a comparison under one protocol
 # (perf/gpu/protocol_compare.py).
 # Anchor: a plain PyTorch GPT (Megatron-style dims) training step, bf16, SDPA flash attention, fused AdamW.
-import math, os, time, sys, torch, torch.nn as nn, torch.nn.functional as F
+import math, os, statistics, time, sys, torch, torch.nn as nn, torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = True
 class Block(nn.Module):
     def __init__(s, h, nh):
@@ -72,7 +72,7 @@ def run(name, L, h, nh, S, B, V=50304, compile=False, steps=10):
             loss = step()
             if i % 5 == 0:
                 torch.cuda.synchronize(); t1 = time.time(); windows.append((t1 - t0) / 5); t0 = t1
-        dt = sorted(windows[2:])[1:3]; dt = sum(dt) / 2  # median of the 4 windows of steps 11-30
+        dt = statistics.median(windows[2:])  # the 4 windows of steps 11-30
         print(f"sustained {name} compile={compile} params={N/1e6:.0f}M B={B} S={S}: {dt*1000:.1f} ms/it, "
               f"{B * S / dt:,.0f} tok/s, {flops/dt/1e12:.0f} TFLOP/s model, mem "
               f"{torch.cuda.max_memory_allocated()/2**30:.1f} GiB, loss {loss.item():.3f}, windows ms "
