@@ -1,5 +1,6 @@
 #!/bin/bash
-# Shared start of the one-call GPU batches train_step_batch.sh and sweep_batch.sh (sourced; not run). After
+# Shared start of the one-call GPU batches (session_batch.sh, sweep_batch.sh, profile_accum.sh, train_step_batch.sh;
+# sourced, not run). After
 #   OUT=$(realpath -m "$1"); BUDGET_S=...; source "$(dirname "$0")/batch_lib.sh"
 # OUT exists; `left` prints the seconds of BUDGET_S left and `stamp MSG` prints a timestamped line (also appended to
 # OUT/summary.txt); NVLink multicast is off and mpirun may run as root; REPO is the working directory, DEPS the folder
@@ -7,6 +8,7 @@
 # exists, a fresh unpack of it, so edits in progress cannot break the build; BUILD is SRC/build-gpu.
 #   build_megaton SECONDS   builds $TARGETS (default `megaton`) with perf/gpu/setup.sh (-> OUT/build.log), stamps the
 #                           exit code and the compiler errors, and sources BUILD/env.sh
+#   synth_dataset PREFIX; SYNTH_DATA, TRAIN_BASE, MODEL_DIMS, MICRO_BATCH   the issue-9 training runs' data and flags
 mkdir -p "$OUT"
 T0=$(date +%s)
 left() { echo $((T0 + BUDGET_S - $(date +%s))); }
@@ -35,3 +37,14 @@ build_megaton() {
 synth_dataset() {
   python3 "$SRC/perf/gpu/synth_data.py" "$1"
 }
+
+# The training runs of issue 9's batches (session_batch.sh, profile_accum.sh): TRAIN_BASE, random-token data from
+# `synth_dataset "$SYNTH_DATA"`, bf16, on one GPU; MODEL_DIMS, Megatron's dims of GPT-2 124M and GPT 1.3B; MICRO_BATCH,
+# the issue's micro-batch of each (the global batch is the caller's).
+SYNTH_DATA=/tmp/synth_text_document
+TRAIN_BASE=(--vocab-size 50257 --data-path "$SYNTH_DATA" --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
+  --eval-interval 100000 --eval-iters 1 --device cuda --distributed-backend nccl --seed 1234)
+declare -A MODEL_DIMS=(
+  [124M]="--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024"
+  [1.3B]="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048")
+declare -A MICRO_BATCH=([124M]=32 [1.3B]=8)

@@ -10,20 +10,15 @@ BUDGET_S=${2:-400}
 # shellcheck source=batch_lib.sh
 source "$(dirname "$0")/batch_lib.sh"  # OUT, left, stamp, SRC, BUILD, build_megaton, synth_dataset
 build_megaton 240
-synth_dataset /tmp/synth_text_document
-base=(--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
-  --eval-interval 100000 --eval-iters 1 --device cuda --distributed-backend nccl --seed 1234 --hidden-dropout 0
-  --attention-dropout 0 --train-iters 8 --log-interval 1 --profile --profile-step-start 5 --profile-step-end 7)
-declare -A dims=(
-  [124M]="--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 32"
-  [1.3B]="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8")
-declare -A mb=([124M]=32 [1.3B]=8)
+synth_dataset "$SYNTH_DATA"
+base=("${TRAIN_BASE[@]}" --hidden-dropout 0 --attention-dropout 0 --train-iters 8 --log-interval 1 --profile
+  --profile-step-start 5 --profile-step-end 7)
 for c in 124M 1.3B; do
   for n in 1 4; do
-    gbs=$((n * mb[$c])) tag=${c}_gbs$((n * mb[$c]))
+    mb=${MICRO_BATCH[$c]} gbs=$((n * MICRO_BATCH[$c])) tag=${c}_gbs$((n * MICRO_BATCH[$c]))
     rm -rf /tmp/prof && mkdir -p /tmp/prof
     # shellcheck disable=SC2086
-    timeout $(( $(left) > 30 ? $(left) - 20 : 10 )) "$BUILD/megaton" train "${base[@]}" ${dims[$c]} --global-batch-size $gbs \
+    timeout $(( $(left) > 30 ? $(left) - 20 : 10 )) "$BUILD/megaton" train "${base[@]}" ${MODEL_DIMS[$c]} --micro-batch-size "$mb" --global-batch-size "$gbs" \
       --profile-dir /tmp/prof > "$OUT/$tag.log" 2>&1
     stamp "$tag exit code $?: $(grep -o 'elapsed time per iteration (ms): [0-9.]*' "$OUT/$tag.log" | sed -n '8p')"
     [ -f /tmp/prof/rank0.summary.txt ] && head -60 /tmp/prof/rank0.summary.txt > "$OUT/$tag.summary.txt" &&

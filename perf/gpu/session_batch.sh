@@ -65,14 +65,14 @@ if grep -q 'FAILED .*KernelsLayerNorm' "$R/kernels.log"; then
   ln_flag+=(--no-fused-layernorm)
   stamp "the fused LayerNorm failed its GPU tests: training below runs with --no-fused-layernorm"
 fi
-synth_dataset /tmp/synth_text_document
-base=(--vocab-size 50257 --data-path /tmp/synth_text_document --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
-  --eval-interval 100000 --eval-iters 1 --device cuda --distributed-backend nccl --seed 1234)
+synth_dataset "$SYNTH_DATA"
+base=("${TRAIN_BASE[@]}")
 common=("${base[@]}" --hidden-dropout 0 --attention-dropout 0)
 prof=(--train-iters 8 --log-interval 1 --profile --profile-step-start 5 --profile-step-end 7 --profile-dir "$R/prof")
-declare -A dims=(
-  [124M]="--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024 --micro-batch-size 32 --global-batch-size 32"
-  [1.3B]="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8 --global-batch-size 8")
+declare -A dims  # batch_lib.sh's models, one micro-batch per step
+for c in "${!MODEL_DIMS[@]}"; do
+  dims[$c]="${MODEL_DIMS[$c]} --micro-batch-size ${MICRO_BATCH[$c]} --global-batch-size ${MICRO_BATCH[$c]}"
+done
 # Megatron's default dropout (0.1 on the hidden states and the attention probabilities) once on the GPU: every other
 # run here passes 0, which is how a deadlock in the fused attention's dropout went unseen until 2026-12-04
 # (docs/gpu.md, twelfth session).
