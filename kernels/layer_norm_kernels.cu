@@ -9,8 +9,10 @@
 // LayerNormTuning's choice (layer_norm_kernels.h; perf/bench_layer_norm.cpp measures the alternatives).
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <curand_philox4x32_x.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
@@ -43,6 +45,57 @@ struct alignas(16) Pack {
 __device__ __forceinline__ float warp_sum(float v) {
   for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
   return v;  // the same bits in every lane
+}
+
+// The forward's dropout as its kernels take it (ResidualDropout, host-side values; a kernel without dropout ignores
+// it).
+struct DropArgs {
+  PhiloxSeed philox;
+  uint32_t threshold = 0;  // keep iff the element's 32-bit draw < threshold: floor((1 - p) * 2^32)
+  float scale = 1.f;       // 1 / (1 - p)
+  uint8_t* keep = nullptr;
+};
+
+// The backward's (ResidualDropoutGrad, host-side values).
+struct DropGradArgs {
+  const uint8_t* keep = nullptr;
+  void* dx = nullptr;
+  float scale = 1.f;
+};
+
+// The (seed, counter) of this launch's draws: ATen's at::cuda::philox::unpack, the counter in 4-word blocks.
+struct PhiloxKey {
+  uint2 key;
+  uint64_t block;
+};
+__device__ __forceinline__ PhiloxKey philox_key(const PhiloxSeed& s) {
+  const uint64_t seed = s.seed_ptr != nullptr ? static_cast<uint64_t>(*s.seed_ptr) : s.seed;
+  const uint64_t offset =
+      s.offset_ptr != nullptr ? static_cast<uint64_t>(*s.offset_ptr) + s.offset_intragraph : s.offset;
+  return {make_uint2(static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)), offset / 4};
+}
+
+// The keep bits of pack q (elements 8 q .. 8 q + 7; bit k for element 8 q + k): the eight words of Philox4x32-10 at
+// counters (block, q) and (block + 1, q), each compared with the threshold.
+__device__ __forceinline__ uint32_t keep_bits8(const PhiloxKey& k, uint64_t q, uint32_t threshold) {
+  const uint32_t q_lo = static_cast<uint32_t>(q), q_hi = static_cast<uint32_t>(q >> 32);
+  const uint64_t b1 = k.block + 1;
+  const uint4 a = curand_Philox4x32_10(
+      make_uint4(static_cast<uint32_t>(k.block), static_cast<uint32_t>(k.block >> 32), q_lo, q_hi), k.key);
+  const uint4 b =
+      curand_Philox4x32_10(make_uint4(static_cast<uint32_t>(b1), static_cast<uint32_t>(b1 >> 32), q_lo, q_hi), k.key);
+  return static_cast<uint32_t>(a.x < threshold) | static_cast<uint32_t>(a.y < threshold) << 1 |
+         static_cast<uint32_t>(a.z < threshold) << 2 | static_cast<uint32_t>(a.w < threshold) << 3 |
+         static_cast<uint32_t>(b.x < threshold) << 4 | static_cast<uint32_t>(b.y < threshold) << 5 |
+         static_cast<uint32_t>(b.z < threshold) << 6 | static_cast<uint32_t>(b.w < threshold) << 7;
+}
+
+// d * keep * scale for the 8 elements of a pack from their keep bits (a dropped element: d * 0, as ATen's masked
+// scale).
+template <typename T>
+__device__ __forceinline__ void drop_scale(const T (&d)[8], uint32_t bits, float scale, T (&out)[8]) {
+#pragma unroll
+  for (int k = 0; k < 8; ++k) out[k] = from_float<T>(to_float(d[k]) * ((bits >> k) & 1u ? scale : 0.f));
 }
 
 // Waits for the `threads` threads (whole warps) of group g only: hardware barrier 1 + g (0 is __syncthreads'; at most
@@ -79,12 +132,16 @@ __device__ __forceinline__ void group_sum(float (&v)[N], float* red, int group, 
 
 // x, y [rows, h]; gamma, beta [h]; mean, rstd [rows]. Caches the thread's P vectors of the row as fp32 (P * kVec <=
 // 32 floats): one read of x, two-pass mean and variance from registers.
-template <typename T, int P, bool kWarp>
+// kDrop (16-bit T, with the residual): x is dropped out before the add (ResidualDropout), its keep bits written.
+template <typename T, int P, bool kWarp, bool kDrop>
 __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  // <= 64 registers, unless 32 floats
     forward_kernel(const T* __restrict__ x, const T* __restrict__ res, T* __restrict__ sum, const T* __restrict__ gamma,
                    const T* __restrict__ beta, T* __restrict__ y, float* __restrict__ mean, float* __restrict__ rstd,
-                   int64_t rows, int h, int group, float eps) {
+                   int64_t rows, int h, int group, float eps, DropArgs drop) {
   constexpr int V = Pack<T>::kVec;
+  static_assert(!kDrop || V == 8, "the dropout takes 8-element packs (16-bit types)");
+  PhiloxKey pkey{};
+  if constexpr (kDrop) pkey = philox_key(drop.philox);
   __shared__ float red[2 * kMaxWarps];
   const int units = h / V, rows_per_block = blockDim.x / group;
   const int g = threadIdx.x / group, t = threadIdx.x - g * group;
@@ -106,6 +163,12 @@ __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  /
         Pack<T> pk = xr[p];
         if (res != nullptr) {  // the residual add, rounded to T as ATen's x + res, normalised from the rounded sum
           const Pack<T> rk = reinterpret_cast<const Pack<T>*>(res + off)[p];
+          if constexpr (kDrop) {  // x dropped out first, rounded to T as ATen's fused dropout rounds it
+            const int64_t q = off / V + p;
+            const uint32_t bits = keep_bits8(pkey, static_cast<uint64_t>(q), drop.threshold);
+            drop.keep[q] = static_cast<uint8_t>(bits);
+            drop_scale<T>(pk.v, bits, drop.scale, pk.v);
+          }
 #pragma unroll
           for (int k = 0; k < V; ++k) pk.v[k] = from_float<T>(to_float(pk.v[k]) + to_float(rk.v[k]));
           reinterpret_cast<Pack<T>*>(sum + off)[p] = pk;
@@ -202,12 +265,14 @@ __device__ __forceinline__ void write_partials(const float (&dg)[P][Pack<T>::kVe
 // block writes its row of partials. A group takes R consecutive rows per pass: x and dy of all R rows are loaded
 // (and kept in registers for the second half when they fit), then one group_sum reduces the 2 R row sums. kEarly:
 // the residual gradient is loaded with them (more bytes in flight before the reduction) instead of after it.
-template <typename T, int P, int R, bool kWarp, bool kEarly>
+// kDrop (16-bit T, R = 1): dx dropped out as the forward's keep bits say is written too (ResidualDropoutGrad).
+template <typename T, int P, int R, bool kWarp, bool kEarly, bool kDrop>
 __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)  // <= 64 registers at 8 floats
     backward_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ gamma,
                     const float* __restrict__ mean, const float* __restrict__ rstd, const T* __restrict__ dres,
-                    T* __restrict__ dx, float* __restrict__ part, int64_t rows, int h, int group) {
+                    T* __restrict__ dx, float* __restrict__ part, int64_t rows, int h, int group, DropGradArgs drop) {
   constexpr int V = Pack<T>::kVec;
+  static_assert(!kDrop || (V == 8 && R == 1), "the dropout's gradient takes 8-element packs, one row per pass");
   extern __shared__ float fold[];  // [2, h] when rows_per_block > 1
   __shared__ float red[2 * 2 * R * kMaxWarps];
   const int units = h / V, rows_per_block = blockDim.x / group;
@@ -242,6 +307,7 @@ __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)
   for (int64_t r0 = (static_cast<int64_t>(blockIdx.x) * rows_per_block + g) * R; r0 < rows;
        r0 += static_cast<int64_t>(gridDim.x) * rows_per_block * R) {
     Pack<T> xc[R][P], dc[R][P], rc[kEarly ? R : 1][kEarly ? P : 1];  // rc: dres, loaded with x and dy (kEarly)
+    uint32_t kb[kDrop ? P : 1];                                      // the dropout's keep bits (kDrop, R = 1)
     float mu[R], rs[R];
     float s[2 * R];  // per row: sum g, sum g * xhat (g = dy * gamma)
 #pragma unroll
@@ -261,6 +327,7 @@ __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)
           if constexpr (kEarly) {
             if (dres != nullptr) rc[j][i] = reinterpret_cast<const Pack<T>*>(dres + r * h)[p];
           }
+          if constexpr (kDrop) kb[i] = drop.keep[r * units + p];
         }
       }
     }
@@ -313,6 +380,11 @@ __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)
           o.v[k] = from_float<T>(rs[j] * (gd - a - xh * b) + extra);
         }
         dxr[p] = o;
+        if constexpr (kDrop) {
+          Pack<T> od;
+          drop_scale<T>(o.v, kb[i], drop.scale, od.v);
+          reinterpret_cast<Pack<T>*>(static_cast<T*>(drop.dx) + off)[p] = od;
+        }
       }
     }
   }
@@ -348,12 +420,15 @@ __device__ __forceinline__ void copy_async_wait() {  // all but the N most recen
 // no registers held while they are in flight) and computes on the row that landed. backward_kernel keeps one row's
 // loads per thread in flight and stalls on them before every reduction (~2.6-2.9 TB/s on an H200). Dynamic shared
 // memory: the fold ([2, h] floats when rows_per_block > 1), then the ring Pack<T> [S][3][P][blockDim.x].
-template <typename T, int P, bool kWarp, int S>
+// kDrop: as backward_kernel's.
+template <typename T, int P, bool kWarp, int S, bool kDrop>
 __global__ void __launch_bounds__(kMaxThreads, 2)
     backward_staged_kernel(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ gamma,
                            const float* __restrict__ mean, const float* __restrict__ rstd, const T* __restrict__ dres,
-                           T* __restrict__ dx, float* __restrict__ part, int64_t rows, int h, int group) {
+                           T* __restrict__ dx, float* __restrict__ part, int64_t rows, int h, int group,
+                           DropGradArgs drop) {
   constexpr int V = Pack<T>::kVec;
+  static_assert(!kDrop || V == 8, "the dropout's gradient takes 8-element packs");
   extern __shared__ __align__(16) float dyn[];
   __shared__ float red[2 * 2 * kMaxWarps];
   const int units = h / V, rows_per_block = blockDim.x / group;
@@ -403,6 +478,14 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
     copy_async_wait<S - 1>();
     const float mu = mu_next, rs = rs_next;
     if (r + stride < rows) mu_next = mean[r + stride], rs_next = rstd[r + stride];  // used next pass
+    uint32_t kb[kDrop ? P : 1];  // the dropout's keep bits, loaded before the reduction
+    if constexpr (kDrop) {
+#pragma unroll
+      for (int i = 0; i < P; ++i) {
+        const int p = t + i * group;
+        if (p < units) kb[i] = drop.keep[r * units + p];
+      }
+    }
     float sums[2] = {0.f, 0.f};  // sum g, sum g * xhat (g = dy * gamma)
 #pragma unroll
     for (int i = 0; i < P; ++i) {
@@ -437,10 +520,31 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
         o.v[k] = from_float<T>(rs * (gd - a - xh * b) + extra);
       }
       dxr[p] = o;
+      if constexpr (kDrop) {
+        Pack<T> od;
+        drop_scale<T>(o.v, kb[i], drop.scale, od.v);
+        reinterpret_cast<Pack<T>*>(static_cast<T*>(drop.dx) + r * h)[p] = od;
+      }
     }
   }
   copy_async_wait<0>();  // the empty groups past the last row (nothing may be in flight at exit)
   write_partials<T, P>(dg, db, fold, part, h, units, group, rows_per_block, g, t);
+}
+
+// The dropout's gradient as a pass of its own (LayerNormTuning::backward_dropout_fused = false): out = dx * keep *
+// scale over `packs` 8-element packs, grid-stride.
+template <typename T>
+__global__ void __launch_bounds__(256) dropout_grad_kernel(const T* __restrict__ dx, const uint8_t* __restrict__ keep,
+                                                           T* __restrict__ out, int64_t packs, float scale) {
+  const auto* in = reinterpret_cast<const Pack<T>*>(dx);
+  auto* o = reinterpret_cast<Pack<T>*>(out);
+  for (int64_t q = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; q < packs;
+       q += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const Pack<T> d = in[q];
+    Pack<T> r;
+    drop_scale<T>(d.v, keep[q], scale, r.v);
+    o[q] = r;
+  }
 }
 
 // part [2, partials, h] -> dgamma, dbeta [h]: column c's partials summed in a fixed order, each stored in the
@@ -515,9 +619,10 @@ size_t backward_smem(const Config& c, int64_t h) {
   return fold + static_cast<size_t>(c.stages) * 3 * c.packs * 16 * c.threads();  // ring: [S][3][P][threads] vectors
 }
 
-Config backward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
+// drop: the kernel writes the dropout's gradient too (one row per pass).
+Config backward_config(int64_t h, int vec, const LayerNormTuning& tuning, bool drop) {
   const bool staged = tuning.backward_stages == 2 || tuning.backward_stages == 4;
-  Config c = choose(h, vec, tuning.backward_floats, staged ? 1 : std::clamp(tuning.backward_rows, 1, 2),
+  Config c = choose(h, vec, tuning.backward_floats, staged || drop ? 1 : std::clamp(tuning.backward_rows, 1, 2),
                     tuning.backward_block);
   c.early = tuning.backward_early_residual && c.rows == 1 && c.packs * vec <= 8;
   if (staged && c.packs * vec <= 8) {  // instantiated up to 8 floats per thread; where its ring fits
@@ -607,18 +712,39 @@ void dispatch_staged(const Config& c, F&& f) {
   with_packs(c.packs, go);
 }
 
-// Calls f(kernel) with the backward kernel `c` picks (staged or not), all of one signature.
+// Calls g(std::bool_constant<kDrop>) for `drop` (kernels with the dropout's gradient exist for 16-bit types only).
+template <typename T, typename G>
+void with_drop(bool drop, G&& g) {
+  if constexpr (sizeof(T) == 2) {
+    if (drop) return g(std::true_type{});
+  }
+  if (drop) throw std::logic_error("layer_norm: the dropout takes 16-bit types only");
+  g(std::false_type{});
+}
+
+// Calls f(kernel) with the backward kernel `c` and `drop` pick (staged or not, with the dropout's gradient or not),
+// all of one signature.
 template <typename T, typename F>
-void with_backward_kernel(const Config& c, F&& f) {
+void with_backward_kernel(const Config& c, bool drop, F&& f) {
   if (c.stages > 0) {
     dispatch_staged<T>(c, [&](auto packs, auto warp, auto stages) {
-      f(backward_staged_kernel<T, decltype(packs)::value, decltype(warp)::value, decltype(stages)::value>);
+      constexpr int P = decltype(packs)::value, S = decltype(stages)::value;
+      constexpr bool W = decltype(warp)::value;
+      with_drop<T>(drop, [&](auto kdrop) { f(backward_staged_kernel<T, P, W, S, decltype(kdrop)::value>); });
     });
     return;
   }
   dispatch<T>(c, [&](auto packs, auto rows_per_pass, auto warp, auto early) {
-    f(backward_kernel<T, decltype(packs)::value, decltype(rows_per_pass)::value, decltype(warp)::value,
-                      decltype(early)::value>);
+    constexpr int P = decltype(packs)::value, R = decltype(rows_per_pass)::value;
+    constexpr bool W = decltype(warp)::value, E = decltype(early)::value;
+    with_drop<T>(drop, [&](auto kdrop) {
+      constexpr bool D = decltype(kdrop)::value;
+      if constexpr (R == 1 || !D) {
+        f(backward_kernel<T, P, R, W, E, D>);
+      } else {
+        throw std::logic_error("layer_norm: the dropout's gradient takes one row per pass");
+      }
+    });
   });
 }
 
@@ -626,17 +752,33 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// The kernels' view of a ResidualDropout with p > 0.
+DropArgs drop_args(const ResidualDropout& d) {
+  DropArgs a;
+  a.philox = d.philox;
+  const double keep = 1.0 - static_cast<double>(d.p);
+  a.threshold = static_cast<uint32_t>(std::min(4294967295.0, std::floor(keep * 4294967296.0)));
+  a.scale = static_cast<float>(1.0 / keep);
+  a.keep = d.keep;
+  return a;
+}
+
 template <typename T>
 void launch_forward(const void* x, const void* res, void* sum, const void* gamma, const void* beta, void* y,
                     float* mean, float* rstd, int64_t rows, int64_t h, float eps, cudaStream_t stream,
-                    const LayerNormTuning& tuning) {
+                    const LayerNormTuning& tuning, const ResidualDropout& dropout) {
   const Config c = forward_config(h, Pack<T>::kVec, tuning);
   const int64_t blocks = std::min<int64_t>(ceil_div(rows, c.rows_per_block), 1 << 30);
+  const bool drop = dropout.p > 0.f;
+  const DropArgs args = drop ? drop_args(dropout) : DropArgs{};
   dispatch<T>(c, [&](auto packs, auto, auto warp, auto) {
-    forward_kernel<T, decltype(packs)::value, decltype(warp)::value>
-        <<<static_cast<unsigned>(blocks), c.threads(), 0, stream>>>(
-            static_cast<const T*>(x), static_cast<const T*>(res), static_cast<T*>(sum), static_cast<const T*>(gamma),
-            static_cast<const T*>(beta), static_cast<T*>(y), mean, rstd, rows, static_cast<int>(h), c.group, eps);
+    constexpr int P = decltype(packs)::value;
+    constexpr bool W = decltype(warp)::value;
+    with_drop<T>(drop, [&](auto kdrop) {
+      forward_kernel<T, P, W, decltype(kdrop)::value><<<static_cast<unsigned>(blocks), c.threads(), 0, stream>>>(
+          static_cast<const T*>(x), static_cast<const T*>(res), static_cast<T*>(sum), static_cast<const T*>(gamma),
+          static_cast<const T*>(beta), static_cast<T*>(y), mean, rstd, rows, static_cast<int>(h), c.group, eps, args);
+    });
   });
   check(cudaGetLastError(), "layer_norm_forward launch");
 }
@@ -649,12 +791,13 @@ void allow_smem(K kernel, size_t bytes) {
           "layer_norm_backward shared memory");
 }
 
+// drop: the backward kernel writes the dropout's gradient (a ResidualDropoutGrad, fused).
 template <typename T>
-int64_t backward_partials(int64_t rows, int64_t h, const LayerNormTuning& tuning) {
-  const Config c = backward_config(h, Pack<T>::kVec, tuning);
+int64_t backward_partials(int64_t rows, int64_t h, const LayerNormTuning& tuning, bool drop) {
+  const Config c = backward_config(h, Pack<T>::kVec, tuning, drop);
   const size_t smem = backward_smem(c, h);
   int per_sm = 0;
-  with_backward_kernel<T>(c, [&](auto kernel) {
+  with_backward_kernel<T>(c, drop, [&](auto kernel) {
     allow_smem(kernel, smem);
     check(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, kernel, c.threads(), smem),
           "layer_norm_backward occupancy");
@@ -670,16 +813,27 @@ template <typename T>
 void launch_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
                      const void* dres, void* dx, const ColumnSumOut& dgamma, const ColumnSumOut& dbeta,
                      float* workspace, int64_t partials, int64_t rows, int64_t h, cudaStream_t stream,
-                     const LayerNormTuning& tuning) {
-  const Config c = backward_config(h, Pack<T>::kVec, tuning);
+                     const LayerNormTuning& tuning, const ResidualDropoutGrad& dropout) {
+  const bool drop = dropout.p > 0.f, fused_drop = drop && tuning.backward_dropout_fused;
+  const DropGradArgs args{dropout.keep, dropout.dx_dropout, drop ? static_cast<float>(1.0 / (1.0 - dropout.p)) : 1.f};
+  const Config c = backward_config(h, Pack<T>::kVec, tuning, fused_drop);
   const size_t smem = backward_smem(c, h);
-  with_backward_kernel<T>(c, [&](auto kernel) {
+  with_backward_kernel<T>(c, fused_drop, [&](auto kernel) {
     allow_smem(kernel, smem);
     kernel<<<static_cast<unsigned>(partials), c.threads(), smem, stream>>>(
         static_cast<const T*>(dy), static_cast<const T*>(x), static_cast<const T*>(gamma), mean, rstd,
-        static_cast<const T*>(dres), static_cast<T*>(dx), workspace, rows, static_cast<int>(h), c.group);
+        static_cast<const T*>(dres), static_cast<T*>(dx), workspace, rows, static_cast<int>(h), c.group, args);
   });
   check(cudaGetLastError(), "layer_norm_backward launch");
+  if (drop && !fused_drop) {
+    if constexpr (sizeof(T) == 2) {
+      const int64_t packs = rows * h / Pack<T>::kVec;
+      const int64_t blocks = std::min<int64_t>(ceil_div(packs, 256), 1 << 20);
+      dropout_grad_kernel<T><<<static_cast<unsigned>(blocks), 256, 0, stream>>>(
+          static_cast<const T*>(dx), dropout.keep, static_cast<T*>(dropout.dx_dropout), packs, args.scale);
+      check(cudaGetLastError(), "layer_norm_backward dropout gradient launch");
+    }
+  }
   gamma_beta_kernel<T><<<static_cast<unsigned>(ceil_div(h, kReduceCols)), dim3(kReduceCols, kReduceRows), 0, stream>>>(
       workspace, partials, static_cast<int>(h), dgamma, dbeta);
   check(cudaGetLastError(), "layer_norm_backward gamma/beta launch");
@@ -687,33 +841,49 @@ void launch_backward(const void* dy, const void* x, const void* gamma, const flo
 
 }  // namespace
 
+// The dropout's arguments are usable: 0 < p < 1 (or p == 0: none), a 16-bit type, the keep bits given.
+void check_dropout(float p, FloatType type, const void* keep, const void* extra, const char* what) {
+  if (p == 0.f) return;
+  if (!(p > 0.f && p < 1.f))
+    throw std::invalid_argument(std::string(what) + ": dropout probability " + std::to_string(p) + " is not in [0, 1)");
+  if (type == FloatType::kFloat32)
+    throw std::invalid_argument(std::string(what) + ": the fused dropout takes bf16 or fp16, not fp32");
+  if (keep == nullptr || extra == nullptr)
+    throw std::invalid_argument(std::string(what) + ": the dropout needs its keep bits and its other tensor");
+}
+
 void layer_norm_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean, float* rstd,
                         FloatType type, int64_t rows, int64_t h, float eps, cudaStream_t stream, const void* residual,
-                        void* sum, const LayerNormTuning& tuning) {
+                        void* sum, const LayerNormTuning& tuning, const ResidualDropout& dropout) {
   check_args(rows, h, {x, gamma, beta, y}, "layer_norm_forward");
   if ((residual == nullptr) != (sum == nullptr))
     throw std::invalid_argument("layer_norm_forward: residual and sum go together");
   if (residual != nullptr) check_args(rows, h, {residual, sum}, "layer_norm_forward");
+  check_dropout(dropout.p, type, dropout.keep, residual, "layer_norm_forward");
   if (rows == 0) return;
   switch (type) {
     case FloatType::kFloat32:
-      return launch_forward<float>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning);
+      return launch_forward<float>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning, dropout);
     case FloatType::kBFloat16:
-      return launch_forward<__nv_bfloat16>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning);
+      return launch_forward<__nv_bfloat16>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning,
+                                           dropout);
     case FloatType::kFloat16:
-      return launch_forward<__half>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning);
+      return launch_forward<__half>(x, residual, sum, gamma, beta, y, mean, rstd, rows, h, eps, stream, tuning,
+                                    dropout);
   }
 }
 
-int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, const LayerNormTuning& tuning) {
+int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, const LayerNormTuning& tuning,
+                                     bool dropout) {
   check_args(rows, h, {}, "layer_norm_backward_partials");
+  const bool drop = dropout && tuning.backward_dropout_fused && type != FloatType::kFloat32;
   switch (type) {
     case FloatType::kFloat32:
-      return backward_partials<float>(rows, h, tuning);
+      return backward_partials<float>(rows, h, tuning, false);
     case FloatType::kBFloat16:
-      return backward_partials<__nv_bfloat16>(rows, h, tuning);
+      return backward_partials<__nv_bfloat16>(rows, h, tuning, drop);
     case FloatType::kFloat16:
-      return backward_partials<__half>(rows, h, tuning);
+      return backward_partials<__half>(rows, h, tuning, drop);
   }
   return 1;
 }
@@ -721,21 +891,23 @@ int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, co
 void layer_norm_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
                          void* dx, const ColumnSumOut& dgamma, const ColumnSumOut& dbeta, float* workspace,
                          int64_t partials, FloatType type, int64_t rows, int64_t h, cudaStream_t stream,
-                         const void* dresidual, const LayerNormTuning& tuning) {
+                         const void* dresidual, const LayerNormTuning& tuning, const ResidualDropoutGrad& dropout) {
   check_args(rows, h, {dy, x, gamma, dx}, "layer_norm_backward");
   if (dresidual != nullptr) check_args(rows, h, {dresidual}, "layer_norm_backward");
+  check_dropout(dropout.p, type, dropout.keep, dropout.dx_dropout, "layer_norm_backward");
+  if (dropout.p > 0.f) check_args(rows, h, {dropout.dx_dropout}, "layer_norm_backward");
   if (partials < 1 || partials > (int64_t{1} << 30))
     throw std::invalid_argument("layer_norm_backward: partials must be in [1, 2^30]");
   switch (type) {
     case FloatType::kFloat32:
       return launch_backward<float>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, workspace, partials, rows,
-                                    h, stream, tuning);
+                                    h, stream, tuning, dropout);
     case FloatType::kBFloat16:
       return launch_backward<__nv_bfloat16>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, workspace, partials,
-                                            rows, h, stream, tuning);
+                                            rows, h, stream, tuning, dropout);
     case FloatType::kFloat16:
       return launch_backward<__half>(dy, x, gamma, mean, rstd, dresidual, dx, dgamma, dbeta, workspace, partials, rows,
-                                     h, stream, tuning);
+                                     h, stream, tuning, dropout);
   }
 }
 

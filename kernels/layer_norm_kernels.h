@@ -22,6 +22,7 @@
 
 #include "column_sum_out.h"
 #include "float_type.h"
+#include "philox_seed.h"
 
 namespace megaton::kernels {
 
@@ -61,6 +62,31 @@ struct LayerNormTuning {
   /// 4; cp.async, each thread copying its own vectors; taken up to 8 elements per thread and where the ring fits,
   /// one row per pass), or 0: straight into registers, one row per pass in flight (backward_rows, early residual).
   int backward_stages = 4;
+  /// With a ResidualDropoutGrad, the backward writes the dropout's input gradient in its own kernel (true) or a
+  /// separate pass over dx and the keep bits after it writes dx (false).
+  bool backward_dropout_fused = true;
+};
+
+/// Hidden dropout drawn inside layer_norm_forward's residual add (Megatron's bias-dropout-add without the bias, fused
+/// into the LayerNorm that reads it): sum = residual + round(x * keep / (1 - p)), both rounded to the element type as
+/// ATen's fused dropout and add round them. 16-bit element types only. Element e = r * h + c of pack q = e / 8 keeps
+/// iff its 32-bit draw u < floor((1 - p) * 2^32): u = the (e % 8)-th word of Philox4x32-10(key = seed, counter =
+/// (offset / 4 + (e % 8) / 4, q)) (curand_init(seed, q, offset) then two curand4 calls: eight words per pack, so each
+/// call takes kResidualDropoutPhiloxIncrement of the generator's offset). The keep bits ([rows * h / 8] bytes, bit
+/// e % 8 of byte e / 8) are written for the backward.
+struct ResidualDropout {
+  float p = 0.f;  // drop probability in [0, 1); 0: none
+  PhiloxSeed philox;
+  uint8_t* keep = nullptr;  // [rows * h / 8], written
+};
+constexpr uint64_t kResidualDropoutPhiloxIncrement = 8;
+
+/// The backward of ResidualDropout: the gradient of its x, dx_dropout = round(dx * keep / (1 - p)) from the rounded
+/// dx (the residual's gradient), as ATen's masked scale computes it; written beside dx.
+struct ResidualDropoutGrad {
+  float p = 0.f;                  // as the forward's; 0: none
+  const uint8_t* keep = nullptr;  // the forward's keep bits
+  void* dx_dropout = nullptr;     // [rows, h], written
 };
 
 /// Forward. x, y [rows, h] row-major (contiguous), gamma, beta [h]; writes y and mean, rstd [rows] fp32.
@@ -68,23 +94,29 @@ struct LayerNormTuning {
 /// add) is written and normalised instead of x (the transformer's residual add fused into the next LayerNorm).
 /// Asynchronous on `stream`; throws std::invalid_argument for an unsupported h or a misaligned pointer and
 /// std::runtime_error when the launch fails.
+/// With `dropout` (p > 0; residual and sum given, 16-bit type): x is dropped out before the add (ResidualDropout).
 void layer_norm_forward(const void* x, const void* gamma, const void* beta, void* y, float* mean, float* rstd,
                         FloatType type, int64_t rows, int64_t h, float eps, cudaStream_t stream,
-                        const void* residual = nullptr, void* sum = nullptr, const LayerNormTuning& tuning = {});
+                        const void* residual = nullptr, void* sum = nullptr, const LayerNormTuning& tuning = {},
+                        const ResidualDropout& dropout = {});
 
 /// Rows of the backward's fp32 workspace per gradient (for the same `tuning` as the backward's): the backward needs
 /// `workspace` of 2 * partials * h floats. One per thread block of the backward's grid (as many as fit on the current
 /// device at once, at most one per group of rows).
-int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, const LayerNormTuning& tuning = {});
+/// `dropout`: for a backward that takes a ResidualDropoutGrad (its kernel may fit fewer blocks per SM).
+int64_t layer_norm_backward_partials(FloatType type, int64_t rows, int64_t h, const LayerNormTuning& tuning = {},
+                                     bool dropout = false);
 
 /// Backward. dy, x, dx [rows, h], gamma [h], mean, rstd [rows] from the forward; writes dx, dgamma and dbeta [h] (in
 /// `type`, or each added into its fp32 main grad: kernels/column_sum_out.h); workspace: 2 * partials * h floats from
 /// layer_norm_backward_partials (any partials >= 1 gives the same sums up to rounding; the same partials give the same
 /// bits). With `dresidual` [rows, h]: dx += dresidual before rounding (the gradient of the residual branch that also
-/// reads the forward's sum). Asynchronous on `stream`; throws as the forward.
+/// reads the forward's sum). With `dropout` (p > 0, 16-bit type): also the gradient of the forward's dropped-out x
+/// (ResidualDropoutGrad). Asynchronous on `stream`; throws as the forward.
 void layer_norm_backward(const void* dy, const void* x, const void* gamma, const float* mean, const float* rstd,
                          void* dx, const ColumnSumOut& dgamma, const ColumnSumOut& dbeta, float* workspace,
                          int64_t partials, FloatType type, int64_t rows, int64_t h, cudaStream_t stream,
-                         const void* dresidual = nullptr, const LayerNormTuning& tuning = {});
+                         const void* dresidual = nullptr, const LayerNormTuning& tuning = {},
+                         const ResidualDropoutGrad& dropout = {});
 
 }  // namespace megaton::kernels

@@ -66,6 +66,10 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("no-qkv-grad-fusion", po::bool_switch(&a.no_qkv_grad_fusion),
        "the attention's QKV gradient assembled by ATen's stack and the QKV bias gradient by a separate column sum, "
        "instead of one pass for both")
+      ("dropout-layernorm-fusion", po::bool_switch(&a.dropout_layernorm_fusion),
+       "CUDA, bf16/fp16: the hidden dropout drawn inside the residual add of the LayerNorm kernel that follows it (one "
+       "mask bit per element kept for the backward, whose kernel writes the dropped-out branch's gradient too) instead "
+       "of ATen's fused dropout before the add; a different mask from the same seed")
       ("no-fused-lm-head-loss", po::bool_switch(&a.no_fused_lm_head_loss),
        "the LM head's logits, then the vocabulary-parallel cross-entropy as separate ops, instead of one op that writes "
        "the logits' gradient over the logits in the forward (one pass over them less, a [tokens, V/tp] buffer less)")

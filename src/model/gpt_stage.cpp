@@ -195,8 +195,7 @@ torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Te
   const bool fused = !c_.model.no_fused_layernorm;
   const double eps = c_.model.layernorm_epsilon;
   const ops::LayerNormMainGrads mg{main_grads().of(final_ln_w_), main_grads().of(final_ln_b_)};
-  return out.delta.defined() ? ops::add_layer_norm(out.delta, out.residual, final_ln_w_, final_ln_b_, eps, fused, mg).y
-                             : ops::layer_norm(out.residual, final_ln_w_, final_ln_b_, eps, fused, mg);
+  return split_layer_norm(out, final_ln_w_, final_ln_b_, eps, fused, mg).y;
 }
 
 torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor& position_ids) {

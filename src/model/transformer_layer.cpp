@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/positions.h"
 #include "ops/attention.h"
+#include "ops/dropout.h"
 #include "ops/gemm_epilogue.h"
 #include "ops/layer_norm.h"
 #include "ops/qkv_split.h"
@@ -184,29 +185,38 @@ torch::Tensor TransformerLayer::forward_cached(const torch::Tensor& x, const Lay
 SplitHidden TransformerLayer::forward_impl(const SplitHidden& in, const LayerContext& ctx, LayerKv* kv) const {
   const auto& m = c_.model;
   const double eps = m.layernorm_epsilon;
-  at::Generator* gen = ctx.rng ? &ctx.rng->default_generator() : nullptr;
-  auto hidden_dropout = [&](const torch::Tensor& t) {
-    if (!ctx.training || m.hidden_dropout <= 0.0) return t;
-    MEGATON_ASSERT(gen != nullptr, "hidden dropout without a generator");
-    return parallel::dropout(t, m.hidden_dropout, true, *gen);
-  };
-  // x = in.residual + in.delta, added inside LN1's kernel where the fused LayerNorm applies.
-  torch::Tensor x, ln1;
-  if (in.delta.defined()) {
-    const ops::AddLayerNorm x_ln1 = ops::add_layer_norm(in.delta, in.residual, ln1_w_, ln1_b_, eps,
-                                                        !m.no_fused_layernorm, ln_main_grads(ln1_w_, ln1_b_));
-    x = x_ln1.sum, ln1 = x_ln1.y;  // [s, b, h] each
-  } else {
-    x = in.residual;
-    ln1 = ops::layer_norm(x, ln1_w_, ln1_b_, eps, !m.no_fused_layernorm, ln_main_grads(ln1_w_, ln1_b_));
+  const bool fused_ln = !m.no_fused_layernorm;
+  // Megatron's hidden dropout on the attention's and the MLP's outputs, drawn where they join the residual stream:
+  // inside the next LayerNorm's add (ops::add_layer_norm; in its kernel with --dropout-layernorm-fusion).
+  ops::HiddenDropout hidden_dropout;
+  if (ctx.training && m.hidden_dropout > 0.0) {
+    MEGATON_ASSERT(ctx.rng != nullptr, "hidden dropout without a generator");
+    hidden_dropout = {m.hidden_dropout, &ctx.rng->default_generator(), m.dropout_layernorm_fusion};
   }
+  // x = in.residual + dropout(in.delta), added inside LN1's kernel where the fused LayerNorm applies.
+  const ops::AddLayerNorm x_ln1 = split_layer_norm(in, ln1_w_, ln1_b_, eps, fused_ln, ln_main_grads(ln1_w_, ln1_b_));
+  const torch::Tensor &x = x_ln1.sum, &ln1 = x_ln1.y;  // [s, b, h] each
   torch::Tensor residual = m.apply_residual_connection_post_layernorm ? ln1 : x;
-  // a = residual + attention; the add runs inside LN2's kernel (ops::add_layer_norm) where the fused LayerNorm applies.
-  const ops::AddLayerNorm a_ln2 = ops::add_layer_norm(hidden_dropout(attention(ln1, ctx, kv)), residual, ln2_w_, ln2_b_,
-                                                      eps, !m.no_fused_layernorm, ln_main_grads(ln2_w_, ln2_b_));
+  // a = residual + dropout(attention); the add runs inside LN2's kernel where the fused LayerNorm applies.
+  const ops::AddLayerNorm a_ln2 = ops::add_layer_norm(attention(ln1, ctx, kv), residual, ln2_w_, ln2_b_, eps, fused_ln,
+                                                      ln_main_grads(ln2_w_, ln2_b_), hidden_dropout);
   const torch::Tensor &a = a_ln2.sum, &ln2 = a_ln2.y;  // [s, b, h] each
   residual = m.apply_residual_connection_post_layernorm ? ln2 : a;
-  return {residual, hidden_dropout(mlp(ln2))};  // the add is the next LayerNorm's (or the caller's sum())
+  // the add (and the dropout) is the next LayerNorm's, or the caller's sum()
+  return {residual, mlp(ln2), hidden_dropout};
+}
+
+torch::Tensor SplitHidden::sum() const {
+  if (!delta.defined()) return residual;
+  if (dropout.p <= 0.0) return residual + delta;
+  MEGATON_ASSERT(dropout.generator != nullptr, "hidden dropout without a generator");
+  return residual + ops::dropout(delta, dropout.p, *dropout.generator);
+}
+
+ops::AddLayerNorm split_layer_norm(const SplitHidden& in, const torch::Tensor& weight, const torch::Tensor& bias,
+                                   double eps, bool use_fused, const ops::LayerNormMainGrads& main_grads) {
+  if (!in.delta.defined()) return {in.residual, ops::layer_norm(in.residual, weight, bias, eps, use_fused, main_grads)};
+  return ops::add_layer_norm(in.delta, in.residual, weight, bias, eps, use_fused, main_grads, in.dropout);
 }
 
 }  // namespace megaton::model

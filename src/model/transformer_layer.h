@@ -30,13 +30,20 @@ struct LayerContext {
   torch::Tensor rotary_sin;
 };
 
-/// A residual stream left as two addends: the hidden state is residual + delta (delta undefined: residual alone).
-/// Layers hand the sum on unformed so that the next LayerNorm adds it in its kernel (ops::add_layer_norm).
+/// A residual stream left as two addends: the hidden state is residual + dropout(delta) (delta undefined: residual
+/// alone; dropout.p == 0: delta itself). Layers hand the sum on unformed so that the next LayerNorm adds it in its
+/// kernel (ops::add_layer_norm), where the hidden dropout on delta is drawn too (--dropout-layernorm-fusion).
 struct SplitHidden {
   torch::Tensor residual, delta;  // [s, b, h] each
-  /// residual + delta, as one tensor.
-  torch::Tensor sum() const { return delta.defined() ? residual + delta : residual; }
+  ops::HiddenDropout dropout;     // Megatron's hidden dropout on delta, not yet drawn
+  /// residual + dropout(delta), as one tensor.
+  torch::Tensor sum() const;
 };
+
+/// (sum, LayerNorm(sum)) of the hidden state `in`: its add (and its pending dropout) inside the LayerNorm's kernel
+/// where ops::add_layer_norm fuses them.
+ops::AddLayerNorm split_layer_norm(const SplitHidden& in, const torch::Tensor& weight, const torch::Tensor& bias,
+                                   double eps, bool use_fused, const ops::LayerNormMainGrads& main_grads);
 
 /// One layer's keys and values of the positions seen so far (generation's KV cache), after rotary.
 struct LayerKv {

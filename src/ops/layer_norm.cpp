@@ -1,5 +1,7 @@
 #include "ops/layer_norm.h"
 
+#include "core/error.h"
+#include "ops/dropout.h"
 #include "ops/layer_norm_cuda.h"
 
 namespace megaton::ops {
@@ -21,15 +23,21 @@ torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, co
   return torch::layer_norm(x, {x.size(-1)}, weight, bias, eps);
 }
 
-AddLayerNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
-                            const torch::Tensor& bias, double eps, bool use_fused,
-                            const LayerNormMainGrads& main_grads) {
+AddLayerNorm add_layer_norm(const torch::Tensor& x_in, const torch::Tensor& residual, const torch::Tensor& weight,
+                            const torch::Tensor& bias, double eps, bool use_fused, const LayerNormMainGrads& main_grads,
+                            const HiddenDropout& dropout) {
+  const bool drop = dropout.p > 0.0;
+  MEGATON_ASSERT(!drop || dropout.generator != nullptr, "add_layer_norm: dropout without a generator");
 #ifdef MEGATON_HAVE_CUDA
-  if (use_fused && fused_add_layer_norm_supported(x, residual, weight, bias)) {
-    FusedAddLayerNormOutput f = fused_add_layer_norm(x, residual, weight, bias, eps, main_grads);
+  if (use_fused && fused_add_layer_norm_supported(x_in, residual, weight, bias)) {
+    const bool in_kernel = drop && dropout.fused && fused_dropout_add_layer_norm_supported(x_in, dropout);
+    const torch::Tensor x = drop && !in_kernel ? ops::dropout(x_in, dropout.p, *dropout.generator) : x_in;
+    FusedAddLayerNormOutput f =
+        fused_add_layer_norm(x, residual, weight, bias, eps, main_grads, in_kernel ? dropout : HiddenDropout{});
     return {f.sum, f.y};
   }
 #endif
+  const torch::Tensor x = drop ? ops::dropout(x_in, dropout.p, *dropout.generator) : x_in;
   torch::Tensor sum = x + residual;
   return {sum, layer_norm(sum, weight, bias, eps, use_fused, main_grads)};
 }

@@ -21,13 +21,25 @@ struct LayerNormMainGrads {
 torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                          bool use_fused = true, const LayerNormMainGrads& main_grads = {});
 
+/// Megatron's hidden dropout on the branch that joins the residual stream: add_layer_norm's x is dropped out before
+/// the add, with draws from `generator` (x's device). `fused`: where the fused LayerNorm takes the add (CUDA, bf16 or
+/// fp16) the draws run inside its kernels (kernels::ResidualDropout: no dropout pass of its own, one bit of mask per
+/// element kept for the backward; --dropout-layernorm-fusion); otherwise, and always when `fused` is false,
+/// ops::dropout runs first. The two draw different masks from the same generator state.
+struct HiddenDropout {
+  double p = 0.0;  // 0: none
+  at::Generator* generator = nullptr;
+  bool fused = false;
+};
+
 /// The residual add and the LayerNorm after it: sum = x + residual, y = layer_norm(sum). On CUDA tensors the fused
-/// kernel takes, one kernel each way (ops/layer_norm_cuda.h); otherwise x + residual and layer_norm above.
+/// kernel takes, one kernel each way (ops/layer_norm_cuda.h); otherwise x + residual and layer_norm above. With
+/// `dropout` (p > 0): sum = dropout(x) + residual.
 struct AddLayerNorm {
   torch::Tensor sum, y;  // [.., h] each
 };
 AddLayerNorm add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
                             const torch::Tensor& bias, double eps, bool use_fused = true,
-                            const LayerNormMainGrads& main_grads = {});
+                            const LayerNormMainGrads& main_grads = {}, const HiddenDropout& dropout = {});
 
 }  // namespace megaton::ops

@@ -13,6 +13,7 @@
 #include "core/kernel_float_type.h"
 #include "layer_norm_kernels.h"  // kernels/
 #include "ops/aligned.h"
+#include "ops/philox_seed_cuda.h"
 
 namespace megaton::ops {
 
@@ -54,32 +55,36 @@ struct FusedLayerNorm : torch::autograd::Function<FusedLayerNorm> {
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
-    auto [dx, dw, db] =
+    FusedLayerNormGrads g =
         fused_layer_norm_backward(grads[0], saved[0], saved[1], saved[2], saved[3], {}, saved_main_grads(ctx));
     const torch::Tensor none;
-    return {dx, dw, db, none, none, none, none, none};
+    return {g.dx, g.dweight, g.dbias, none, none, none, none, none};
   }
 };
 
-// (sum, y) = (x + residual, LayerNorm(x + residual)): one forward kernel, one backward kernel.
+// (sum, y) = (x + residual, LayerNorm(x + residual)): one forward kernel, one backward kernel. With dropout (p > 0):
+// x is dropped out inside the forward kernel, and the backward kernel writes x's gradient through the same keep bits
+// beside the residual's.
 struct FusedAddLayerNorm : torch::autograd::Function<FusedAddLayerNorm> {
   static variable_list forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor residual, torch::Tensor weight,
-                               torch::Tensor bias, double eps, torch::Tensor wg, torch::Tensor wo, torch::Tensor bg,
-                               torch::Tensor bo) {
+                               torch::Tensor bias, double eps, HiddenDropout dropout, torch::Tensor wg,
+                               torch::Tensor wo, torch::Tensor bg, torch::Tensor bo) {
     torch::Tensor w = aligned_contiguous(weight);
-    FusedLayerNormOutput out = fused_layer_norm_forward(x, w, bias, eps, residual);
-    ctx->save_for_backward({out.sum, w, out.mean, out.rstd});
+    FusedLayerNormOutput out = fused_layer_norm_forward(x, w, bias, eps, residual, dropout);
+    ctx->save_for_backward({out.sum, w, out.mean, out.rstd, out.keep});
+    ctx->saved_data["dropout_p"] = dropout.p;
     save_main_grads(ctx, wg, wo, bg, bo);
     return {out.sum, out.y};
   }
 
   static variable_list backward(AutogradContext* ctx, variable_list grads) {
     auto saved = ctx->get_saved_variables();
+    const double p = ctx->saved_data["dropout_p"].toDouble();
     // grads[0]: of sum (the residual stream), grads[1]: of y; both materialised (zeros when unused).
-    auto [dx, dw, db] =
-        fused_layer_norm_backward(grads[1], saved[0], saved[1], saved[2], saved[3], grads[0], saved_main_grads(ctx));
+    FusedLayerNormGrads g = fused_layer_norm_backward(grads[1], saved[0], saved[1], saved[2], saved[3], grads[0],
+                                                      saved_main_grads(ctx), saved[4], p);
     const torch::Tensor none;
-    return {dx, dx, dw, db, none, none, none, none, none};
+    return {p > 0.0 ? g.dx_dropout : g.dx, g.dx, g.dweight, g.dbias, none, none, none, none, none, none};
   }
 };
 
@@ -92,15 +97,25 @@ bool fused_add_layer_norm_supported(const torch::Tensor& x, const torch::Tensor&
          (!residual.is_contiguous() || aligned16(residual));
 }
 
+bool fused_dropout_add_layer_norm_supported(const torch::Tensor& x, const HiddenDropout& dropout) {
+  const auto dtype = x.scalar_type();
+  return dropout.p > 0.0 && dropout.p < 1.0 && dropout.generator != nullptr && dropout.generator->defined() &&
+         dropout.generator->device().is_cuda() && dropout.generator->device().index() == x.device().index() &&
+         (dtype == torch::kBFloat16 || dtype == torch::kFloat16);
+}
+
 FusedAddLayerNormOutput fused_add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
                                              const torch::Tensor& weight, const torch::Tensor& bias, double eps,
-                                             const LayerNormMainGrads& main_grads) {
+                                             const LayerNormMainGrads& main_grads, const HiddenDropout& dropout) {
   MEGATON_ASSERT(fused_add_layer_norm_supported(x, residual, weight, bias),
                  "fused add + layer norm: unsupported input ", x.sizes(), " + ", residual.sizes(), " ",
                  c10::toString(x.scalar_type()), " on ", x.device());
+  MEGATON_ASSERT(dropout.p <= 0.0 || fused_dropout_add_layer_norm_supported(x, dropout),
+                 "fused dropout + add + layer norm: unsupported dropout ", dropout.p, " on ",
+                 c10::toString(x.scalar_type()));
   auto [wg, wo] = main_grad_inputs(main_grads.weight);
   auto [bg, bo] = main_grad_inputs(main_grads.bias);
-  variable_list out = FusedAddLayerNorm::apply(x, residual, weight, bias, eps, wg, wo, bg, bo);
+  variable_list out = FusedAddLayerNorm::apply(x, residual, weight, bias, eps, dropout, wg, wo, bg, bo);
   return {out[0], out[1]};  // x's shape (contiguous)
 }
 
@@ -127,7 +142,8 @@ torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weig
 }
 
 FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x_in, const torch::Tensor& weight,
-                                              const torch::Tensor& bias, double eps, const torch::Tensor& residual) {
+                                              const torch::Tensor& bias, double eps, const torch::Tensor& residual,
+                                              const HiddenDropout& dropout) {
   MEGATON_ASSERT(fused_layer_norm_supported(x_in, weight, bias), "fused layer norm: unsupported input ", x_in.sizes(),
                  " ", c10::toString(x_in.scalar_type()), " on ", x_in.device());
   MEGATON_ASSERT(
@@ -141,16 +157,29 @@ FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x_in, const t
   const int64_t h = x.size(-1), rows = x.numel() / h;
   auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(x.device());
   FusedLayerNormOutput out{torch::empty_like(x) /* contiguous as x */, torch::empty({rows}, f32),
-                           torch::empty({rows}, f32), r.defined() ? torch::empty_like(x) : torch::Tensor()};
+                           torch::empty({rows}, f32), r.defined() ? torch::empty_like(x) : torch::Tensor(),
+                           torch::Tensor()};
+  kernels::ResidualDropout drop;
+  if (dropout.p > 0.0) {
+    MEGATON_ASSERT(r.defined() && fused_dropout_add_layer_norm_supported(x, dropout), "fused layer norm: dropout ",
+                   dropout.p, " needs a residual, bf16/fp16 and a CUDA generator");
+    out.keep = torch::empty({rows * h / 8}, torch::TensorOptions().dtype(torch::kUInt8).device(x.device()));
+    drop.p = static_cast<float>(dropout.p);
+    drop.philox = philox_seed(*dropout.generator, kernels::kResidualDropoutPhiloxIncrement);
+    drop.keep = out.keep.data_ptr<uint8_t>();
+  }
   kernels::layer_norm_forward(x.data_ptr(), w.data_ptr(), b.data_ptr(), out.y.data_ptr(), out.mean.data_ptr<float>(),
                               out.rstd.data_ptr<float>(), float_type(x), rows, h, static_cast<float>(eps), stream_of(x),
-                              r.defined() ? r.data_ptr() : nullptr, r.defined() ? out.sum.data_ptr() : nullptr);
+                              r.defined() ? r.data_ptr() : nullptr, r.defined() ? out.sum.data_ptr() : nullptr, {},
+                              drop);
   return out;
 }
 
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backward(
-    const torch::Tensor& dy_in, const torch::Tensor& x_in, const torch::Tensor& weight, const torch::Tensor& mean,
-    const torch::Tensor& rstd, const torch::Tensor& dresidual_in, const LayerNormMainGrads& main_grads) {
+FusedLayerNormGrads fused_layer_norm_backward(const torch::Tensor& dy_in, const torch::Tensor& x_in,
+                                              const torch::Tensor& weight, const torch::Tensor& mean,
+                                              const torch::Tensor& rstd, const torch::Tensor& dresidual_in,
+                                              const LayerNormMainGrads& main_grads, const torch::Tensor& keep,
+                                              double dropout_p) {
   const int64_t h = x_in.size(-1), rows = x_in.numel() / h;
   MEGATON_ASSERT(dy_in.sizes() == x_in.sizes() && dy_in.scalar_type() == x_in.scalar_type() &&
                      weight.scalar_type() == x_in.scalar_type() && weight.numel() == h &&
@@ -170,18 +199,29 @@ std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backwar
     dres = aligned_contiguous(dresidual_in);
   }
   const kernels::FloatType type = float_type(x);
-  const int64_t partials = kernels::layer_norm_backward_partials(type, rows, h);
+  FusedLayerNormGrads g;
+  kernels::ResidualDropoutGrad drop;
+  if (dropout_p > 0.0) {
+    MEGATON_ASSERT(keep.defined() && keep.scalar_type() == torch::kUInt8 && keep.is_contiguous() &&
+                       keep.numel() == rows * h / 8 && keep.device() == x.device(),
+                   "fused layer norm backward: keep bits ", keep.sizes(), " do not match x ", x_in.sizes());
+    g.dx_dropout = torch::empty_like(x);
+    drop.p = static_cast<float>(dropout_p);
+    drop.keep = keep.data_ptr<uint8_t>();
+    drop.dx_dropout = g.dx_dropout.data_ptr();
+  }
+  const int64_t partials = kernels::layer_norm_backward_partials(type, rows, h, {}, dropout_p > 0.0);
   torch::Tensor workspace =
       torch::empty({2, partials, h}, torch::TensorOptions().dtype(torch::kFloat32).device(x.device()));
-  torch::Tensor dx = torch::empty_like(x);  // contiguous as x
+  g.dx = torch::empty_like(x);  // contiguous as x
   // dgamma / dbeta [h]: returned in x's dtype, or summed into their fp32 main grads
-  torch::Tensor dw, db;
-  const kernels::ColumnSumOut dw_out = column_sum_out(main_grads.weight, h, w.options(), dw),
-                              db_out = column_sum_out(main_grads.bias, h, w.options(), db);
+  const kernels::ColumnSumOut dw_out = column_sum_out(main_grads.weight, h, w.options(), g.dweight),
+                              db_out = column_sum_out(main_grads.bias, h, w.options(), g.dbias);
   kernels::layer_norm_backward(dy.data_ptr(), x.data_ptr(), w.data_ptr(), mean.data_ptr<float>(),
-                               rstd.data_ptr<float>(), dx.data_ptr(), dw_out, db_out, workspace.data_ptr<float>(),
-                               partials, type, rows, h, stream_of(x), dres.defined() ? dres.data_ptr() : nullptr);
-  return {dx, dw, db};
+                               rstd.data_ptr<float>(), g.dx.data_ptr(), dw_out, db_out, workspace.data_ptr<float>(),
+                               partials, type, rows, h, stream_of(x), dres.defined() ? dres.data_ptr() : nullptr, {},
+                               drop);
+  return g;
 }
 
 }  // namespace megaton::ops

@@ -4,9 +4,7 @@
 #ifdef MEGATON_HAVE_CUDA
 #include <torch/torch.h>
 
-#include <tuple>
-
-#include "ops/layer_norm.h"  // LayerNormMainGrads
+#include "ops/layer_norm.h"  // LayerNormMainGrads, HiddenDropout
 
 namespace megaton::ops {
 
@@ -22,22 +20,31 @@ torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weig
 
 /// The two halves without autograd. Forward: y [.., h] like x, mean and rstd [rows] fp32 (rows = x.numel() / h). With
 /// `residual` (x's shape, dtype and device): sum = x + residual (rounded as ATen's add) is normalised instead of x and
-/// returned too.
+/// returned too. With `dropout` (p > 0, a residual, fused_dropout_add_layer_norm_supported): sum = dropout(x) +
+/// residual, the dropout drawn in the kernel (kernels::ResidualDropout) and its keep bits returned.
 struct FusedLayerNormOutput {
   torch::Tensor y, mean, rstd;
-  torch::Tensor sum;  // [.., h] like x, with a residual only
+  torch::Tensor sum;   // [.., h] like x, with a residual only
+  torch::Tensor keep;  // [rows * h / 8] uint8, bit e % 8 of byte e / 8: element e kept (with dropout only)
 };
 FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x, const torch::Tensor& weight,
                                               const torch::Tensor& bias, double eps,
-                                              const torch::Tensor& residual = torch::Tensor());
+                                              const torch::Tensor& residual = torch::Tensor(),
+                                              const HiddenDropout& dropout = {});
 
-/// Backward from the forward's mean and rstd: (dx [.., h] like x, dweight [h], dbias [h]) in x's dtype. With
+/// Backward from the forward's mean and rstd: dx [.., h] like x, dweight [h], dbias [h] in x's dtype. With
 /// `dresidual` (like x): dx + dresidual, summed before rounding. dweight / dbias undefined where they went into
-/// main_grads (main_grad_takes_sums: fp32, contiguous, [h], on x's device).
-std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> fused_layer_norm_backward(
-    const torch::Tensor& dy, const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& mean,
-    const torch::Tensor& rstd, const torch::Tensor& dresidual = torch::Tensor(),
-    const LayerNormMainGrads& main_grads = {});
+/// main_grads (main_grad_takes_sums: fp32, contiguous, [h], on x's device). With the forward's `keep` bits and its
+/// dropout probability p > 0: dx_dropout = dx * keep / (1 - p) too (the gradient of the dropout's input).
+struct FusedLayerNormGrads {
+  torch::Tensor dx, dweight, dbias, dx_dropout;
+};
+FusedLayerNormGrads fused_layer_norm_backward(const torch::Tensor& dy, const torch::Tensor& x,
+                                              const torch::Tensor& weight, const torch::Tensor& mean,
+                                              const torch::Tensor& rstd,
+                                              const torch::Tensor& dresidual = torch::Tensor(),
+                                              const LayerNormMainGrads& main_grads = {},
+                                              const torch::Tensor& keep = torch::Tensor(), double dropout_p = 0.0);
 
 /// The residual add fused into the LayerNorm that reads its result: sum = x + residual (rounded to x's dtype, as
 /// ATen's add) and y = LayerNorm(sum), with autograd (the backward adds sum's own gradient into the LayerNorm's input
@@ -48,9 +55,15 @@ struct FusedAddLayerNormOutput {
 };
 bool fused_add_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
                                     const torch::Tensor& bias);
+/// Whether the fused add can also draw `dropout` on x (p in (0, 1), a CUDA generator on x's device, x bf16 or fp16),
+/// given fused_add_layer_norm_supported.
+bool fused_dropout_add_layer_norm_supported(const torch::Tensor& x, const HiddenDropout& dropout);
+/// With `dropout` (p > 0; fused_dropout_add_layer_norm_supported): sum = dropout(x) + residual, drawn in the kernel;
+/// the backward gives x the gradient through the same keep bits.
 FusedAddLayerNormOutput fused_add_layer_norm(const torch::Tensor& x, const torch::Tensor& residual,
                                              const torch::Tensor& weight, const torch::Tensor& bias, double eps,
-                                             const LayerNormMainGrads& main_grads = {});
+                                             const LayerNormMainGrads& main_grads = {},
+                                             const HiddenDropout& dropout = {});
 
 }  // namespace megaton::ops
 

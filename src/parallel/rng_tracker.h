@@ -37,9 +37,9 @@ class RngTracker {
   at::Generator tp_;
 };
 
-/// Inverted dropout with an explicit generator: x * bernoulli(1-p) / (1-p). The identity when !training or p == 0.
-/// On CUDA ATen's fused kernel (output and byte mask in one pass); on the CPU the composite. The two draw their masks
-/// differently from the same generator state: masks agree across ranks of one device type only.
+/// Inverted dropout with an explicit generator: x * bernoulli(1-p) / (1-p) (ops::dropout). The identity when
+/// !training or p == 0. The CUDA and CPU paths draw their masks differently from the same generator state: masks agree
+/// across ranks of one device type only.
 torch::Tensor dropout(const torch::Tensor& x, double p, bool training, at::Generator& gen);
 
 }  // namespace megaton::parallel
