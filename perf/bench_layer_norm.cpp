@@ -7,6 +7,8 @@
 // fused pair must move: x read and y written forward, x and dy read and dx written backward).
 // BM_LayerNormAutogradFusedVsAten: ops::layer_norm(use_fused) and backward() through autograd, as the model runs it.
 // BM_LayerNormTuning: the kernels' LayerNormTuning choices, as training calls them (with the residual add).
+// BM_DropoutAddLayerNormVsAten / BM_DropoutAddLayerNormKernels: the hidden dropout drawn in the kernels
+// (--dropout-layernorm-fusion) against ATen's fused dropout before the add; the kernels' parts.
 // The benchmarks' own times are the fused ones.
 //   build/perf/bench_layer_norm [--benchmark_min_time=1]     (reports an error row without a CUDA device/build)
 #include <benchmark/benchmark.h>
@@ -186,6 +188,98 @@ void BM_LayerNormTuning(benchmark::State& state) {
 #endif
 }
 
+// Megatron's hidden dropout before the residual add, through autograd as the transformer layer runs it (forward of
+// ops::add_layer_norm, backward of both outputs), bf16, p = 0.1: drawn in the LayerNorm kernels
+// (--dropout-layernorm-fusion: fused_us) against ATen's fused dropout and its masked-scale backward around the same
+// fused add + LayerNorm (aten_us), alternately in the same iterations.
+void BM_DropoutAddLayerNormVsAten(benchmark::State& state) {
+  if (skip_without_cuda(state)) return;
+#ifdef MEGATON_HAVE_CUDA
+  const int64_t rows = state.range(0), h = state.range(1);
+  const Inputs in = make_inputs(rows, h);
+  const torch::Tensor r0 = torch::randn_like(in.x), dsum = torch::randn_like(in.dy);
+  at::Generator gen = at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, 0));
+  torch::Tensor x = in.x.clone().requires_grad_(true), r = r0.clone().requires_grad_(true);
+  torch::Tensor w = in.w.clone().requires_grad_(true), b = in.b.clone().requires_grad_(true);
+  auto step = [&](bool in_kernel) {
+    return [&, in_kernel] {
+      for (torch::Tensor* t : {&x, &r, &w, &b}) t->mutable_grad() = torch::Tensor();
+      const ops::AddLayerNorm out = ops::add_layer_norm(x, r, w, b, kEps, true, {}, {0.1, &gen, in_kernel});
+      torch::autograd::backward({out.sum, out.y}, {dsum, in.dy});
+    };
+  };
+  gpu_seconds(step(false), 2), gpu_seconds(step(true), 2);  // warm-up
+  double a = 0, f = 0;
+  int64_t n = 0;
+  for (auto _ : state) {
+    a += gpu_seconds(step(false), kReps);
+    const double t = gpu_seconds(step(true), kReps);
+    f += t;
+    ++n;
+    state.SetIterationTime(t);
+  }
+  state.counters["aten_us"] = a / double(n) * 1e6;
+  state.counters["fused_us"] = f / double(n) * 1e6;
+  state.counters["speedup"] = a / f;
+#endif
+}
+
+// The dropout's kernels directly (bf16, p = 0.1): the forward with the draws (fwd_us; the plain forward with the
+// residual add: plain_fwd_us), the backward writing the dropped branch's gradient in its kernel (bwd_fused_us) or in a
+// pass of its own (bwd_separate_us; LayerNormTuning::backward_dropout_fused), the plain backward (plain_bwd_us).
+void BM_DropoutAddLayerNormKernels(benchmark::State& state) {
+  if (skip_without_cuda(state)) return;
+#ifdef MEGATON_HAVE_CUDA
+  const int64_t rows = state.range(0), h = state.range(1);
+  const Inputs in = make_inputs(rows, h);
+  const torch::Tensor res = torch::randn_like(in.x), dres = torch::randn_like(in.dy);
+  torch::Tensor y = torch::empty_like(in.x), sum = torch::empty_like(in.x), dx = torch::empty_like(in.x),
+                dxd = torch::empty_like(in.x);
+  auto f32 = torch::TensorOptions().dtype(torch::kFloat32).device(torch::kCUDA);
+  torch::Tensor mean = torch::empty({rows}, f32), rstd = torch::empty({rows}, f32);
+  torch::Tensor keep = torch::empty({rows * h / 8}, torch::TensorOptions().dtype(torch::kUInt8).device(torch::kCUDA));
+  torch::Tensor dw = torch::empty_like(in.w), db = torch::empty_like(in.b);
+  const auto type = kernels::FloatType::kBFloat16;
+  kernels::LayerNormTuning fused_bwd, separate_bwd;
+  separate_bwd.backward_dropout_fused = false;
+  const int64_t partials = kernels::layer_norm_backward_partials(type, rows, h, fused_bwd, true);
+  torch::Tensor workspace = torch::empty({2, partials, h}, f32);
+  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream().stream();
+  kernels::ResidualDropout drop;
+  drop.p = 0.1f, drop.philox.seed = 1234, drop.keep = keep.data_ptr<uint8_t>();
+  const kernels::ResidualDropoutGrad drop_grad{0.1f, keep.data_ptr<uint8_t>(), dxd.data_ptr()};
+  auto fwd = [&](bool with_drop) {
+    return [&, with_drop] {
+      kernels::layer_norm_forward(in.x.data_ptr(), in.w.data_ptr(), in.b.data_ptr(), y.data_ptr(),
+                                  mean.data_ptr<float>(), rstd.data_ptr<float>(), type, rows, h, kEps, stream,
+                                  res.data_ptr(), sum.data_ptr(), {}, with_drop ? drop : kernels::ResidualDropout{});
+    };
+  };
+  auto bwd = [&](const kernels::LayerNormTuning& tuning, bool with_drop) {
+    return [&, tuning, with_drop] {
+      kernels::layer_norm_backward(in.dy.data_ptr(), sum.data_ptr(), in.w.data_ptr(), mean.data_ptr<float>(),
+                                   rstd.data_ptr<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
+                                   workspace.data_ptr<float>(), partials, type, rows, h, stream, dres.data_ptr(), tuning,
+                                   with_drop ? drop_grad : kernels::ResidualDropoutGrad{});
+    };
+  };
+  gpu_seconds(fwd(true), 2), gpu_seconds(bwd(fused_bwd, true), 2), gpu_seconds(bwd(separate_bwd, true), 2);
+  double t[5] = {0, 0, 0, 0, 0};
+  int64_t n = 0;
+  for (auto _ : state) {
+    t[0] += gpu_seconds(fwd(true), kReps);
+    t[1] += gpu_seconds(fwd(false), kReps);
+    t[2] += gpu_seconds(bwd(fused_bwd, true), kReps);
+    t[3] += gpu_seconds(bwd(separate_bwd, true), kReps);
+    t[4] += gpu_seconds(bwd(fused_bwd, false), kReps);
+    ++n;
+    state.SetIterationTime(t[0] / double(n) + t[2] / double(n));
+  }
+  const char* names[] = {"fwd_us", "plain_fwd_us", "bwd_fused_us", "bwd_separate_us", "plain_bwd_us"};
+  for (int i = 0; i < 5; ++i) state.counters[names[i]] = t[i] / double(n) * 1e6;
+#endif
+}
+
 void tuning_args(benchmark::internal::Benchmark* b) {
 #ifdef MEGATON_HAVE_CUDA
   for (int64_t v = 0; v < static_cast<int64_t>(std::size(kTunings)); ++v) {
@@ -211,6 +305,18 @@ BENCHMARK(BM_LayerNormAutogradFusedVsAten)
     ->Args({16384, 2048})
     ->UseManualTime()
     ->Iterations(200)  // each iteration times 25 calls of each side: a fixed count keeps the run to seconds
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DropoutAddLayerNormVsAten)
+    ->Args({32768, 768})
+    ->Args({16384, 2048})
+    ->UseManualTime()
+    ->Iterations(100)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_DropoutAddLayerNormKernels)
+    ->Args({32768, 768})
+    ->Args({16384, 2048})
+    ->UseManualTime()
+    ->Iterations(100)
     ->Unit(benchmark::kMicrosecond);
 
 BENCHMARK_MAIN();

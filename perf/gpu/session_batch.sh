@@ -12,7 +12,7 @@
 #   6. the unit tests through ctest -j (UNIT_FILTER: a ctest -R regex; UNIT_EXCLUDE: -E, default ^Kernels), if time is left -> unit_tests.log
 #   7. perf/sweep over perf/sweep/configs/h200-1gpu.txt with the time left, and `megaton plan --check` -> sweep/
 # Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
-# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none; an empty set is skipped), AB_REPEAT (set: the defaults run again after the B runs, compared too), SKIP ("" or words of: bench dropout (8 iterations of each config with the default dropout, profiled) train (the profiled runs) ckpt peer protocol generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
+# Env: BENCHES (default: every kernel benchmark), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none; an empty set is skipped), AB_REPEAT (set: the defaults run again after the B runs, compared too), SKIP ("" or words of: bench dropout (8 iterations of each config with the default dropout, profiled) train (the profiled runs) dropout_ab (30 iterations of each config with the default dropout, without and with DROPOUT_AB_FLAGS, default --dropout-layernorm-fusion) ckpt peer protocol generate unit sweep), UNIT_FILTER, BATCHES (generation batch sizes, "1 8 32").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
@@ -107,13 +107,14 @@ done
 # A/B: the same runs (no profile) with the defaults and with each flag set of AB_FLAGS (';'-separated): the step time
 # each way and the losses, which must agree to bf16 rounding (compare_runs.py).
 AB_FLAGS=${AB_FLAGS---no-gemm-epilogue-fusion;--no-fused-layernorm}
+ab_common=("${common[@]}")  # the flags every A/B run starts from (the dropout A/B below: Megatron's default dropout)
 ab_run() {  # config tag flags...
   local c=$1 tag=$2; shift 2
   phase "megaton $c A/B $tag ${*:-(defaults)}"
   # shellcheck disable=SC2086
   # 30 iterations, a log line every 5: the loop reads the device (losses, grad norm) only at log lines, as a long run
   # does; compare_peer.py takes these defaults runs' medians as the headline numbers.
-  capped 90 "$BUILD/megaton" train "${common[@]}" "$@" --train-iters 30 --log-interval 5 ${dims[$c]} \
+  capped 90 "$BUILD/megaton" train "${ab_common[@]}" "$@" --train-iters 30 --log-interval 5 ${dims[$c]} \
     --metrics-file "$R/ab_${c}_$tag.jsonl" > "$R/ab_${c}_$tag.log" 2>&1
   stamp "megaton $c ${*:-(defaults)} exit code $?: $(grep -o 'elapsed time per iteration (ms): [0-9.]*\|TFLOPs: [0-9.]*' \
     "$R/ab_${c}_$tag.log" | tail -2 | tr '\n' ' ')"
@@ -141,6 +142,21 @@ if [ ${#ln_flag[@]} -eq 0 ] && { [ -n "$AB_FLAGS" ] || wants protocol; }; then  
       done
     fi
   done
+fi
+# dropout_ab: with Megatron's default dropout (0.1 / 0.1), the defaults against DROPOUT_AB_FLAGS (default
+# --dropout-layernorm-fusion: the hidden dropout drawn in the LayerNorm kernels). The masks differ between the two,
+# so the losses agree only statistically (compare_runs.py --tol 0.02).
+if [ ${#ln_flag[@]} -eq 0 ] && wants dropout_ab; then
+  ab_common=("${base[@]}")
+  read -r -a extra <<< "${DROPOUT_AB_FLAGS:---dropout-layernorm-fusion}"
+  for c in $CONFIGS; do
+    ab_run "$c" dropout_base
+    ab_run "$c" dropout_b "${extra[@]}"
+    echo "A = defaults with dropout 0.1, B = ${extra[*]} ($c):" | tee -a "$OUT/summary.txt"
+    python3 "$SRC/perf/gpu/compare_runs.py" --tol 0.02 "$R/ab_${c}_dropout_base.jsonl" "$R/ab_${c}_dropout_b.jsonl" 2>&1 |
+      tail -1 | tee -a "$OUT/summary.txt"
+  done
+  ab_common=("${common[@]}")
 fi
 # A checkpoint written on the GPU (124M, bf16, with optimizer state) loads and training continues from it.
 if wants ckpt; then
