@@ -87,19 +87,20 @@ __global__ void __launch_bounds__(kThreads)
     const int64_t packs = (end - body) / kVec;
     for (int64_t k0 = threadIdx.x; k0 < packs; k0 += static_cast<int64_t>(U) * blockDim.x) {
       float4 p4[U], m4[U], v4[U], g4[U];
+      int64_t at[U];  // each pack's first element, or -1 past the chunk's packs
 #pragma unroll
       for (int u = 0; u < U; ++u) {
         const int64_t k = k0 + static_cast<int64_t>(u) * blockDim.x;
-        if (k >= packs) continue;
-        const int64_t i = body + k * kVec;
+        at[u] = k < packs ? body + k * kVec : -1;
+        if (at[u] < 0) continue;
+        const int64_t i = at[u];
         p4[u] = *reinterpret_cast<const float4*>(master + i), m4[u] = *reinterpret_cast<const float4*>(m + i);
         v4[u] = *reinterpret_cast<const float4*>(v + i), g4[u] = *reinterpret_cast<const float4*>(g + i);
       }
 #pragma unroll
       for (int u = 0; u < U; ++u) {
-        const int64_t k = k0 + static_cast<int64_t>(u) * blockDim.x;
-        if (k >= packs) continue;
-        const int64_t i = body + k * kVec;
+        if (at[u] < 0) continue;
+        const int64_t i = at[u];
         adam_element(p4[u].x, m4[u].x, v4[u].x, g4[u].x, c, decay);
         adam_element(p4[u].y, m4[u].y, v4[u].y, g4[u].y, c, decay);
         adam_element(p4[u].z, m4[u].z, v4[u].z, g4[u].z, c, decay);

@@ -259,8 +259,8 @@ void BM_DropoutAddLayerNormKernels(benchmark::State& state) {
     return [&, tuning, with_drop] {
       kernels::layer_norm_backward(in.dy.data_ptr(), sum.data_ptr(), in.w.data_ptr(), mean.data_ptr<float>(),
                                    rstd.data_ptr<float>(), dx.data_ptr(), dw.data_ptr(), db.data_ptr(),
-                                   workspace.data_ptr<float>(), partials, type, rows, h, stream, dres.data_ptr(), tuning,
-                                   with_drop ? drop_grad : kernels::ResidualDropoutGrad{});
+                                   workspace.data_ptr<float>(), partials, type, rows, h, stream, dres.data_ptr(),
+                                   tuning, with_drop ? drop_grad : kernels::ResidualDropoutGrad{});
     };
   };
   gpu_seconds(fwd(true), 2), gpu_seconds(bwd(fused_bwd, true), 2), gpu_seconds(bwd(separate_bwd, true), 2);
