@@ -116,7 +116,7 @@ const std::vector<Case> kCases = {{torch::kBFloat16, {512, 4, 768}},
 
 // The forward kernel's draws: sum = r + round(x * keep / (1 - p)) bit for bit, y = the fused LayerNorm of that sum,
 // about p dropped, rows with masks of their own, the mask a function of the generator state, the generator advanced.
-TEST(KernelsLayerNorm, DropoutInTheAddKeepsOrDropsAndScales) {
+TEST(KernelsDropoutAddLayerNorm, InTheAddKeepsOrDropsAndScales) {
   if (no_cuda()) GTEST_SKIP() << "no CUDA device";
   const double p = 0.1;
   for (const Case& c : kCases) {
@@ -156,7 +156,7 @@ TEST(KernelsLayerNorm, DropoutInTheAddKeepsOrDropsAndScales) {
 // Through autograd (ops::add_layer_norm, as the transformer layer calls it): the residual's gradient and the
 // LayerNorm's parameter gradients are those of the plain fused add on the dropped-out x, bit for bit, and x's gradient
 // is the residual's through the keep bits and scale.
-TEST(KernelsLayerNorm, DropoutInTheAddBackward) {
+TEST(KernelsDropoutAddLayerNorm, InTheAddBackward) {
   if (no_cuda()) GTEST_SKIP() << "no CUDA device";
   const double p = 0.25;
   for (const Case& c : kCases) {
@@ -193,7 +193,7 @@ TEST(KernelsLayerNorm, DropoutInTheAddBackward) {
 // shared-memory ring, early residual or not, warp or group rows) and the dropout's gradient fused in the backward
 // kernel or as its own pass: dx_dropout = round(dx * keep / (1 - p)) from the same call's dx, bit for bit, and dx as
 // the plain backward's.
-TEST(KernelsLayerNorm, DropoutGradientEveryTuning) {
+TEST(KernelsDropoutAddLayerNorm, GradientEveryTuning) {
   if (no_cuda()) GTEST_SKIP() << "no CUDA device";
   const double p = 0.1;
   const kernels::LayerNormTuning tunings[] = {{},
@@ -246,7 +246,7 @@ TEST(KernelsLayerNorm, DropoutGradientEveryTuning) {
 }
 
 // Bad arguments are refused before any launch: p outside [0, 1), fp32, missing keep bits or residual.
-TEST(KernelsLayerNorm, DropoutRejectsBadArguments) {
+TEST(KernelsDropoutAddLayerNorm, RejectsBadArguments) {
   if (no_cuda()) GTEST_SKIP() << "no CUDA device";
   auto opts = torch::TensorOptions().device(torch::kCUDA);
   const torch::Tensor x = torch::randn({4, 64}, opts.dtype(torch::kBFloat16)), xf = x.to(torch::kFloat32);
