@@ -90,9 +90,10 @@ torch::Tensor unpack_keep(const torch::Tensor& keep) {
   return keep.to(torch::kInt32).unsqueeze(-1).bitwise_right_shift(shifts).bitwise_and(1).reshape({-1}).to(torch::kBool);
 }
 
-// round(t * keep / (1 - p)) to t's dtype from fp32, as the kernels and ATen's dropout compute it.
+// round(t * keep / (1 - p)) to t's dtype from fp32, as the kernels and ATen's dropout compute it (the kernels take p
+// as a float).
 torch::Tensor drop_scale(const torch::Tensor& t, const torch::Tensor& keep, double p) {
-  const float scale = static_cast<float>(1.0 / (1.0 - p));
+  const float scale = static_cast<float>(1.0 / (1.0 - static_cast<double>(static_cast<float>(p))));
   return (t.to(torch::kFloat32) * keep.reshape(t.sizes()).to(torch::kFloat32) * scale).to(t.scalar_type());
 }
 
