@@ -46,6 +46,25 @@ Inputs make_inputs(int64_t rows, int64_t h) {
   return {torch::randn({rows, h}, opts).to(torch::kBFloat16), (1 + 0.1 * torch::randn({h}, opts)).to(torch::kBFloat16),
           (0.1 * torch::randn({h}, opts)).to(torch::kBFloat16), torch::randn({rows, h}, opts).to(torch::kBFloat16)};
 }
+
+// Times step(false) (ATen's side) and step(true) (ours) alternately, kReps back-to-back calls of each per iteration,
+// after a warm-up: counters aten_us, fused_us (per call) and speedup; the iteration's time is ours.
+template <typename Step>
+void alternate_aten_fused(benchmark::State& state, Step&& step) {
+  gpu_seconds(step(false), 2), gpu_seconds(step(true), 2);  // warm-up
+  double a = 0, f = 0;
+  int64_t n = 0;
+  for (auto _ : state) {
+    a += gpu_seconds(step(false), kReps);
+    const double t = gpu_seconds(step(true), kReps);
+    f += t;
+    ++n;
+    state.SetIterationTime(t);
+  }
+  state.counters["aten_us"] = a / double(n) * 1e6;
+  state.counters["fused_us"] = f / double(n) * 1e6;
+  state.counters["speedup"] = a / f;
+}
 #endif
 
 using perf::skip_without_cuda;
@@ -101,19 +120,7 @@ void BM_LayerNormAutogradFusedVsAten(benchmark::State& state) {
       ops::layer_norm(x, w, b, kEps, fused).backward(in.dy);
     };
   };
-  gpu_seconds(step(false), 2), gpu_seconds(step(true), 2);  // warm-up
-  double a = 0, f = 0;
-  int64_t n = 0;
-  for (auto _ : state) {
-    a += gpu_seconds(step(false), kReps);
-    const double t = gpu_seconds(step(true), kReps);
-    f += t;
-    ++n;
-    state.SetIterationTime(t);
-  }
-  state.counters["aten_us"] = a / double(n) * 1e6;
-  state.counters["fused_us"] = f / double(n) * 1e6;
-  state.counters["speedup"] = a / f;
+  alternate_aten_fused(state, step);
 #endif
 }
 
@@ -208,19 +215,7 @@ void BM_DropoutAddLayerNormVsAten(benchmark::State& state) {
       torch::autograd::backward({out.sum, out.y}, {dsum, in.dy});
     };
   };
-  gpu_seconds(step(false), 2), gpu_seconds(step(true), 2);  // warm-up
-  double a = 0, f = 0;
-  int64_t n = 0;
-  for (auto _ : state) {
-    a += gpu_seconds(step(false), kReps);
-    const double t = gpu_seconds(step(true), kReps);
-    f += t;
-    ++n;
-    state.SetIterationTime(t);
-  }
-  state.counters["aten_us"] = a / double(n) * 1e6;
-  state.counters["fused_us"] = f / double(n) * 1e6;
-  state.counters["speedup"] = a / f;
+  alternate_aten_fused(state, step);
 #endif
 }
 
