@@ -28,7 +28,7 @@ COLUMNS = [
     "date", "machine", "device", "peak_tflops", "gpus_per_node", "nodes", "intra_node_gbps", "inter_node_gbps",
     "gpu_memory_gib", "config", "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "seq_length",
     "vocab_size", "padded_vocab", "global_batch_size", "micro_batch_size", "tp", "pp", "dp", "zero_stage",
-    "recompute", "precision", "status", "iters_timed", "ms_per_iter", "model_tflops_per_gpu", "tokens_per_s",
+    "recompute", "precision", "hidden_dropout", "attention_dropout", "status", "iters_timed", "ms_per_iter", "model_tflops_per_gpu", "tokens_per_s",
     "peak_mem_mib", "peak_mem_source", "peer_ms_per_iter", "peer_tflops", "peer_tokens_per_s", "peer_peak_mem_gib",
     "note",
 ]
@@ -40,6 +40,7 @@ DEFAULTS = {
     "zero": "0", "recompute": "0", "precision": "fp32", "iters": "8", "skip": "2", "log_interval": "1", "device": "cpu",
     "backend": "mpi", "peak_tflops": "1", "gpus_per_node": "0", "nodes": "1", "intra_node_gbps": "10",
     "inter_node_gbps": "10", "gpu_memory_gib": "0", "peer": "auto", "timeout": "600", "extra": "",
+    "hidden_dropout": "0", "attention_dropout": "0",
 }
 
 
@@ -96,7 +97,7 @@ def train_command(c, metrics):
             "--eval-interval", "100000", "--eval-iters", "1", "--split", "99,1,0",
             "--vocab-size", c["vocab"], "--make-vocab-size-divisible-by", c["divisible_by"],
             "--data-path", os.environ["DATA"], "--lr", "1e-4", "--min-lr", "1e-5",
-            "--hidden-dropout", "0", "--attention-dropout", "0", "--seed", "1234",
+            "--hidden-dropout", c["hidden_dropout"], "--attention-dropout", c["attention_dropout"], "--seed", "1234",
             "--device", c["device"], "--distributed-backend", c["backend"], "--metrics-file", metrics]
     if c["ffn"] != "0":
         args += ["--ffn-hidden-size", c["ffn"]]
@@ -249,7 +250,8 @@ def run(configs_path, outdir):
             "vocab_size": c["vocab"], "padded_vocab": c["padded_vocab"] if c["padded_vocab"] != "0" else "",
             "global_batch_size": c["gbs"], "micro_batch_size": c["mb"], "tp": c["tp"], "pp": c["pp"], "dp": c["dp"],
             "zero_stage": c["zero"], "recompute": "1" if c["recompute"] in ("1", "on", "true") else "0",
-            "precision": c["precision"],
+            "precision": c["precision"], "hidden_dropout": c["hidden_dropout"],
+            "attention_dropout": c["attention_dropout"],
         })
         log = os.path.join(outdir, f"train_{name}.log")
         rss_file = os.path.join(outdir, f".rss_{name}")

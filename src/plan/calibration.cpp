@@ -93,6 +93,8 @@ std::vector<MeasuredPoint> read_measured_points(const std::string& path, const s
     m.num_layers = int(r.num("num_layers")), m.hidden_size = int(r.num("hidden_size"));
     m.num_attention_heads = int(r.num("num_attention_heads")), m.seq_length = int(r.num("seq_length"));
     m.ffn_hidden_size = int(r.num("ffn_hidden_size", 0));
+    // Sweeps before these columns existed ran without dropout (perf/sweep/sweep.py passed 0 for both).
+    m.hidden_dropout = r.num("hidden_dropout", 0.0), m.attention_dropout = r.num("attention_dropout", 0.0);
     try {
       cli::validate_model(m);
     } catch (const UsageError& e) {

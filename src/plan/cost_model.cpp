@@ -74,6 +74,13 @@ StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c,
   const int layers = train::layers_per_stage(m.num_layers, l.pp).front();
   p.overhead_ms = cal.layer_overhead_ms * layers * M * recompute_factor;
   p.elementwise_ms = cal.elementwise_ps_per_element * s * b * (h + f / l.tp) * layers * M * recompute_factor * 1e-9;
+  // Dropout: on the attention's and the MLP's outputs ([s, b, h] on every TP rank) and on this rank's causal attention
+  // scores; a recomputed forward draws again (the 4/3 of the FLOPs, as an approximation).
+  const double hidden_elements = m.hidden_dropout > 0.0 ? 2.0 * s * b * h : 0.0;
+  const double score_elements = m.attention_dropout > 0.0 ? b * (m.num_attention_heads / l.tp) * s * s / 2.0 : 0.0;
+  p.dropout_ms =
+      (cal.hidden_dropout_ps_per_element * hidden_elements + cal.attention_dropout_ps_per_element * score_elements) *
+      layers * M * recompute_factor * 1e-9;
 
   // Links: TP inside a node; DP and PP groups cross nodes when their ranks do (Megatron order: TP, DP, PP).
   const bool one_node = l.world() <= c.gpus_per_node;
@@ -87,7 +94,7 @@ StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c,
   p.tp_comm_ms = ring_allreduce_ms(act_bytes, l.tp, tp_bw) * tp_calls * layers * M;
 
   // PP: 1F1B runs M + PP - 1 slots; the bubble is (PP - 1) / M of the busy time of a stage.
-  const double per_stage_busy = p.compute_ms + p.overhead_ms + p.elementwise_ms + p.tp_comm_ms;
+  const double per_stage_busy = p.compute_ms + p.overhead_ms + p.elementwise_ms + p.dropout_ms + p.tp_comm_ms;
   p.bubble_ms = (l.pp - 1) / M * per_stage_busy;
   if (l.pp > 1) p.pp_p2p_ms = 2.0 * (M + l.pp - 2) * act_bytes / (pp_bw * 1e9) * 1e3;
 
@@ -106,8 +113,8 @@ StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c,
   // The optimizer step: per-parameter work (sharded over DP under ZeRO-1) and a constant.
   p.optimizer_ms = cal.optimizer_ns_per_param * params / (spec.zero_stage >= 1 ? l.dp : 1) * 1e-6 + cal.fixed_ms;
 
-  p.total_ms = p.compute_ms + p.overhead_ms + p.elementwise_ms + p.tp_comm_ms + p.bubble_ms + p.pp_p2p_ms +
-               p.dp_comm_ms + p.zero_gather_ms + p.embedding_ms + p.optimizer_ms;
+  p.total_ms = p.compute_ms + p.overhead_ms + p.elementwise_ms + p.dropout_ms + p.tp_comm_ms + p.bubble_ms +
+               p.pp_p2p_ms + p.dp_comm_ms + p.zero_gather_ms + p.embedding_ms + p.optimizer_ms;
   p.tflops_per_gpu = p.model_flops / (p.total_ms * 1e-3 * l.world()) / 1e12;
   p.tokens_per_s = double(spec.global_batch) * s / (p.total_ms * 1e-3);
   return p;

@@ -42,6 +42,12 @@ struct Calibration {
   double fixed_ms = 0.457;                  // per-iteration constant (loss, logging, scheduler)
   double elementwise_ps_per_element = 11.2;  // memory-bound work per activation element of a layer (LayerNorm, ...)
   double dp_overlap = 0.5;  // fraction of the DP gradient reduction that can hide behind the last backward
+  // Megatron's dropout, forward + backward, measured (not fitted: the sweeps run without dropout) in the thirteenth
+  // 2026-12-04 session's profiles on an H200 (docs/plan.md): ATen's fused hidden dropout 2.98 / 2.96 ps per element
+  // of [s, b, h] (124M / 1.3B), the attention's dropout inside cuDNN's flash kernels 1.59 / 1.94 ps per causal score
+  // element b (np/tp) s^2 / 2.
+  double hidden_dropout_ps_per_element = 2.97;
+  double attention_dropout_ps_per_element = 1.77;
   std::string source = "built-in: fitted to perf/results/2026-12-04-h200-session12/sweep.csv";
 
   /// Achieved fraction of peak for a per-GPU GEMM of `gflop` GFLOP: eff_max * g / (g + gemm_half_gflop).
@@ -62,7 +68,8 @@ struct StepPrediction {
   double compute_ms = 0;      // hardware FLOPs per GPU / (efficiency x peak)
   double overhead_ms = 0;     // layer_overhead_ms x layers per stage x micro-batches
   double elementwise_ms = 0;  // elementwise_ps_per_element x s b (h + f/TP) x layers per stage x micro-batches
-  double bubble_ms = 0;       // (PP - 1) / M x (compute + overhead + elementwise + TP all-reduce)
+  double dropout_ms = 0;      // hidden (2 s b h a layer) and attention (b np/TP s^2 / 2 a layer) dropout, when on
+  double bubble_ms = 0;       // (PP - 1) / M x (compute + overhead + elementwise + dropout + TP all-reduce)
   double tp_comm_ms = 0;      // TP all-reduces of [s, b, h] per layer over the intra-node link
   double pp_p2p_ms = 0;       // activations and their gradients between stages
   double dp_comm_ms = 0;      // exposed part of the DP gradient all-reduce / reduce-scatter

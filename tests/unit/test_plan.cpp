@@ -109,6 +109,41 @@ TEST(Plan, ElementwiseTermFollowsTheActivations) {
               1e-9);
 }
 
+TEST(Plan, DropoutTermFollowsTheMeasuredKernels) {
+  // With Megatron's default dropout (0.1 / 0.1, the flags' defaults) the thirteenth 2026-12-04 session's profiles on
+  // an H200 (perf/gpu/results/2026-12-04-h200-session13-run3/prof/) measured, per step: 1.3B mb8 ATen's hidden dropout
+  // 4.87 ms + the attention's dropout in cuDNN 12.47 ms; 124M mb32 1.87 + 3.84 ms. The term predicts both within 10%
+  // from two per-element constants, is absent without dropout, counts only this rank's heads under TP and grows by
+  // 4/3 with recomputation.
+  const Cluster h200 = node(1, 1, 141);
+  const ModelSpec big = gpt_1p3b(8);
+  ASSERT_GT(big.model.hidden_dropout, 0.0);
+  ASSERT_GT(big.model.attention_dropout, 0.0);
+  const StepPrediction p = predict(big, Layout{1, 1, 1, 8, false}, h200, Calibration());
+  EXPECT_NEAR(p.dropout_ms, 4.87 + 12.47, 0.10 * (4.87 + 12.47));
+  const double hidden = 2.97 * 2.0 * 2048 * 8 * 2048 * 24 * 1e-9,
+               attention = 1.77 * 8 * 16 * 2048.0 * 2048 / 2 * 24 * 1e-9;
+  EXPECT_NEAR(p.dropout_ms, hidden + attention, 1e-9);
+  ModelSpec none = big;
+  none.model.hidden_dropout = 0.0, none.model.attention_dropout = 0.0;
+  const StepPrediction q = predict(none, Layout{1, 1, 1, 8, false}, h200, Calibration());
+  EXPECT_EQ(q.dropout_ms, 0.0);
+  EXPECT_NEAR(p.total_ms - q.total_ms, p.dropout_ms, 1e-9);
+  ModelSpec hidden_only = big;
+  hidden_only.model.attention_dropout = 0.0;
+  EXPECT_NEAR(predict(hidden_only, Layout{1, 1, 1, 8, false}, h200, Calibration()).dropout_ms, hidden, 1e-9);
+  EXPECT_NEAR(predict(big, Layout{2, 1, 1, 8, false}, node(1, 2, 141), Calibration()).dropout_ms,
+              hidden + attention / 2, 1e-9);
+  EXPECT_NEAR(predict(big, Layout{1, 1, 1, 8, true}, h200, Calibration()).dropout_ms, p.dropout_ms * 4.0 / 3.0, 1e-9);
+  ModelSpec small;
+  small.model.num_layers = 12, small.model.hidden_size = 768, small.model.num_attention_heads = 12;
+  small.model.seq_length = 1024;
+  megaton::cli::validate_model(small.model);
+  small.global_batch = 32;
+  EXPECT_NEAR(predict(small, Layout{1, 1, 1, 32, false}, h200, Calibration()).dropout_ms, 1.87 + 3.84,
+              0.10 * (1.87 + 3.84));
+}
+
 TEST(Plan, BubbleGrowsWithPipelineAndShrinksWithMicroBatches) {
   const Cluster c = node(1, 8, 1000);
   const Calibration cal;
@@ -116,7 +151,7 @@ TEST(Plan, BubbleGrowsWithPipelineAndShrinksWithMicroBatches) {
   for (int pp : {1, 2, 4, 8}) {  // same M = 8 micro-batches of 1
     const ModelSpec s = gpt_1p3b(8);
     const StepPrediction p = predict(s, Layout{1, pp, 1, 1, false}, c, cal);
-    const double busy = p.compute_ms + p.overhead_ms + p.elementwise_ms + p.tp_comm_ms;
+    const double busy = p.compute_ms + p.overhead_ms + p.elementwise_ms + p.dropout_ms + p.tp_comm_ms;
     EXPECT_NEAR(p.bubble_ms / busy, (pp - 1) / 8.0, 1e-12);
     EXPECT_GT(p.bubble_ms, last);
     last = p.bubble_ms;
@@ -124,7 +159,7 @@ TEST(Plan, BubbleGrowsWithPipelineAndShrinksWithMicroBatches) {
   last = 1e300;
   for (int gb : {4, 8, 16, 64}) {  // PP 4, micro-batch 1: M = gb; the bubble's share of the busy time falls as 3/M
     const StepPrediction p = predict(gpt_1p3b(gb), Layout{1, 4, 1, 1, false}, c, cal);
-    const double share = p.bubble_ms / (p.compute_ms + p.overhead_ms + p.elementwise_ms + p.tp_comm_ms);
+    const double share = p.bubble_ms / (p.compute_ms + p.overhead_ms + p.elementwise_ms + p.dropout_ms + p.tp_comm_ms);
     EXPECT_NEAR(share, 3.0 / gb, 1e-12);
     EXPECT_LT(share, last);
     last = share;
