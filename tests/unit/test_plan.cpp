@@ -144,6 +144,25 @@ TEST(Plan, DropoutTermFollowsTheMeasuredKernels) {
               0.10 * (1.87 + 3.84));
 }
 
+TEST(Plan, MeasuredPointsCarryTheirDropout) {
+  // The sweep's dropout columns reach the prediction; a CSV without them (every sweep before 2026-12-04 ran without
+  // dropout) reads as dropout 0, not as the flags' defaults of 0.1.
+  const std::string path = testing::TempDir() + "plan_dropout.csv";
+  std::ofstream(path) << "num_layers,hidden_size,num_attention_heads,seq_length,global_batch_size,micro_batch_size,tp,"
+                         "pp,dp,ms_per_iter,peak_tflops,hidden_dropout,attention_dropout\n"
+                         "24,2048,16,2048,8,8,1,1,1,250,989,0.1,0.1\n24,2048,16,2048,8,8,1,1,1,240,989,0,0.1\n";
+  const auto pts = read_measured_points(path, "--check");
+  ASSERT_EQ(pts.size(), 2u);
+  EXPECT_DOUBLE_EQ(pts[0].spec.model.hidden_dropout, 0.1);
+  EXPECT_DOUBLE_EQ(pts[1].spec.model.hidden_dropout, 0.0);
+  EXPECT_DOUBLE_EQ(pts[1].spec.model.attention_dropout, 0.1);
+  const auto old = read_measured_points(source("perf/results/2026-12-04-h200-session12/sweep.csv"), "--check");
+  for (const auto& p : old) {
+    EXPECT_EQ(p.spec.model.hidden_dropout, 0.0) << p.label;
+    EXPECT_EQ(p.spec.model.attention_dropout, 0.0) << p.label;
+  }
+}
+
 TEST(Plan, BubbleGrowsWithPipelineAndShrinksWithMicroBatches) {
   const Cluster c = node(1, 8, 1000);
   const Calibration cal;
