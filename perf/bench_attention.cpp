@@ -2,7 +2,10 @@
 // one ATen picks for training (cuDNN on an H200 with torch 2.11, as for the PyTorch peer) against the flash
 // (FlashAttention-2) and memory-efficient kernels. q, k, v are views of one [s, b, np, 3, d] QKV output as
 // ops::causal_attention takes them, so the backward's time includes stacking dq, dk, dv into the QKV gradient.
-//   BM_SdpaBackend/{b, s, np, d, backend: 0 cuDNN, 1 flash, 2 memory-efficient}
+//   BM_SdpaBackend/{b, s, np, d, backend: 0 cuDNN, 1 flash, 2 memory-efficient, dropout: per mille}
+// (with Megatron's default attention dropout, 100 = 0.1, the cuDNN kernels took 12.4 ms more a 1.3B step than
+// without in the thirteenth 2026-12-04 session's profile: the rows with dropout say whether another backend draws it
+// cheaper)
 // Counters: fwd_ms, step_ms (forward + backward), tflops (the kernels' FLOPs, the causal half: 2 s^2 d per head and
 // batch forward, 2.5x that backward, over step_ms). GPT-2 124M: {32, 1024, 12, 64}; GPT 1.3B: {8, 2048, 16, 128}.
 //   build/perf/bench_attention     (an error row without CUDA or a LibTorch without backend switches, < 2.3)
@@ -55,12 +58,13 @@ void BM_SdpaBackend(benchmark::State& state) {
 #else
   const int64_t b = state.range(0), s = state.range(1), np = state.range(2), d = state.range(3);
   const OnlyBackend only(int(state.range(4)));
+  const double dropout = double(state.range(5)) / 1000.0;
   const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
   torch::Tensor qkv = torch::randn({s, b, np, 3, d}, o).requires_grad_();          // [s, b, np, 3, d]
   torch::Tensor dout = torch::randn({b, np, s, d}, o);                             // [b, np, s, d]
   auto heads = [&](int64_t i) { return qkv.select(3, i).permute({1, 2, 0, 3}); };  // [b, np, s, d]
   auto forward = [&] {
-    return megaton::compat::scaled_dot_product_attention(heads(0), heads(1), heads(2), torch::Tensor(), 0.0, true);
+    return megaton::compat::scaled_dot_product_attention(heads(0), heads(1), heads(2), torch::Tensor(), dropout, true);
   };
   auto step = [&] {
     forward().backward(dout);
@@ -92,13 +96,9 @@ void BM_SdpaBackend(benchmark::State& state) {
 }  // namespace
 
 BENCHMARK(BM_SdpaBackend)
-    ->ArgNames({"b", "s", "np", "d", "backend"})
-    ->Args({32, 1024, 12, 64, 0})
-    ->Args({32, 1024, 12, 64, 1})
-    ->Args({32, 1024, 12, 64, 2})
-    ->Args({8, 2048, 16, 128, 0})
-    ->Args({8, 2048, 16, 128, 1})
-    ->Args({8, 2048, 16, 128, 2})
+    ->ArgNames({"b", "s", "np", "d", "backend", "dropout"})
+    ->ArgsProduct({{32}, {1024}, {12}, {64}, {0, 1, 2}, {0, 100}})
+    ->ArgsProduct({{8}, {2048}, {16}, {128}, {0, 1, 2}, {0, 100}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
