@@ -66,10 +66,12 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("no-qkv-grad-fusion", po::bool_switch(&a.no_qkv_grad_fusion),
        "the attention's QKV gradient assembled by ATen's stack and the QKV bias gradient by a separate column sum, "
        "instead of one pass for both")
+      ("no-dropout-layernorm-fusion", po::bool_switch(&a.no_dropout_layernorm_fusion),
+       "CUDA, bf16/fp16: ATen's fused dropout before the residual add instead of the hidden dropout drawn inside the "
+       "LayerNorm kernel that reads the add (one mask bit per element kept for the backward, whose kernel writes the "
+       "dropped-out branch's gradient too); a different mask from the same seed")
       ("dropout-layernorm-fusion", po::bool_switch(&a.dropout_layernorm_fusion),
-       "CUDA, bf16/fp16: the hidden dropout drawn inside the residual add of the LayerNorm kernel that follows it (one "
-       "mask bit per element kept for the backward, whose kernel writes the dropped-out branch's gradient too) instead "
-       "of ATen's fused dropout before the add; a different mask from the same seed")
+       "the default (the hidden dropout drawn in the LayerNorm kernels on CUDA)")
       ("no-fused-lm-head-loss", po::bool_switch(&a.no_fused_lm_head_loss),
        "the LM head's logits, then the vocabulary-parallel cross-entropy as separate ops, instead of one op that writes "
        "the logits' gradient over the logits in the forward (one pass over them less, a [tokens, V/tp] buffer less)")
@@ -271,6 +273,8 @@ void validate_model(ModelArgs& m) {
                 "--gemm-epilogue-fusion and --no-gemm-epilogue-fusion contradict each other");
   MEGATON_CHECK(!(m.fused_lm_head_loss && m.no_fused_lm_head_loss), UsageError,
                 "--fused-lm-head-loss and --no-fused-lm-head-loss contradict each other");
+  MEGATON_CHECK(!(m.dropout_layernorm_fusion && m.no_dropout_layernorm_fusion), UsageError,
+                "--dropout-layernorm-fusion and --no-dropout-layernorm-fusion contradict each other");
   MEGATON_CHECK(!(m.gemm_autotune && m.no_gemm_autotune), UsageError,
                 "--gemm-autotune and --no-gemm-autotune contradict each other");
   MEGATON_CHECK(m.position_embedding_type == "absolute" || m.position_embedding_type == "rotary" ||

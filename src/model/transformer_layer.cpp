@@ -187,11 +187,11 @@ SplitHidden TransformerLayer::forward_impl(const SplitHidden& in, const LayerCon
   const double eps = m.layernorm_epsilon;
   const bool fused_ln = !m.no_fused_layernorm;
   // Megatron's hidden dropout on the attention's and the MLP's outputs, drawn where they join the residual stream:
-  // inside the next LayerNorm's add (ops::add_layer_norm; in its kernel with --dropout-layernorm-fusion).
+  // inside the next LayerNorm's add (ops::add_layer_norm; in its kernel unless --no-dropout-layernorm-fusion).
   ops::HiddenDropout hidden_dropout;
   if (ctx.training && m.hidden_dropout > 0.0) {
     MEGATON_ASSERT(ctx.rng != nullptr, "hidden dropout without a generator");
-    hidden_dropout = {m.hidden_dropout, &ctx.rng->default_generator(), m.dropout_layernorm_fusion};
+    hidden_dropout = {m.hidden_dropout, &ctx.rng->default_generator(), !m.no_dropout_layernorm_fusion};
   }
   // x = in.residual + dropout(in.delta), added inside LN1's kernel where the fused LayerNorm applies.
   const ops::AddLayerNorm x_ln1 = split_layer_norm(in, ln1_w_, ln1_b_, eps, fused_ln, ln_main_grads(ln1_w_, ln1_b_));

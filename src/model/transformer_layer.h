@@ -32,7 +32,7 @@ struct LayerContext {
 
 /// A residual stream left as two addends: the hidden state is residual + dropout(delta) (delta undefined: residual
 /// alone; dropout.p == 0: delta itself). Layers hand the sum on unformed so that the next LayerNorm adds it in its
-/// kernel (ops::add_layer_norm), where the hidden dropout on delta is drawn too (--dropout-layernorm-fusion).
+/// kernel (ops::add_layer_norm), where the hidden dropout on delta is drawn too (unless --no-dropout-layernorm-fusion).
 struct SplitHidden {
   torch::Tensor residual, delta;  // [s, b, h] each
   ops::HiddenDropout dropout;     // Megatron's hidden dropout on delta, not yet drawn

@@ -24,8 +24,8 @@ torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, co
 /// Megatron's hidden dropout on the branch that joins the residual stream: add_layer_norm's x is dropped out before
 /// the add, with draws from `generator` (x's device). `fused`: where the fused LayerNorm takes the add (CUDA, bf16 or
 /// fp16) the draws run inside its kernels (kernels::ResidualDropout: no dropout pass of its own, one bit of mask per
-/// element kept for the backward; --dropout-layernorm-fusion); otherwise, and always when `fused` is false,
-/// ops::dropout runs first. The two draw different masks from the same generator state.
+/// element kept for the backward; the default, --no-dropout-layernorm-fusion turns it off); otherwise, and always when
+/// `fused` is false, ops::dropout runs first. The two draw different masks from the same generator state.
 struct HiddenDropout {
   double p = 0.0;  // 0: none
   at::Generator* generator = nullptr;
