@@ -25,6 +25,13 @@ if run_train 1 $(tiny_model_args) --data-path "$work/synth_text_document" --micr
 fi
 grep -q -- "--fused-lm-head-loss and --no-fused-lm-head-loss contradict each other" "$work/both.log" ||
   { echo "FAIL: no usage error for both flags"; tail -5 "$work/both.log"; exit 1; }
+# --dropout-layernorm-fusion (the default, asked for) with --no-dropout-layernorm-fusion is a usage error too.
+if run_train 1 $(tiny_model_args) --data-path "$work/synth_text_document" --micro-batch-size 2 --global-batch-size 2 \
+  --train-iters 1 --dropout-layernorm-fusion --no-dropout-layernorm-fusion > "$work/both_dropout.log" 2>&1; then
+  echo "FAIL: --dropout-layernorm-fusion and --no-dropout-layernorm-fusion both accepted"; exit 1
+fi
+grep -q -- "--dropout-layernorm-fusion and --no-dropout-layernorm-fusion contradict each other" "$work/both_dropout.log" ||
+  { echo "FAIL: no usage error for both dropout flags"; tail -5 "$work/both_dropout.log"; exit 1; }
 # --cuda-graph where it cannot apply (here: the CPU, and 2 ranks) is a usage error naming why.
 if run_train 2 $(tiny_model_args) --data-path "$work/synth_text_document" --micro-batch-size 2 --global-batch-size 4 \
   --train-iters 1 --cuda-graph > "$work/graph.log" 2>&1; then
