@@ -752,13 +752,18 @@ int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
 }
 
+// 1 / (1 - p): the scale of a kept element, forward and backward alike.
+float keep_scale(float p) {
+  return static_cast<float>(1.0 / (1.0 - static_cast<double>(p)));
+}
+
 // The kernels' view of a ResidualDropout with p > 0.
 DropArgs drop_args(const ResidualDropout& d) {
   DropArgs a;
   a.philox = d.philox;
   const double keep = 1.0 - static_cast<double>(d.p);
   a.threshold = static_cast<uint32_t>(std::min(4294967295.0, std::floor(keep * 4294967296.0)));
-  a.scale = static_cast<float>(1.0 / keep);
+  a.scale = keep_scale(d.p);
   a.keep = d.keep;
   return a;
 }
@@ -815,7 +820,7 @@ void launch_backward(const void* dy, const void* x, const void* gamma, const flo
                      float* workspace, int64_t partials, int64_t rows, int64_t h, cudaStream_t stream,
                      const LayerNormTuning& tuning, const ResidualDropoutGrad& dropout) {
   const bool drop = dropout.p > 0.f, fused_drop = drop && tuning.backward_dropout_fused;
-  const DropGradArgs args{dropout.keep, dropout.dx_dropout, drop ? static_cast<float>(1.0 / (1.0 - dropout.p)) : 1.f};
+  const DropGradArgs args{dropout.keep, dropout.dx_dropout, drop ? keep_scale(dropout.p) : 1.f};
   const Config c = backward_config(h, Pack<T>::kVec, tuning, fused_drop);
   const size_t smem = backward_smem(c, h);
   with_backward_kernel<T>(c, fused_drop, [&](auto kernel) {
