@@ -28,7 +28,7 @@ COLUMNS = [
     "date", "machine", "device", "peak_tflops", "gpus_per_node", "nodes", "intra_node_gbps", "inter_node_gbps",
     "gpu_memory_gib", "config", "num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size", "seq_length",
     "vocab_size", "padded_vocab", "global_batch_size", "micro_batch_size", "tp", "pp", "dp", "zero_stage",
-    "recompute", "precision", "hidden_dropout", "attention_dropout", "status", "iters_timed", "ms_per_iter", "model_tflops_per_gpu", "tokens_per_s",
+    "recompute", "precision", "hidden_dropout", "attention_dropout", "extra_args", "status", "iters_timed", "ms_per_iter", "model_tflops_per_gpu", "tokens_per_s",
     "peak_mem_mib", "peak_mem_source", "peer_ms_per_iter", "peer_tflops", "peer_tokens_per_s", "peer_peak_mem_gib",
     "note",
 ]
@@ -251,7 +251,7 @@ def run(configs_path, outdir):
             "global_batch_size": c["gbs"], "micro_batch_size": c["mb"], "tp": c["tp"], "pp": c["pp"], "dp": c["dp"],
             "zero_stage": c["zero"], "recompute": "1" if c["recompute"] in ("1", "on", "true") else "0",
             "precision": c["precision"], "hidden_dropout": c["hidden_dropout"],
-            "attention_dropout": c["attention_dropout"],
+            "attention_dropout": c["attention_dropout"], "extra_args": c["extra"],
         })
         log = os.path.join(outdir, f"train_{name}.log")
         rss_file = os.path.join(outdir, f".rss_{name}")

@@ -95,6 +95,12 @@ std::vector<MeasuredPoint> read_measured_points(const std::string& path, const s
     m.ffn_hidden_size = int(r.num("ffn_hidden_size", 0));
     // Sweeps before these columns existed ran without dropout (perf/sweep/sweep.py passed 0 for both).
     m.hidden_dropout = r.num("hidden_dropout", 0.0), m.attention_dropout = r.num("attention_dropout", 0.0);
+    // The flags the run was given beyond the configuration's keys (sweep.py's `extra`): those the cost model reads.
+    std::istringstream extra(r.text("extra_args", ""));
+    for (std::string flag; extra >> flag;) {
+      if (flag == "--no-dropout-layernorm-fusion") m.no_dropout_layernorm_fusion = true;
+      if (flag == "--no-fused-layernorm") m.no_fused_layernorm = true;
+    }
     try {
       cli::validate_model(m);
     } catch (const UsageError& e) {

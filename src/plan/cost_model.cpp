@@ -38,6 +38,10 @@ double ring_gather_ms(double bytes, int g, double gbps) {
   return g <= 1 ? 0.0 : double(g - 1) / g * bytes / (gbps * 1e9) * 1e3;
 }
 
+bool hidden_dropout_in_kernels(const ModelSpec& spec) {
+  return (spec.bf16 || spec.fp16) && !spec.model.no_fused_layernorm && !spec.model.no_dropout_layernorm_fusion;
+}
+
 StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c, const Calibration& cal) {
   const std::string problem = layout_problem(spec, l);
   MEGATON_ASSERT(problem.empty(), "plan::predict on an invalid layout ", l.name(), ": ", problem);
@@ -78,9 +82,11 @@ StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c,
   // scores; a recomputed forward draws again (the 4/3 of the FLOPs, as an approximation).
   const double hidden_elements = m.hidden_dropout > 0.0 ? 2.0 * s * b * h : 0.0;
   const double score_elements = m.attention_dropout > 0.0 ? b * (m.num_attention_heads / l.tp) * s * s / 2.0 : 0.0;
-  p.dropout_ms =
-      (cal.hidden_dropout_ps_per_element * hidden_elements + cal.attention_dropout_ps_per_element * score_elements) *
-      layers * M * recompute_factor * 1e-9;
+  p.hidden_dropout_in_kernels = hidden_dropout_in_kernels(spec);
+  const double hidden_ps =
+      p.hidden_dropout_in_kernels ? cal.hidden_dropout_fused_ps_per_element : cal.hidden_dropout_ps_per_element;
+  p.dropout_ms = (hidden_ps * hidden_elements + cal.attention_dropout_ps_per_element * score_elements) * layers * M *
+                 recompute_factor * 1e-9;
 
   // Links: TP inside a node; DP and PP groups cross nodes when their ranks do (Megatron order: TP, DP, PP).
   const bool one_node = l.world() <= c.gpus_per_node;

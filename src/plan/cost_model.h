@@ -42,11 +42,14 @@ struct Calibration {
   double fixed_ms = 0.457;                  // per-iteration constant (loss, logging, scheduler)
   double elementwise_ps_per_element = 11.2;  // memory-bound work per activation element of a layer (LayerNorm, ...)
   double dp_overlap = 0.5;  // fraction of the DP gradient reduction that can hide behind the last backward
-  // Megatron's dropout, forward + backward, measured (not fitted: the sweeps run without dropout) in the thirteenth
-  // 2026-12-04 session's profiles on an H200 (docs/plan.md): ATen's fused hidden dropout 2.98 / 2.96 ps per element
-  // of [s, b, h] (124M / 1.3B), the attention's dropout inside cuDNN's flash kernels 1.59 / 1.94 ps per causal score
-  // element b (np/tp) s^2 / 2.
+  // Megatron's dropout, forward + backward, measured (not fitted: the sweeps run without dropout) on an H200
+  // (docs/plan.md). ATen's fused hidden dropout (--no-dropout-layernorm-fusion, --no-fused-layernorm, fp32): 2.98 /
+  // 2.96 ps per element of [s, b, h] (124M / 1.3B) in the thirteenth 2026-12-04 session's profiles. The default, drawn
+  // inside the LayerNorm kernels: what the draws add to the plain kernels in BM_DropoutAddLayerNormKernels (run 14.1:
+  // forward + fused backward, 0.97 / 0.95 ps). The attention's dropout inside cuDNN's flash kernels 1.59 / 1.94 ps per
+  // causal score element b (np/tp) s^2 / 2 (thirteenth session's profiles).
   double hidden_dropout_ps_per_element = 2.97;
+  double hidden_dropout_fused_ps_per_element = 0.96;
   double attention_dropout_ps_per_element = 1.77;
   std::string source = "built-in: fitted to perf/results/2026-12-04-h200-session12/sweep.csv";
 
@@ -69,6 +72,7 @@ struct StepPrediction {
   double overhead_ms = 0;     // layer_overhead_ms x layers per stage x micro-batches
   double elementwise_ms = 0;  // elementwise_ps_per_element x s b (h + f/TP) x layers per stage x micro-batches
   double dropout_ms = 0;      // hidden (2 s b h a layer) and attention (b np/TP s^2 / 2 a layer) dropout, when on
+  bool hidden_dropout_in_kernels = false;  // the hidden dropout's constant: the LayerNorm kernels' (else ATen's)
   double bubble_ms = 0;       // (PP - 1) / M x (compute + overhead + elementwise + dropout + TP all-reduce)
   double tp_comm_ms = 0;      // TP all-reduces of [s, b, h] per layer over the intra-node link
   double pp_p2p_ms = 0;       // activations and their gradients between stages
@@ -84,6 +88,10 @@ struct StepPrediction {
 /// Megatron's divisibility rules for a layout (heads % TP, ffn % TP, layers % PP, global batch % (mb x DP)); returns
 /// "" when valid, else the reason.
 std::string layout_problem(const ModelSpec& spec, const Layout& l);
+
+/// Whether the hidden dropout is drawn inside the fused LayerNorm kernels for `spec` (the default: bf16 or fp16, the
+/// fused LayerNorm on, --no-dropout-layernorm-fusion not given), as model::TransformerLayer decides on CUDA.
+bool hidden_dropout_in_kernels(const ModelSpec& spec);
 
 /// Predicts one layout (which must be valid) on `cluster` with `cal`.
 StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& cluster, const Calibration& cal);

@@ -112,18 +112,37 @@ TEST(Plan, ElementwiseTermFollowsTheActivations) {
 TEST(Plan, DropoutTermFollowsTheMeasuredKernels) {
   // With Megatron's default dropout (0.1 / 0.1, the flags' defaults) the thirteenth 2026-12-04 session's profiles on
   // an H200 (perf/gpu/results/2026-12-04-h200-session13-run3/prof/) measured, per step: 1.3B mb8 ATen's hidden dropout
-  // 4.87 ms + the attention's dropout in cuDNN 12.47 ms; 124M mb32 1.87 + 3.84 ms. The term predicts both within 10%
-  // from two per-element constants, is absent without dropout, counts only this rank's heads under TP and grows by
-  // 4/3 with recomputation.
+  // 4.87 ms + the attention's dropout in cuDNN 12.47 ms; 124M mb32 1.87 + 3.84 ms. The hidden dropout drawn inside
+  // the LayerNorm kernels (the default since) added, per call, forward + fused backward, 17.0 + 14.8 us at the 1.3B
+  // shape and 9.4 + 14.9 us at the 124M one over the plain kernels (run 14.1, BM_DropoutAddLayerNormKernels): 48 and
+  // 24 calls a step. The term predicts each within 10% from per-element constants, picks ATen's with
+  // --no-dropout-layernorm-fusion, --no-fused-layernorm or fp32, is absent without dropout, counts only this rank's
+  // heads under TP and grows by 4/3 with recomputation.
   const Cluster h200 = node(1, 1, 141);
   const ModelSpec big = gpt_1p3b(8);
   ASSERT_GT(big.model.hidden_dropout, 0.0);
   ASSERT_GT(big.model.attention_dropout, 0.0);
-  const StepPrediction p = predict(big, Layout{1, 1, 1, 8, false}, h200, Calibration());
-  EXPECT_NEAR(p.dropout_ms, 4.87 + 12.47, 0.10 * (4.87 + 12.47));
-  const double hidden = 2.97 * 2.0 * 2048 * 8 * 2048 * 24 * 1e-9,
+  ASSERT_TRUE(hidden_dropout_in_kernels(big));
+  ModelSpec big_aten = big;
+  big_aten.model.no_dropout_layernorm_fusion = true;
+  ASSERT_FALSE(hidden_dropout_in_kernels(big_aten));
+  const StepPrediction a = predict(big_aten, Layout{1, 1, 1, 8, false}, h200, Calibration());
+  EXPECT_FALSE(a.hidden_dropout_in_kernels);
+  EXPECT_NEAR(a.dropout_ms, 4.87 + 12.47, 0.10 * (4.87 + 12.47));
+  const double elements = 2.0 * 2048 * 8 * 2048 * 24 * 1e-9;
+  const double hidden_aten = 2.97 * elements, hidden = 0.96 * elements,
                attention = 1.77 * 8 * 16 * 2048.0 * 2048 / 2 * 24 * 1e-9;
+  EXPECT_NEAR(a.dropout_ms, hidden_aten + attention, 1e-9);
+  const StepPrediction p = predict(big, Layout{1, 1, 1, 8, false}, h200, Calibration());
+  EXPECT_TRUE(p.hidden_dropout_in_kernels);
   EXPECT_NEAR(p.dropout_ms, hidden + attention, 1e-9);
+  EXPECT_NEAR(hidden, 48 * (17.0 + 14.8) * 1e-3, 0.10 * 48 * (17.0 + 14.8) * 1e-3);
+  ModelSpec fp32 = big;  // fp32 takes the composite
+  fp32.bf16 = false;
+  EXPECT_NEAR(predict(fp32, Layout{1, 1, 1, 8, false}, h200, Calibration()).dropout_ms, a.dropout_ms, 1e-9);
+  ModelSpec unfused = big;
+  unfused.model.no_fused_layernorm = true;
+  EXPECT_NEAR(predict(unfused, Layout{1, 1, 1, 8, false}, h200, Calibration()).dropout_ms, a.dropout_ms, 1e-9);
   ModelSpec none = big;
   none.model.hidden_dropout = 0.0, none.model.attention_dropout = 0.0;
   const StepPrediction q = predict(none, Layout{1, 1, 1, 8, false}, h200, Calibration());
@@ -140,8 +159,14 @@ TEST(Plan, DropoutTermFollowsTheMeasuredKernels) {
   small.model.seq_length = 1024;
   megaton::cli::validate_model(small.model);
   small.global_batch = 32;
-  EXPECT_NEAR(predict(small, Layout{1, 1, 1, 32, false}, h200, Calibration()).dropout_ms, 1.87 + 3.84,
+  ModelSpec small_aten = small;
+  small_aten.model.no_dropout_layernorm_fusion = true;
+  EXPECT_NEAR(predict(small_aten, Layout{1, 1, 1, 32, false}, h200, Calibration()).dropout_ms, 1.87 + 3.84,
               0.10 * (1.87 + 3.84));
+  hidden_only = small;
+  hidden_only.model.attention_dropout = 0.0;
+  EXPECT_NEAR(predict(hidden_only, Layout{1, 1, 1, 32, false}, h200, Calibration()).dropout_ms,
+              24 * (9.4 + 14.9) * 1e-3, 0.10 * 24 * (9.4 + 14.9) * 1e-3);
 }
 
 TEST(Plan, MeasuredPointsCarryTheirDropout) {
@@ -149,13 +174,20 @@ TEST(Plan, MeasuredPointsCarryTheirDropout) {
   // dropout) reads as dropout 0, not as the flags' defaults of 0.1.
   const std::string path = testing::TempDir() + "plan_dropout.csv";
   std::ofstream(path) << "num_layers,hidden_size,num_attention_heads,seq_length,global_batch_size,micro_batch_size,tp,"
-                         "pp,dp,ms_per_iter,peak_tflops,hidden_dropout,attention_dropout\n"
-                         "24,2048,16,2048,8,8,1,1,1,250,989,0.1,0.1\n24,2048,16,2048,8,8,1,1,1,240,989,0,0.1\n";
+                         "pp,dp,ms_per_iter,peak_tflops,hidden_dropout,attention_dropout,extra_args\n"
+                         "24,2048,16,2048,8,8,1,1,1,250,989,0.1,0.1,\n24,2048,16,2048,8,8,1,1,1,240,989,0,0.1,\n"
+                         "24,2048,16,2048,8,8,1,1,1,255,989,0.1,0.1,--seed 7 --no-dropout-layernorm-fusion\n";
   const auto pts = read_measured_points(path, "--check");
-  ASSERT_EQ(pts.size(), 2u);
+  ASSERT_EQ(pts.size(), 3u);
   EXPECT_DOUBLE_EQ(pts[0].spec.model.hidden_dropout, 0.1);
   EXPECT_DOUBLE_EQ(pts[1].spec.model.hidden_dropout, 0.0);
   EXPECT_DOUBLE_EQ(pts[1].spec.model.attention_dropout, 0.1);
+  // A run given --no-dropout-layernorm-fusion (sweep.py's `extra`) is predicted with ATen's hidden dropout.
+  EXPECT_TRUE(hidden_dropout_in_kernels(pts[0].spec));
+  EXPECT_FALSE(hidden_dropout_in_kernels(pts[2].spec));
+  const Calibration cal;
+  EXPECT_GT(predict(pts[2].spec, pts[2].layout, pts[2].cluster, cal).dropout_ms,
+            predict(pts[0].spec, pts[0].layout, pts[0].cluster, cal).dropout_ms + 2.0);
   const auto old = read_measured_points(source("perf/results/2026-12-04-h200-session12/sweep.csv"), "--check");
   for (const auto& p : old) {
     EXPECT_EQ(p.spec.model.hidden_dropout, 0.0) << p.label;
