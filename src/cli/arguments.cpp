@@ -155,6 +155,10 @@ void add_training_options(po::options_description& d, TrainingArgs& a) {
        "CUDA, one rank: capture the training step's forward and backward as a CUDA graph at the run's second "
        "iteration and replay it after (one launch instead of hundreds; needs no dropout, no "
        "--checkpoint-activations, no --gemm-autotune)")
+      ("overlap-optimizer-step", po::bool_switch(&a.overlap_optimizer_step),
+       "Adam's update of an iteration runs on a side stream beside the next iteration's forward, layer by layer "
+       "(each layer waits for its own parameters' update only); the same bits as without. Not with --zero-stage 1 "
+       "over DP > 1, --num-layers-per-virtual-pipeline-stage, --cuda-graph or --optimizer sgd")
       ("dry-run", po::bool_switch(&a.dry_run),
        "print the resolved parallel layout, memory per GPU and model FLOPs per iteration, then exit");
 }

@@ -106,8 +106,9 @@ struct TrainingArgs {
   double adam_beta2 = 0.999;
   double adam_eps = 1e-8;
   double sgd_momentum = 0.9;
-  bool no_fused_adam = false;  // CUDA: the ATen Adam path instead of kernels/adam_kernels.cu
-  bool cuda_graph = false;     // capture the step's forward and backward once, replay it (train/step_graph.h)
+  bool no_fused_adam = false;           // CUDA: the ATen Adam path instead of kernels/adam_kernels.cu
+  bool cuda_graph = false;              // capture the step's forward and backward once, replay it (train/step_graph.h)
+  bool overlap_optimizer_step = false;  // the update runs beside the next forward (optim/optimizer.h; not saved)
   bool dry_run = false;
   // Derived:
   int num_micro_batches = 1;  // at full global batch

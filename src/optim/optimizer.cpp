@@ -1,5 +1,6 @@
 #include "optim/optimizer.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.h"
@@ -109,7 +110,7 @@ int64_t MixedPrecisionOptimizer::count_zeros() {
   return static_cast<int64_t>(t.item<double>());
 }
 
-void MixedPrecisionOptimizer::adam_update(const torch::Tensor& grad_scale) {
+AdamScalars MixedPrecisionOptimizer::next_adam_scalars(const torch::Tensor& grad_scale) {
   step_ += 1;
   AdamScalars s;
   kernels::AdamHyper& h = s.hyper;
@@ -121,12 +122,90 @@ void MixedPrecisionOptimizer::adam_update(const torch::Tensor& grad_scale) {
   h.bias_correction1 = 1.0 - std::pow(h.beta1, static_cast<double>(step_));
   h.bias_correction2 = 1.0 - std::pow(h.beta2, static_cast<double>(step_));
   s.device_grad_scale = grad_scale;
-  if (fused_adam_) {  // one pass; also writes the parameters when param_out_ is defined
-    adam_step_fused(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), adam_chunks_, s, param_out_);
+  return s;
+}
+
+void MixedPrecisionOptimizer::apply_adam(const AdamScalars& s, int group) {
+  if (fused_adam_) {                    // one pass; also writes the parameters when param_out_ is defined
+    torch::Tensor rows = adam_chunks_;  // [C, 3]
+    if (group >= 0) {
+      const auto [first, count] = group_rows_[static_cast<size_t>(group)];
+      rows = adam_chunks_.narrow(0, first, count);
+    }
+    if (rows.size(0) > 0) adam_step_fused(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), rows, s, param_out_);
+    const bool last_group = group < 0 || group == update_groups() - 1;
+    if (!param_out_.defined() && last_group) dp_.all_gather_params(master_);
     return;
   }
-  MEGATON_ASSERT(!grad_scale.defined(), "the ATen Adam path takes gradients already clipped");
+  if (group > 0) return;  // the ATen path updates everything with the first group
+  MEGATON_ASSERT(!s.device_grad_scale.defined(), "the ATen Adam path takes gradients already clipped");
   adam_step_aten(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), decay_runs_, s);
+  if (!param_out_.defined()) dp_.all_gather_params(master_);
+}
+
+void MixedPrecisionOptimizer::defer_updates(const std::vector<Run>& forward_order) {
+  MEGATON_CHECK(options_.kind == "adam", UsageError, "--overlap-optimizer-step needs --optimizer adam, got '",
+                options_.kind, "'");
+  MEGATON_CHECK(dp_.shard_is_whole(), UsageError,
+                "--overlap-optimizer-step: not with ZeRO-1 over more than one data-parallel rank (the parameters' "
+                "all-gather is a collective)");
+  const int64_t n = master_.numel();
+  MEGATON_ASSERT(!forward_order.empty(), "defer_updates: no groups");
+  std::vector<Run> sorted = forward_order;
+  std::sort(sorted.begin(), sorted.end(), [](const Run& a, const Run& b) { return a.offset < b.offset; });
+  int64_t at = 0;
+  std::vector<int64_t> splits;
+  for (const Run& r : sorted) {
+    MEGATON_ASSERT(r.offset == at && r.numel > 0, "defer_updates: the groups must tile the buffer [0, ", n,
+                   ") in disjoint, non-empty ranges; a group starts at ", r.offset, " where ", at, " was expected");
+    at += r.numel;
+    if (at < n) splits.push_back(at);
+  }
+  MEGATON_ASSERT(at == n, "defer_updates: the groups cover ", at, " of ", n, " elements");
+  group_rows_.clear();
+  if (fused_adam_) {
+    adam_chunks_ = adam_chunk_table(decay_runs_, n, kAdamChunk, splits);  // [C, 3]: no row straddles a group
+    const auto rows = adam_chunks_.accessor<int64_t, 2>();
+    for (const Run& r : forward_order) {
+      int64_t first = 0;
+      while (first < adam_chunks_.size(0) && rows[first][0] < r.offset) ++first;
+      int64_t last = first;
+      while (last < adam_chunks_.size(0) && rows[last][0] < r.offset + r.numel) ++last;
+      group_rows_.emplace_back(first, last - first);
+    }
+    adam_chunks_ = adam_chunks_.to(master_.device());
+  } else {
+    group_rows_.assign(forward_order.size(), {0, 0});
+  }
+  update_stream_ = std::make_unique<UpdateStream>(master_.device(), static_cast<int>(group_rows_.size()));
+}
+
+void MixedPrecisionOptimizer::zero_grad() {
+  if (!pending_) {
+    if (update_stream_) update_stream_->wait(update_groups());  // nothing queued may still read the grads
+    dp_.zero_grad();
+    return;
+  }
+  const AdamScalars s = std::move(*pending_);
+  pending_.reset();
+  update_stream_->wait(update_groups());  // the earlier update (and its grad scale's last reader) is done
+  queued_grad_scale_ = s.device_grad_scale;
+  torch::NoGradGuard no_grad;
+  update_stream_->run([&](int g) { apply_adam(s, g); }, [&] { dp_.zero_grad(); });
+}
+
+void MixedPrecisionOptimizer::wait_for_update(int group) {
+  if (update_stream_) update_stream_->wait(group);
+}
+
+void MixedPrecisionOptimizer::finish_update() {
+  if (pending_) {
+    const AdamScalars s = std::move(*pending_);
+    pending_.reset();
+    torch::NoGradGuard no_grad;
+    apply_adam(s, -1);
+  }
+  if (update_stream_) update_stream_->wait(update_groups());
 }
 
 void MixedPrecisionOptimizer::sgd_update() {
@@ -152,6 +231,7 @@ void MixedPrecisionOptimizer::sgd_update() {
 }
 
 StepResult MixedPrecisionOptimizer::step() {
+  finish_update();  // an update still pending (no zero_grad since the last step) goes first
   torch::NoGradGuard no_grad;
   dp_.finish_grad_sync();
   StepResult r;
@@ -169,12 +249,17 @@ StepResult MixedPrecisionOptimizer::step() {
   const bool defer_clip = fused_adam_ && !options_.log_num_zeros_in_grad;
   if (options_.clip_grad > 0) r.grad_norm = grad_norm_and_clip(defer_clip, grad_scale);
   if (options_.log_num_zeros_in_grad) r.num_zeros = count_zeros();
-  if (options_.kind == "adam")
-    adam_update(grad_scale);
-  else
-    sgd_update();
-  if (!param_out_.defined()) dp_.all_gather_params(master_);  // else the fused Adam wrote the parameters
   r.updated = true;
+  if (options_.kind == "adam") {
+    AdamScalars s = next_adam_scalars(grad_scale);
+    if (update_stream_)
+      pending_ = std::move(s);  // queued by the next zero_grad()
+    else
+      apply_adam(s, -1);
+    return r;
+  }
+  sgd_update();
+  dp_.all_gather_params(master_);
   return r;
 }
 
@@ -185,6 +270,7 @@ std::vector<std::string> MixedPrecisionOptimizer::state_names() const {
 }
 
 std::map<std::string, ParamState> MixedPrecisionOptimizer::state_dict() const {
+  MEGATON_ASSERT(!pending_, "the optimizer has an update pending: finish_update() first");
   torch::NoGradGuard no_grad;
   const auto& params = dp_.params();
   const auto& slots = dp_.layout().slots();
@@ -206,6 +292,7 @@ std::map<std::string, ParamState> MixedPrecisionOptimizer::state_dict() const {
 }
 
 void MixedPrecisionOptimizer::load_state_dict(const std::map<std::string, ParamState>& state) {
+  MEGATON_ASSERT(!pending_, "the optimizer has an update pending: finish_update() first");
   torch::NoGradGuard no_grad;
   const auto& params = dp_.params();
   const auto& slots = dp_.layout().slots();
@@ -243,6 +330,7 @@ void MixedPrecisionOptimizer::load_state_dict(const std::map<std::string, ParamS
 }
 
 nlohmann::json MixedPrecisionOptimizer::scalar_state() const {
+  MEGATON_ASSERT(!pending_, "the optimizer has an update pending: finish_update() first");
   nlohmann::json j = {{"optimizer", options_.kind},
                       {"step", step_},
                       {"skipped_steps", skipped_},
@@ -268,6 +356,7 @@ void MixedPrecisionOptimizer::load_scalar_state(const nlohmann::json& j) {
 }
 
 void MixedPrecisionOptimizer::reload_model_params() {
+  MEGATON_ASSERT(!pending_, "the optimizer has an update pending: finish_update() first");
   torch::NoGradGuard no_grad;
   if (master_.is_same(dp_.param_buffer())) return;
   master_.copy_(dp_.shard_of(dp_.param_buffer()));

@@ -22,6 +22,11 @@
 // (kernels/adam_kernels.cu, 28 bytes per parameter instead of ~104), which also does 6 when the shard is the whole
 // buffer (it writes the rounded masters into the parameters). CPU masters always take the ATen path.
 // Note: step() uses the main-grad shard as scratch space; gradients are only valid until the step.
+//
+// --overlap-optimizer-step (defer_updates): step() does 1-4 and leaves 5-6 pending; the next zero_grad() queues them
+// on a side stream (optim/update_stream.h) group by group, in the order the next forward reads the parameters, then
+// zeroes the grads behind them, and the forward waits for a group just before it uses those parameters. The update
+// is the same kernel on the same data: the same bits, run beside the forward's GEMMs instead of after the backward.
 #pragma once
 #include <torch/torch.h>
 
@@ -35,8 +40,10 @@
 #include "cli/arguments.h"
 #include "core/device_scalar.h"
 #include "dist/process_groups.h"
+#include "optim/adam_step.h"
 #include "optim/flat_runs.h"
 #include "optim/grad_scaler.h"
+#include "optim/update_stream.h"
 #include "parallel/data_parallel.h"
 
 namespace megaton::optim {
@@ -74,7 +81,22 @@ class MixedPrecisionOptimizer {
                           std::unique_ptr<GradScaler> scaler);
 
   StepResult step();
-  void zero_grad() { dp_.zero_grad(); }
+  /// Zeroes the grads for the next iteration; with a deferred update pending, queues it first (on the side stream,
+  /// the zeroing behind it).
+  void zero_grad();
+
+  /// --overlap-optimizer-step: defer every later update as described above. `forward_order`: ranges of this rank's
+  /// buffer, one per group in the order the next forward reads them, covering the buffer exactly. Adam on the whole
+  /// buffer only (UsageError otherwise: SGD, ZeRO-1 with DP > 1).
+  void defer_updates(const std::vector<Run>& forward_order);
+  /// The current stream waits for the queued update of group `group` (and every earlier one); group >= the number of
+  /// groups: for all of it, the grads' zeroing included. A no-op when nothing is queued.
+  void wait_for_update(int group);
+  /// Applies a pending update now (on the current stream) and waits for a queued one: before anything but the next
+  /// forward reads the parameters or the optimizer state (evaluation, checkpoints, the end of training).
+  void finish_update();
+  bool update_pending() const { return pending_.has_value(); }
+  int update_groups() const { return static_cast<int>(group_rows_.size()); }
 
   void set_lr(double lr) { options_.lr = lr; }
   double lr() const { return options_.lr; }
@@ -111,8 +133,12 @@ class MixedPrecisionOptimizer {
   /// the clip coefficient (fp32 [1] on the device; 1 when there is nothing to clip) in `grad_scale` for the fused Adam.
   DeviceScalar grad_norm_and_clip(bool defer, torch::Tensor& grad_scale);
   int64_t count_zeros();
-  /// grad_scale: undefined, or fp32 [1] on the device multiplying the grads first (a deferred clip coefficient).
-  void adam_update(const torch::Tensor& grad_scale);
+  /// The next Adam step's scalars (counts the step). grad_scale: undefined, or fp32 [1] on the device multiplying the
+  /// grads first (a deferred clip coefficient).
+  AdamScalars next_adam_scalars(const torch::Tensor& grad_scale);
+  /// Adam with `s` on update group `group` of the buffer (-1: all of it), and the parameters' copy when the fused
+  /// kernel does not write them (after the last group). The ATen path updates everything with group 0.
+  void apply_adam(const AdamScalars& s, int group);
   void sgd_update();
   void all_reduce_over_model_and_shard(torch::Tensor& t, dist::ReduceOp op);
 
@@ -132,6 +158,11 @@ class MixedPrecisionOptimizer {
   torch::Tensor param_out_;      // [N] model dtype: the parameters the fused kernel writes (undefined: step copies)
   int64_t step_ = 0;
   int64_t skipped_ = 0;
+  // --overlap-optimizer-step
+  std::optional<AdamScalars> pending_;                   // computed by step(), not yet queued
+  std::unique_ptr<UpdateStream> update_stream_;          // set by defer_updates
+  std::vector<std::pair<int64_t, int64_t>> group_rows_;  // per group: first row and rows of adam_chunks_
+  torch::Tensor queued_grad_scale_;                      // alive while a queued update may read it
 };
 
 }  // namespace megaton::optim

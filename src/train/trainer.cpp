@@ -97,6 +97,39 @@ bool Trainer::logging_rank() const {
   return groups_.is_last_stage() && groups_.coords.tp == 0 && groups_.coords.dp == 0;
 }
 
+void Trainer::overlap_optimizer_with_forward() {
+  // One update group per forward group of the (single) model chunk, as buffer ranges in the forward's order.
+  const model::GptStage& stage = *chunks_.front();
+  const std::vector<int> group_of = stage.forward_groups();  // indexed like params_ (one chunk)
+  const int groups = stage.num_forward_groups();
+  std::vector<int64_t> begin(static_cast<size_t>(groups), -1), end(static_cast<size_t>(groups), -1),
+      numel(static_cast<size_t>(groups), 0);
+  const auto& slots = dp_->layout().slots();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    const auto g = static_cast<size_t>(group_of[i]);
+    const int64_t b = slots[i].offset, e = b + slots[i].numel;
+    begin[g] = begin[g] < 0 ? b : std::min(begin[g], b);
+    end[g] = std::max(end[g], e);
+    numel[g] += slots[i].numel;
+  }
+  std::vector<optim::Run> order;
+  std::vector<int> update_group_of(static_cast<size_t>(groups), 0);  // forward group -> update group
+  for (int g = 0; g < groups; ++g) {
+    const auto k = static_cast<size_t>(g);
+    update_group_of[k] = std::max(0, static_cast<int>(order.size()) - 1);
+    if (numel[k] == 0) continue;  // e.g. no embedding on a later stage: waits for the group before it
+    MEGATON_ASSERT(end[k] - begin[k] == numel[k], "--overlap-optimizer-step: forward group ", g,
+                   "'s parameters are not contiguous in the gradient buffer");
+    update_group_of[k] = static_cast<int>(order.size());
+    order.push_back({begin[k], numel[k]});
+  }
+  optimizer_->defer_updates(order);
+  chunks_.front()->set_forward_gate([this, update_group_of, groups](int g) {
+    optimizer_->wait_for_update(g >= groups ? optimizer_->update_groups() : update_group_of[static_cast<size_t>(g)]);
+  });
+  log_.info0("--overlap-optimizer-step: the update runs beside the next forward in ", order.size(), " groups");
+}
+
 bool Trainer::interleaved() const {
   return cfg_.parallel.num_layers_per_virtual_pipeline_stage > 0;
 }
@@ -160,6 +193,16 @@ void Trainer::build() {
   skip_ranges_ = parse_skip_ranges(t.skip_train_iteration_range);
 
   const torch::Device device(dist::select_device(p.device, env_.local_rank));
+  if (t.overlap_optimizer_step) {
+    MEGATON_CHECK(!t.cuda_graph, UsageError,
+                  "--overlap-optimizer-step with --cuda-graph: the captured forward cannot wait for an update queued "
+                  "outside the graph; use one of them");
+    MEGATON_CHECK(p.num_layers_per_virtual_pipeline_stage <= 0, UsageError,
+                  "--overlap-optimizer-step with --num-layers-per-virtual-pipeline-stage is not supported (the model "
+                  "chunks' forwards interleave)");
+    MEGATON_CHECK(t.optimizer == "adam", UsageError, "--overlap-optimizer-step needs --optimizer adam, got '",
+                  t.optimizer, "'");
+  }
   if (t.cuda_graph) {
     const std::string why = cuda_graph_unsupported(cfg_, device.is_cuda(), groups_.grid.world());
     MEGATON_CHECK(why.empty(), UsageError, "--cuda-graph: ", why);
@@ -230,6 +273,7 @@ void Trainer::build() {
     }
   optimizer_ = std::make_unique<optim::MixedPrecisionOptimizer>(*dp_, groups_, optim::optimizer_options(t),
                                                                 optim::make_grad_scaler(cfg_.precision));
+  if (t.overlap_optimizer_step) overlap_optimizer_with_forward();
 
   micro_ = std::make_unique<optim::NumMicroBatchesCalculator>(
       optim::make_num_micro_batches_calculator(t, groups_.grid.dp_size()));
@@ -321,6 +365,7 @@ void Trainer::load() {
 void Trainer::save() {
   const auto& c = cfg_.checkpoint;
   if (c.save.empty() || last_saved_ == iteration_) return;
+  optimizer_->finish_update();
   Timer took;  // host clock: the save is host work (device-to-host copies and file writes)
   took.start();
   checkpoint::CheckpointState st;
@@ -459,6 +504,7 @@ void Trainer::run_graphed(int m, double scale, const std::vector<model::MicroBat
 std::optional<double> Trainer::evaluate() {
   // Every validation dataset (mode 2: one per group) sees the same stretch of its own samples, as each group has its
   // own iterator in Megatron-DeepSpeed. Returns the first one's loss.
+  optimizer_->finish_update();  // evaluation reads the updated parameters
   std::optional<double> first;
   const int64_t start = consumed_valid_;
   for (size_t k = 0; k < valid_sets_.size(); ++k) {
@@ -771,6 +817,7 @@ int Trainer::run() {
     if (stop != kNone) break;
   }
   flush_log();
+  optimizer_->finish_update();  // the last iteration's update (--overlap-optimizer-step)
   if (stop == kNone) evaluate();
   if (cfg_.checkpoint.save.empty() && stop != kNone)
     log_.warn0("stopping early without --save: no checkpoint is written");

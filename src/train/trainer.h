@@ -78,6 +78,8 @@ class Trainer {
 
  private:
   void build();
+  /// --overlap-optimizer-step: the optimizer's update groups from the model's forward groups, and the forward's gate.
+  void overlap_optimizer_with_forward();
   void report_memory();
   void load();
   void save();

@@ -1,0 +1,32 @@
+// UpdateStream without CUDA: the work runs in order when queued; nothing to wait for.
+#ifndef MEGATON_HAVE_CUDA
+#include "optim/update_stream.h"
+
+#include "core/error.h"
+
+namespace megaton::optim {
+
+struct UpdateStream::Impl {
+  int groups = 1;
+};
+
+UpdateStream::UpdateStream(const torch::Device& device, int groups) : impl_(std::make_unique<Impl>()) {
+  MEGATON_CHECK(!device.is_cuda(), UsageError, "--overlap-optimizer-step: this megaton was built without CUDA");
+  MEGATON_ASSERT(groups >= 1, "UpdateStream: ", groups, " groups");
+  impl_->groups = groups;
+}
+UpdateStream::~UpdateStream() = default;
+
+void UpdateStream::run(const std::function<void(int)>& work, const std::function<void()>& last) {
+  for (int g = 0; g < impl_->groups; ++g) work(g);
+  last();
+}
+
+void UpdateStream::wait(int) {}
+
+int UpdateStream::groups() const {
+  return impl_->groups;
+}
+
+}  // namespace megaton::optim
+#endif
