@@ -112,6 +112,11 @@ done
 # A/B: the same runs (no profile) with the defaults and with each flag set of AB_FLAGS (';'-separated): the step time
 # each way and the losses, which must agree to bf16 rounding (compare_runs.py).
 AB_FLAGS=${AB_FLAGS---no-gemm-epilogue-fusion;--no-fused-layernorm}
+# --overlap-optimizer-step is only measured when its GPU test (the deferred update, group by group, the same bits) passed.
+if [[ "$AB_FLAGS" == *--overlap-optimizer-step* ]] && grep -q 'FAILED .*KernelsAdam.DeferredUpdate' "$R/kernels.log"; then
+  AB_FLAGS=$(tr ';' '\n' <<< "$AB_FLAGS" | grep -v -- '--overlap-optimizer-step' | paste -sd';')
+  stamp "the deferred update failed its GPU test: no A/B of --overlap-optimizer-step (AB_FLAGS now '$AB_FLAGS')"
+fi
 ab_common=("${common[@]}")  # the flags every A/B run starts from (the dropout A/B below: Megatron's default dropout)
 ab_run() {  # config tag flags...
   local c=$1 tag=$2; shift 2
