@@ -237,6 +237,11 @@ if wants unit && [ "$(left)" -gt 80 ]; then
     -j "$(( $(nproc) - 2 ))" --timeout 150 --output-on-failure > "$R/unit_tests.log" 2>&1)
   stamp "unit tests exit code $?: $(grep -E 'tests passed|tests failed' "$R/unit_tests.log" | tail -1)"
   sed -n '/The following tests FAILED/,$p' "$R/unit_tests.log" | head -20 | tee -a "$OUT/summary.txt"
+  # Script tests with a GPU branch (bf16 on the device beside the CPU runs).
+  (cd "$BUILD" && capped 120 ctest -R "${GPU_SCRIPT_TESTS:-test_train_overlap_optimizer}" -V \
+    > "$R/gpu_script_tests.log" 2>&1)
+  stamp "GPU script tests exit code $?: $(grep -E 'tests passed|tests failed|GPU:' "$R/gpu_script_tests.log" | tail -2 |
+    tr '\n' ' ')"
 fi
 # 7. the perf/sweep sweep with what time is left (its CSV grows config by config), then the cost model against it.
 if wants sweep && [ "$(left)" -gt 60 ]; then
