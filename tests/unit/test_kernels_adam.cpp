@@ -192,24 +192,27 @@ TEST(KernelsAdam, FusedWritesRoundedParameters) {
 
 namespace {
 
+// Five parameters of odd sizes on `device` in `dtype`, every other one without weight decay.
+parallel::ParamList odd_params(const torch::Device& device, torch::ScalarType dtype, uint64_t seed) {
+  torch::manual_seed(seed);
+  parallel::ParamList ps;
+  const std::vector<int64_t> sizes{1, 7, 65537, 1000003, 5};
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    parallel::ParamInfo p;
+    p.name = "p" + std::to_string(i);
+    p.param = torch::randn({sizes[i]}, device).to(dtype).set_requires_grad(true);
+    p.global_shape = {sizes[i]};
+    p.no_weight_decay = i % 2 == 0;
+    ps.push_back(p);
+  }
+  return ps;
+}
+
 // The optimizer on a bf16 CUDA model: the fused path (clip folded into the kernel, parameters written by it, no copy)
 // against --no-fused-adam, several steps with clipping active; with the zero count on, the clip stays a pass.
 void compare_optimizers(bool count_zeros) {
   SCOPED_TRACE(count_zeros ? "counting zeros" : "not counting zeros");
-  auto make_params = [] {
-    torch::manual_seed(3);
-    parallel::ParamList ps;
-    const std::vector<int64_t> sizes{1, 7, 65537, 1000003, 5};
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      parallel::ParamInfo p;
-      p.name = "p" + std::to_string(i);
-      p.param = torch::randn({sizes[i]}, torch::kCUDA).to(torch::kBFloat16).set_requires_grad(true);
-      p.global_shape = {sizes[i]};
-      p.no_weight_decay = i % 2 == 0;
-      ps.push_back(p);
-    }
-    return ps;
-  };
+  auto make_params = [] { return odd_params(torch::kCUDA, torch::kBFloat16, 3); };
   auto groups_f = optimtest::self_groups(), groups_a = optimtest::self_groups();
   auto params_f = make_params(), params_a = make_params();
   parallel::DataParallel dp_f(params_f, groups_f, {}), dp_a(params_a, groups_a, {});
@@ -243,20 +246,7 @@ void compare_optimizers(bool count_zeros) {
 // moments are the same bits.
 void compare_deferred(const torch::Device& device, torch::ScalarType dtype) {
   SCOPED_TRACE(::testing::Message() << device << " " << c10::toString(dtype));
-  auto make_params = [&] {
-    torch::manual_seed(5);
-    parallel::ParamList ps;
-    const std::vector<int64_t> sizes{1, 7, 65537, 1000003, 5};
-    for (size_t i = 0; i < sizes.size(); ++i) {
-      parallel::ParamInfo p;
-      p.name = "p" + std::to_string(i);
-      p.param = torch::randn({sizes[i]}, device).to(dtype).set_requires_grad(true);
-      p.global_shape = {sizes[i]};
-      p.no_weight_decay = i % 2 == 0;
-      ps.push_back(p);
-    }
-    return ps;
-  };
+  auto make_params = [&] { return odd_params(device, dtype, 5); };
   auto groups_r = optimtest::self_groups(), groups_d = optimtest::self_groups();
   auto params_r = make_params(), params_d = make_params();
   parallel::DataParallel dp_r(params_r, groups_r, {}), dp_d(params_d, groups_d, {});
