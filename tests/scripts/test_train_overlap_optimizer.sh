@@ -1,8 +1,8 @@
 #!/bin/bash
 # --overlap-optimizer-step defers Adam's update of an iteration to a side stream beside the next forward (on the CPU,
 # to the start of the next iteration, in order): the training must be the same bits as without it.
-#   1 rank and TP=2 x PP=2 (the 1F1B schedule, the tied embedding's copy on the last stage): lm_loss bit-identical at
-#   every iteration, and so are the validation losses of an --eval-interval (evaluation reads the updated parameters);
+#   1 rank, TP=2 x PP=2 (the 1F1B schedule, the tied embedding's copy on the last stage) and DP=2 with accumulation,
+#   recomputation and --no-gradient-accumulation-fusion: lm_loss bit-identical at every iteration, and so are the validation losses of an --eval-interval (evaluation reads the updated parameters);
 #   a checkpoint saved by a run with the flag at --exit-interval (the update finished before the save) and resumed
 #   without it continues with the losses of a run that never stopped;
 #   refused with a usage error naming the flag: --optimizer sgd, --zero-stage 1 over DP 2, --cuda-graph.
@@ -34,6 +34,9 @@ same_runs() {  # NP FLAGS...: without and with --overlap-optimizer-step, bit-ide
 }
 same_runs 1 --global-batch-size 2
 same_runs 4 --global-batch-size 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2
+# DP = 2 with 2 micro-batches per step (the gradient all-reduce, accumulation), recomputation (the forward gated per
+# recomputed chunk) and autograd's weight gradients added by DataParallel's hooks.
+same_runs 2 --global-batch-size 8 --checkpoint-activations --no-gradient-accumulation-fusion
 
 # Saved at iteration 4 with the flag (--exit-interval: not the end of the run's schedule), resumed without it.
 whole=("${model[@]}" --global-batch-size 2 --train-iters 10)
