@@ -10,8 +10,9 @@
 // layer QKV, projection, fc1, fc2 on [s b, h], bf16; no attention, LayerNorm or loss) after the fused Adam of every
 // parameter ("aten" slot: the update first, then the forward, as without the flag) against the same Adam queued on
 // optim::UpdateStream's side stream in the forward's groups (the embedding, then each layer), each layer's GEMMs
-// waiting for its group only ("fused" slot). speedup = serial / overlapped; adam_ms: the update alone;
-// hidden = (serial - overlapped) / adam_ms, the fraction of the update the overlap hid (1: all of it).
+// waiting for its group only ("fused" slot); both on a high-priority stream, as the trainer runs with the flag. speedup
+// = serial / overlapped; adam_ms: the update alone; hidden = (serial - overlapped) / adam_ms, the fraction of the
+// update the overlap hid (1: all of it).
 //   build/perf/bench_adam [--benchmark_min_time=1]     (reports an error row without a CUDA device)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
@@ -24,6 +25,7 @@
 #include "bench_alternate.h"
 #include "optim/adam_step.h"
 #include "optim/update_stream.h"
+#include "train/step_graph.h"
 
 using namespace megaton;
 
@@ -118,6 +120,8 @@ void BM_AdamBesideForward(benchmark::State& state) {
     state.SkipWithError("no CUDA device");
     return;
   }
+  // As the trainer with the flag: the forward on a high-priority stream.
+  const train::StepStream forward_stream(true, 0);
   const bool big = state.range(0) == 1;  // 0: GPT-2 124M (mb 32, seq 1024), 1: GPT 1.3B (mb 8, seq 2048)
   LayeredModel m(big ? 24 : 12, big ? 2048 : 768, big ? 2048 : 1024, big ? 8 : 32);
   const int groups = m.layers + 1;

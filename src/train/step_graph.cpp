@@ -29,8 +29,8 @@ bool StepGraph::holds(const StepGraphKey& key) const {
 
 #ifndef MEGATON_HAVE_CUDA
 struct StepStream::Impl {};
-StepStream::StepStream() {
-  throw UsageError("--cuda-graph: this megaton was built without CUDA");
+StepStream::StepStream(bool, int) {
+  throw UsageError("--cuda-graph, --overlap-optimizer-step: this megaton was built without CUDA");
 }
 StepStream::~StepStream() = default;
 

@@ -43,10 +43,13 @@ std::string cuda_graph_unsupported(const TrainConfig& cfg, bool cuda, int world_
 
 /// For its lifetime, the current CUDA stream of the calling thread is a side stream from ATen's pool (not the legacy
 /// default stream, which no capture may touch). The destructor waits for the side stream's work, then restores the
-/// earlier stream. Without CUDA the constructor throws UsageError.
+/// earlier stream. Without CUDA the constructor throws UsageError. `high_priority`: a stream of the device's highest
+/// priority, whose kernels' blocks the GPU schedules before those of default-priority streams (--overlap-optimizer-step
+/// runs the training on one, so that the update queued on a default-priority stream fills the gaps of the forward
+/// instead of delaying it). `device`: the CUDA device's index (-1: the current device).
 class StepStream {
  public:
-  StepStream();
+  explicit StepStream(bool high_priority = false, int device = -1);
   ~StepStream();
   StepStream(const StepStream&) = delete;
   StepStream& operator=(const StepStream&) = delete;

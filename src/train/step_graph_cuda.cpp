@@ -13,11 +13,13 @@
 namespace megaton::train {
 
 struct StepStream::Impl {
-  c10::cuda::CUDAStream side = c10::cuda::getStreamFromPool();
-  c10::cuda::CUDAStreamGuard current{side};
+  Impl(bool high_priority, int device)
+      : side(c10::cuda::getStreamFromPool(high_priority, static_cast<c10::DeviceIndex>(device))), current(side) {}
+  c10::cuda::CUDAStream side;
+  c10::cuda::CUDAStreamGuard current;  // also makes the stream's device the current one
 };
 
-StepStream::StepStream() : impl_(std::make_unique<Impl>()) {}
+StepStream::StepStream(bool high_priority, int device) : impl_(std::make_unique<Impl>(high_priority, device)) {}
 StepStream::~StepStream() {
   try {
     impl_->side.synchronize();  // what the run queued is done before the earlier stream is current again

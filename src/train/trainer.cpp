@@ -202,6 +202,8 @@ void Trainer::build() {
                   "chunks' forwards interleave)");
     MEGATON_CHECK(t.optimizer == "adam", UsageError, "--overlap-optimizer-step needs --optimizer adam, got '",
                   t.optimizer, "'");
+    // The run on a high-priority stream: the update, queued on a default-priority one, fills the forward's gaps.
+    if (device.is_cuda()) step_stream_ = std::make_unique<StepStream>(true, device.index());
   }
   if (t.cuda_graph) {
     const std::string why = cuda_graph_unsupported(cfg_, device.is_cuda(), groups_.grid.world());
