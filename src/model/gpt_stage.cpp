@@ -219,17 +219,14 @@ torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Te
     h = input;
   }
   const SplitHidden out = run_layers(h, layer_context(h.size(0)));
-  if (!last_) {
-    gate(num_forward_groups());
-    return out.sum();  // [s, b, h] to the next pipeline stage
-  }
-  gate(num_forward_groups() - 1);
+  // All of the update (the final LayerNorm's and the output layer's group last) and the grads' zeroing: the output
+  // layer's loss may write gradients in the forward.
+  gate(num_forward_groups());
+  if (!last_) return out.sum();  // [s, b, h] to the next pipeline stage
   const bool fused = !c_.model.no_fused_layernorm;
   const double eps = c_.model.layernorm_epsilon;
   const ops::LayerNormMainGrads mg{main_grads().of(final_ln_w_), main_grads().of(final_ln_b_)};
-  torch::Tensor y = split_layer_norm(out, final_ln_w_, final_ln_b_, eps, fused, mg).y;
-  gate(num_forward_groups());  // the output layer's loss may write gradients in the forward
-  return y;
+  return split_layer_norm(out, final_ln_w_, final_ln_b_, eps, fused, mg).y;
 }
 
 torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor& position_ids) {

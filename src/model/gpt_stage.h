@@ -97,8 +97,9 @@ class GptStage {
   /// not the first). forward_groups()[k] is the group of params()[k]; num_forward_groups() = num_layers() + 2.
   std::vector<int> forward_groups() const;
   int num_forward_groups() const { return num_layers() + 2; }
-  /// Called by a training forward with group g just before it first reads group g's parameters, and with
-  /// num_forward_groups() at its end (before anything writes a gradient): --overlap-optimizer-step orders the
+  /// Called by a training forward with group g just before it first reads group g's parameters (the embedding and
+  /// each layer), and with num_forward_groups() once the layers have run (for all of it: before the final LayerNorm,
+  /// the output layer and anything that writes a gradient): --overlap-optimizer-step orders the
   /// forward behind the deferred update of exactly those parameters (optim::MixedPrecisionOptimizer). Empty: none.
   void set_forward_gate(std::function<void(int)> gate) { gate_ = std::move(gate); }
 

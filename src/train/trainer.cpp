@@ -200,8 +200,7 @@ void Trainer::build() {
     MEGATON_CHECK(p.num_layers_per_virtual_pipeline_stage <= 0, UsageError,
                   "--overlap-optimizer-step with --num-layers-per-virtual-pipeline-stage is not supported (the model "
                   "chunks' forwards interleave)");
-    MEGATON_CHECK(t.optimizer == "adam", UsageError, "--overlap-optimizer-step needs --optimizer adam, got '",
-                  t.optimizer, "'");
+    // (SGD and ZeRO-1 over DP > 1 are refused by MixedPrecisionOptimizer::defer_updates.)
     // The run on a high-priority stream: the update, queued on a default-priority one, fills the forward's gaps.
     if (device.is_cuda()) step_stream_ = std::make_unique<StepStream>(true, device.index());
   }
