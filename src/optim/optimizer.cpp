@@ -166,12 +166,22 @@ void MixedPrecisionOptimizer::defer_updates(const std::vector<Run>& forward_orde
   if (fused_adam_) {
     adam_chunks_ = adam_chunk_table(decay_runs_, n, kAdamChunk, splits);  // [C, 3]: no row straddles a group
     const auto rows = adam_chunks_.accessor<int64_t, 2>();
+    // The first row at or after `offset` (the rows' starts ascend): a binary search over the table.
+    const auto first_row_at = [&](int64_t offset) {
+      int64_t lo = 0, hi = adam_chunks_.size(0);
+      while (lo < hi) {
+        const int64_t mid = lo + (hi - lo) / 2;
+        if (rows[mid][0] < offset) {
+          lo = mid + 1;
+        } else {
+          hi = mid;
+        }
+      }
+      return lo;
+    };
     for (const Run& r : forward_order) {
-      int64_t first = 0;
-      while (first < adam_chunks_.size(0) && rows[first][0] < r.offset) ++first;
-      int64_t last = first;
-      while (last < adam_chunks_.size(0) && rows[last][0] < r.offset + r.numel) ++last;
-      group_rows_.emplace_back(first, last - first);
+      const int64_t first = first_row_at(r.offset);
+      group_rows_.emplace_back(first, first_row_at(r.offset + r.numel) - first);
     }
     adam_chunks_ = adam_chunks_.to(master_.device());
   } else {

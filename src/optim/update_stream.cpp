@@ -18,8 +18,7 @@ UpdateStream::UpdateStream(const torch::Device& device, int groups) : impl_(std:
 UpdateStream::~UpdateStream() = default;
 
 void UpdateStream::run(const std::function<void(int)>& work, const std::function<void()>& last) {
-  for (int g = 0; g < impl_->groups; ++g) work(g);
-  last();
+  run_in_order(impl_->groups, work, last);
 }
 
 void UpdateStream::wait(int) {}

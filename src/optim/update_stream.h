@@ -11,6 +11,12 @@
 
 namespace megaton::optim {
 
+/// work(0), ..., work(groups - 1), then last(), in order on the calling thread: the update without a side stream.
+inline void run_in_order(int groups, const std::function<void(int)>& work, const std::function<void()>& last) {
+  for (int g = 0; g < groups; ++g) work(g);
+  last();
+}
+
 class UpdateStream {
  public:
   /// `groups` >= 1 events, one per group of the update.

@@ -40,8 +40,7 @@ UpdateStream::~UpdateStream() {
 void UpdateStream::run(const std::function<void(int)>& work, const std::function<void()>& last) {
   Impl& s = *impl_;
   if (!s.side) {
-    for (int g = 0; g < s.groups; ++g) work(g);
-    last();
+    run_in_order(s.groups, work, last);
     return;
   }
   wait(s.groups);
