@@ -6,13 +6,14 @@
 // ~106) as fused_GBps / aten_GBps; the benchmark's own time and bytes/s are the fused kernel's.
 // BM_AdamTuning/{n, packs}: the fused kernel with `packs` 16-byte packs per thread per pass (kernels::AdamTuning)
 // against the default (1), timed alternately; counters as above with aten_* the default's.
-// BM_AdamBesideForward/{model}: --overlap-optimizer-step's question in isolation. A forward of the model's GEMMs (per
-// layer QKV, projection, fc1, fc2 on [s b, h], bf16; no attention, LayerNorm or loss) after the fused Adam of every
-// parameter ("aten" slot: the update first, then the forward, as without the flag) against the same Adam queued on
-// optim::UpdateStream's side stream in the forward's groups (the embedding, then each layer), each layer's GEMMs
-// waiting for its group only ("fused" slot); both on a high-priority stream, as the trainer runs with the flag. speedup
-// = serial / overlapped; adam_ms: the update alone; hidden = (serial - overlapped) / adam_ms, the fraction of the
-// update the overlap hid (1: all of it).
+// BM_AdamBesideForward/{model}/{carveout}: --overlap-optimizer-step's question in isolation. A forward of the model's
+// GEMMs (per layer QKV, projection, fc1, fc2 on [s b, h], bf16; no attention, LayerNorm or loss) after the fused Adam
+// of every parameter ("aten" slot: the update first, then the forward, as without the flag) against the same Adam
+// queued on optim::UpdateStream's side stream in the forward's groups (the embedding, then each layer), each layer's
+// GEMMs waiting for its group only ("fused" slot); both on a high-priority stream, as the trainer runs with the flag.
+// speedup = serial / overlapped; adam_ms: the update alone; hidden = (serial - overlapped) / adam_ms, the fraction of
+// the update the overlap hid (1: all of it). carveout: --optimizer-sm-carveout, the SMs the overlapped forward's GEMMs
+// leave to the update (ops/gemm_sm_carveout.h; 0: none, cuBLAS's GEMMs then fill every SM).
 //   build/perf/bench_adam [--benchmark_min_time=1]     (reports an error row without a CUDA device)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
@@ -23,6 +24,7 @@
 #include <vector>
 
 #include "bench_alternate.h"
+#include "ops/gemm_sm_carveout.h"
 #include "optim/adam_step.h"
 #include "optim/update_stream.h"
 #include "train/step_graph.h"
@@ -130,13 +132,17 @@ void BM_AdamBesideForward(benchmark::State& state) {
     for (int g = 0; g < groups; ++g) m.adam(g);
     for (int i = 0; i < m.layers; ++i) m.layer(i);
   };
+  const torch::Device gpu(torch::kCUDA, 0);
+  const int carveout = static_cast<int>(state.range(1));  // --optimizer-sm-carveout
   auto overlapped = [&] {
     side.run([&](int g) { m.adam(g); }, [] {});
+    ops::set_gemm_sm_carveout(gpu, carveout);
     for (int i = 0; i < m.layers; ++i) {
       side.wait(1 + i);  // the embedding's group and this layer's (the side stream runs in order)
       m.layer(i);
     }
     side.wait(groups);
+    ops::set_gemm_sm_carveout(gpu, 0);
   };
   double adam_s = 0;
   for (int rep = 0; rep < 3; ++rep) {  // the update alone, best of three
@@ -167,6 +173,6 @@ BENCHMARK(BM_AdamTuning)
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
-BENCHMARK(BM_AdamBesideForward)->Arg(0)->Arg(1)->UseManualTime()->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_AdamBesideForward)->ArgsProduct({{0, 1}, {0, 8, 16, 32}})->UseManualTime()->Unit(benchmark::kMillisecond);
 
 BENCHMARK_MAIN();
