@@ -12,7 +12,7 @@
 // queued on optim::UpdateStream's side stream in the forward's groups (the embedding, then each layer), each layer's
 // GEMMs waiting for its group only ("fused" slot); both on a high-priority stream, as the trainer runs with the flag.
 // speedup = serial / overlapped; adam_ms: the update alone; hidden = (serial - overlapped) / adam_ms, the fraction of
-// the update the overlap hid (1: all of it). carveout: --optimizer-sm-carveout, the SMs the overlapped forward's GEMMs
+// the update the overlap hid (1: all of it). carveout: the SMs the overlapped forward's GEMMs
 // leave to the update (ops/gemm_sm_carveout.h; 0: none, cuBLAS's GEMMs then fill every SM).
 //   build/perf/bench_adam [--benchmark_min_time=1]     (reports an error row without a CUDA device)
 #include <benchmark/benchmark.h>
@@ -133,7 +133,7 @@ void BM_AdamBesideForward(benchmark::State& state) {
     for (int i = 0; i < m.layers; ++i) m.layer(i);
   };
   const torch::Device gpu(torch::kCUDA, 0);
-  const int carveout = static_cast<int>(state.range(1));  // --optimizer-sm-carveout
+  const int carveout = static_cast<int>(state.range(1));  // ops/gemm_sm_carveout.h
   auto overlapped = [&] {
     side.run([&](int g) { m.adam(g); }, [] {});
     ops::set_gemm_sm_carveout(gpu, carveout);

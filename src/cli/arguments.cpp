@@ -159,9 +159,6 @@ void add_training_options(po::options_description& d, TrainingArgs& a) {
        "Adam's update of an iteration runs on a side stream beside the next iteration's forward, layer by layer "
        "(each layer waits for its own parameters' update only); the same bits as without. Not with --zero-stage 1 "
        "over DP > 1, --num-layers-per-virtual-pipeline-stage, --cuda-graph or --optimizer sgd")
-      ("optimizer-sm-carveout", val(a.optimizer_sm_carveout),
-       "CUDA, with --overlap-optimizer-step: while the update runs beside the forward, the forward's GEMMs target "
-       "all but N of the GPU's SMs, leaving N to the update (0: every SM)")
       ("dry-run", po::bool_switch(&a.dry_run),
        "print the resolved parallel layout, memory per GPU and model FLOPs per iteration, then exit");
 }

@@ -109,7 +109,6 @@ struct TrainingArgs {
   bool no_fused_adam = false;           // CUDA: the ATen Adam path instead of kernels/adam_kernels.cu
   bool cuda_graph = false;              // capture the step's forward and backward once, replay it (train/step_graph.h)
   bool overlap_optimizer_step = false;  // the update runs beside the next forward (optim/optimizer.h; not saved)
-  int optimizer_sm_carveout = 0;        // SMs the forward's GEMMs leave to that update (ops/gemm_sm_carveout.h)
   bool dry_run = false;
   // Derived:
   int num_micro_batches = 1;  // at full global batch

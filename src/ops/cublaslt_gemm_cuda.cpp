@@ -155,7 +155,7 @@ class Prepared {
       op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
       op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.aux_ld);
     }
-    // The thread's cuBLAS SM target (--optimizer-sm-carveout, ops/gemm_sm_carveout.h) holds for these GEMMs too.
+    // The thread's cuBLAS SM target (ops/gemm_sm_carveout.h) holds for these GEMMs too.
     if (const int target = gemm_sm_target(g.d->device()); target > 0)
       op_.set(CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, int32_t(target));
     a_.emplace(type_, g.ta == CUBLAS_OP_N ? g.m : g.k, g.ta == CUBLAS_OP_N ? g.k : g.m, g.lda);

@@ -1,12 +1,16 @@
-// --optimizer-sm-carveout: GEMMs queued from the calling thread leave some of the GPU's SMs free, for kernels that run
-// beside them on another stream (the deferred optimizer update of --overlap-optimizer-step). cuBLAS's persistent
-// GEMM kernels otherwise occupy every SM, and a memory-bound kernel on a side stream only gets the gaps between them
-// (BM_AdamBesideForward, docs/gpu.md: 0.3 % of the 1.3B update hidden). The target is the cuBLAS documented way for
-// "a routine known to run concurrently with other work on different CUDA streams": cublasSetSmCountTarget on the
-// calling thread's handle (ATen's cuBLAS GEMMs), CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET read back from that handle
-// (megaton's cuBLASLt GEMMs, ops/cublaslt_gemm.h), and ATen's own carveout for its cuBLASLt GEMMs (addmm with a
-// bias). A hint to cuBLAS's heuristic and grid size, not a hard partition. It can change which kernel runs (tile shape,
-// split-K) and so the rounding of a product, as another cuBLAS version could: not bit-identical to running without.
+// An SM carveout for GEMMs: GEMMs queued from the calling thread leave some of the GPU's SMs free for kernels that run
+// beside them on another stream. cuBLAS's persistent GEMM kernels otherwise occupy every SM, and a memory-bound kernel
+// on a side stream only gets the gaps between them. The target is what cuBLAS documents for "a routine known to run
+// concurrently with other work on different CUDA streams": cublasSetSmCountTarget on the calling thread's handle
+// (ATen's cuBLAS GEMMs), CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET read back from that handle (megaton's cuBLASLt GEMMs,
+// ops/cublaslt_gemm.h), and ATen's own carveout for its cuBLASLt GEMMs (addmm with a bias). A hint to cuBLAS's
+// heuristic and grid size, not a hard partition; it can change which kernel runs (tile shape, split-K) and so the
+// rounding of a product.
+//
+// Measured, not used by training: BM_AdamBesideForward/{model}/{carveout} (perf/bench_adam.cpp) runs
+// --overlap-optimizer-step's update beside a forward whose GEMMs leave 8, 16 or 32 SMs to it. On an H200 at the 1.3B
+// shapes every carveout made the pair slower than the update before the forward (docs/gpu.md, sixteenth session), so
+// no training flag sets it.
 #pragma once
 #include <torch/torch.h>
 

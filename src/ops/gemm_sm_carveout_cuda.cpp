@@ -36,7 +36,7 @@ void set_gemm_sm_carveout(const torch::Device& device, int carveout) {
   if (!device.is_cuda()) return;
   const c10::cuda::CUDAGuard on(device);
   const int sms = at::cuda::getCurrentDeviceProperties()->multiProcessorCount;
-  MEGATON_CHECK(carveout >= 0 && carveout < sms, UsageError, "--optimizer-sm-carveout ", carveout,
+  MEGATON_CHECK(carveout >= 0 && carveout < sms, UsageError, "GEMM SM carveout ", carveout,
                 ": expected 0 <= N < the GPU's ", sms, " SMs");
   const cublasStatus_t status =
       cublasSetSmCountTarget(at::cuda::getCurrentCUDABlasHandle(), carveout > 0 ? sms - carveout : 0);

@@ -17,7 +17,6 @@
 #include "dist/mpi_session.h"
 #include "model/gpt_stage.h"
 #include "ops/activations.h"
-#include "ops/gemm_sm_carveout.h"
 #include "ops/gemm_tuner.h"
 #include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
@@ -126,12 +125,7 @@ void Trainer::overlap_optimizer_with_forward() {
   }
   optimizer_->defer_updates(order);
   chunks_.front()->set_forward_gate([this, update_group_of, groups](int g) {
-    if (g < groups) {
-      optimizer_->wait_for_update(update_group_of[static_cast<size_t>(g)]);
-      return;
-    }
-    optimizer_->wait_for_update(optimizer_->update_groups());
-    ops::set_gemm_sm_carveout(gpt_->device, 0);  // the update is behind: the rest of the step has every SM
+    optimizer_->wait_for_update(g >= groups ? optimizer_->update_groups() : update_group_of[static_cast<size_t>(g)]);
   });
   log_.info0("--overlap-optimizer-step: the update runs beside the next forward in ", order.size(), " groups");
 }
@@ -209,16 +203,6 @@ void Trainer::build() {
     // (SGD and ZeRO-1 over DP > 1 are refused by MixedPrecisionOptimizer::defer_updates.)
     // The run on a high-priority stream: the update, queued on a default-priority one, fills the forward's gaps.
     if (device.is_cuda()) step_stream_ = std::make_unique<StepStream>(true, device.index());
-  }
-  MEGATON_CHECK(t.optimizer_sm_carveout == 0 || t.overlap_optimizer_step, UsageError, "--optimizer-sm-carveout ",
-                t.optimizer_sm_carveout, " needs --overlap-optimizer-step (the SMs are left to its update)");
-  MEGATON_CHECK(t.optimizer_sm_carveout >= 0, UsageError, "--optimizer-sm-carveout ", t.optimizer_sm_carveout,
-                ": expected a count of SMs >= 0");
-  MEGATON_CHECK(t.optimizer_sm_carveout == 0 || device.is_cuda(), UsageError,
-                "--optimizer-sm-carveout: needs a CUDA device (got --device ", p.device, ")");
-  if (t.optimizer_sm_carveout > 0) {  // N against the GPU's SM count, here rather than at the first step
-    ops::set_gemm_sm_carveout(device, t.optimizer_sm_carveout);
-    ops::set_gemm_sm_carveout(device, 0);
   }
   if (t.cuda_graph) {
     const std::string why = cuda_graph_unsupported(cfg_, device.is_cuda(), groups_.grid.world());
@@ -434,9 +418,7 @@ StepOutcome Trainer::train_step() {
     if (next_iteration >= a && next_iteration <= b) s.skipped_data = true;
   if (s.skipped_data) return s;
 
-  const bool queues_update = optimizer_->update_pending();  // zero_grad() queues it beside this forward
   optimizer_->zero_grad();
-  if (queues_update && t.optimizer_sm_carveout > 0) ops::set_gemm_sm_carveout(gpt_->device, t.optimizer_sm_carveout);
   const double scale = optimizer_->loss_scale();
   // Under --cuda-graph the first iteration of the run is eager (lazy initialisations), the later ones replay.
   const bool graphed = graphed_ && graphed_->warm;
@@ -465,7 +447,6 @@ StepOutcome Trainer::train_step() {
     loss = mean_loss();
     if (graphed_) graphed_->warm = true;
   }
-  if (queues_update && t.optimizer_sm_carveout > 0) ops::set_gemm_sm_carveout(gpt_->device, 0);  // (the gate did)
   timers_("forward-backward").stop();
 
   timers_("optimizer").start();

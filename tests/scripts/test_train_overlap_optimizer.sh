@@ -5,10 +5,8 @@
 #   recomputation and --no-gradient-accumulation-fusion: lm_loss bit-identical at every iteration, and so are the validation losses of an --eval-interval (evaluation reads the updated parameters);
 #   a checkpoint saved by a run with the flag at --exit-interval (the update finished before the save) and resumed
 #   without it continues with the losses of a run that never stopped;
-#   refused with a usage error naming the flag: --optimizer sgd, --zero-stage 1 over DP 2, --cuda-graph;
-#   --optimizer-sm-carveout without the flag, or on the CPU.
-# On a CUDA build with a GPU, the same comparison in bf16 on the GPU (the grouped fused Adam on a side stream), and
-# with --optimizer-sm-carveout 16 the losses within 1e-3 (other GEMM kernels), a carveout of every SM refused.
+#   refused with a usage error naming the flag: --optimizer sgd, --zero-stage 1 over DP 2, --cuda-graph.
+# On a CUDA build with a GPU, the same comparison in bf16 on the GPU (the grouped fused Adam on a side stream).
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/scripts/train_lib.sh"
@@ -61,25 +59,10 @@ refused() {  # NP PATTERN FLAGS...
 refused 1 "--overlap-optimizer-step needs --optimizer adam" --global-batch-size 2 --optimizer sgd
 refused 2 "--overlap-optimizer-step: not with ZeRO-1" --global-batch-size 4 --zero-stage 1
 refused 1 "--overlap-optimizer-step with --cuda-graph" --global-batch-size 2 --cuda-graph
-# --optimizer-sm-carveout: only beside a deferred update, and only on a GPU (the CPU runs above: refused there).
-if run_train 1 "${model[@]}" --train-iters 1 --global-batch-size 2 --optimizer-sm-carveout 8 > "$work/refused.log" 2>&1 ||
-  ! grep -q -- "--optimizer-sm-carveout 8 needs --overlap-optimizer-step" "$work/refused.log"; then
-  echo "FAIL: --optimizer-sm-carveout without --overlap-optimizer-step not refused"; tail -5 "$work/refused.log"; exit 1
-fi
-if [[ " ${model[*]} " == *" cpu "* ]]; then
-  refused 1 "--optimizer-sm-carveout: needs a CUDA device" --global-batch-size 2 --optimizer-sm-carveout 8
-fi
 
 if grep -q "^MEGATON_CUDA:BOOL=ON" "$BUILD/CMakeCache.txt" 2>/dev/null && nvidia-smi -L 2>/dev/null | grep -q GPU; then
   model=($(printf '%s\n' "${model[@]}" | sed -e 's/^cpu$/cuda/' -e 's/^mpi$/nccl/') --bf16)
   same_runs 1 --global-batch-size 2
   echo "GPU: bf16 on CUDA, bit-identical"
-  # With the forward's GEMMs on fewer SMs cuBLAS may pick other kernels (other roundings): the losses agree to bf16's.
-  run_train 1 "${model[@]}" --train-iters 8 --global-batch-size 2 --overlap-optimizer-step --optimizer-sm-carveout 16 \
-    --metrics-file "$work/carveout.jsonl" > "$work/carveout.log" 2>&1 || { tail "$work/carveout.log"; exit 1; }
-  run_train 1 "${model[@]}" --train-iters 8 --global-batch-size 2 --metrics-file "$work/plain.jsonl" \
-    > "$work/plain.log" 2>&1 || { tail "$work/plain.log"; exit 1; }
-  compare_losses "$work/plain.jsonl" "$work/carveout.jsonl" 1e-3
-  refused 1 "--optimizer-sm-carveout 100000: expected 0 <= N < the GPU's" --global-batch-size 2 --optimizer-sm-carveout 100000
 fi
 echo PASS
