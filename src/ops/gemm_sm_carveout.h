@@ -17,7 +17,8 @@
 namespace megaton::ops {
 
 /// GEMMs queued from this thread on `device` target all but `carveout` of its SMs (0: all of them again). No-op for a
-/// CPU device or a build without CUDA. Throws UsageError where carveout is negative or leaves no SM.
+/// CPU device or a build without CUDA. Throws UsageError where carveout is negative or leaves no SM. Set it back to 0
+/// before the thread ends: ATen pools cuBLAS handles, and a later thread could be handed this one with the target.
 void set_gemm_sm_carveout(const torch::Device& device, int carveout);
 
 /// The SM count this thread's GEMMs target (0: no target, every SM).
