@@ -24,7 +24,6 @@
 #include "core/device_clock.h"
 #include "core/error.h"
 #include "ops/cublaslt_gemm.h"
-#include "ops/gemm_sm_carveout.h"
 #include "ops/gemm_tuner.h"
 
 namespace megaton::ops::lt {
@@ -155,9 +154,6 @@ class Prepared {
       op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
       op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.aux_ld);
     }
-    // The thread's cuBLAS SM target (ops/gemm_sm_carveout.h) holds for these GEMMs too.
-    if (const int target = gemm_sm_target(g.d->device()); target > 0)
-      op_.set(CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET, int32_t(target));
     a_.emplace(type_, g.ta == CUBLAS_OP_N ? g.m : g.k, g.ta == CUBLAS_OP_N ? g.k : g.m, g.lda);
     b_.emplace(type_, g.tb == CUBLAS_OP_N ? g.k : g.n, g.tb == CUBLAS_OP_N ? g.n : g.k, g.ldb);
     d_.emplace(d_type_, g.m, g.n, g.ldd);

@@ -2,10 +2,11 @@
 // beside them on another stream. cuBLAS's persistent GEMM kernels otherwise occupy every SM, and a memory-bound kernel
 // on a side stream only gets the gaps between them. The target is what cuBLAS documents for "a routine known to run
 // concurrently with other work on different CUDA streams": cublasSetSmCountTarget on the calling thread's handle
-// (ATen's cuBLAS GEMMs), CUBLASLT_MATMUL_DESC_SM_COUNT_TARGET read back from that handle (megaton's cuBLASLt GEMMs,
-// ops/cublaslt_gemm.h), and ATen's own carveout for its cuBLASLt GEMMs (addmm with a bias). A hint to cuBLAS's
-// heuristic and grid size, not a hard partition; it can change which kernel runs (tile shape, split-K) and so the
-// rounding of a product.
+// (ATen's cuBLAS GEMMs), and ATen's own carveout for its cuBLASLt GEMMs (addmm with a bias), which is process-wide:
+// every thread's, while it is set. megaton's own cuBLASLt GEMMs (ops/cublaslt_gemm.h) do not take it (the benchmark
+// below runs ATen's GEMMs only; reading the target there would add a handle query to every training GEMM). A hint to
+// cuBLAS's heuristic and grid size, not a hard partition; it can change which kernel runs (tile shape, split-K) and so
+// the rounding of a product.
 //
 // Measured, not used by training: BM_AdamBesideForward/{model}/{carveout} (perf/bench_adam.cpp) runs
 // --overlap-optimizer-step's update beside a forward whose GEMMs leave 8, 16 or 32 SMs to it. On an H200 at the 1.3B
@@ -21,7 +22,7 @@ namespace megaton::ops {
 /// before the thread ends: ATen pools cuBLAS handles, and a later thread could be handed this one with the target.
 void set_gemm_sm_carveout(const torch::Device& device, int carveout);
 
-/// The SM count this thread's GEMMs target (0: no target, every SM).
+/// The SM count this thread's cuBLAS GEMMs target (0: no target, every SM).
 int gemm_sm_target(const torch::Device& device);
 
 }  // namespace megaton::ops

@@ -1,5 +1,5 @@
-// ops::set_gemm_sm_carveout: the calling thread's GEMMs target all but N SMs, and no other thread's; back to every SM
-// with 0; a carveout of every SM refused. On the CPU a no-op.
+// ops::set_gemm_sm_carveout: the calling thread's cuBLAS GEMMs target all but N SMs, and no other thread's; back to
+// every SM with 0; a carveout of every SM refused. On the CPU a no-op.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
