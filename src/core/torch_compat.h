@@ -27,8 +27,9 @@ inline size_t element_size(c10::ScalarType t) { return c10::elementSize(t); }
 namespace megaton::compat {
 
 /// at::scaled_dot_product_attention on LibTorch >= 2.0 (flash / memory-efficient / cuDNN kernels on the GPU):
-/// q, k, v [b, heads, s, d]; mask undefined or additive float [.., s, s]; returns [b, heads, s, d]. Dropout uses
-/// torch's default generator of the device. Callers check kHasSdpa first; on older LibTorch this is never reached.
+/// q, k, v [b, heads, s, d]; mask undefined, additive float or bool (true = attend) [.., s, s]; returns [b, heads, s,
+/// d]. Dropout uses torch's default generator of the device. Callers check kHasSdpa first; on older LibTorch this is
+/// never reached.
 inline torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const torch::Tensor& k,
                                                   const torch::Tensor& v, const torch::Tensor& mask, double dropout_p,
                                                   bool is_causal) {

@@ -60,6 +60,10 @@ std::unique_ptr<InferenceModel> build_inference_model(const ModelFlags& f, const
   m->stage->set_training(false);
   log.info0(m->groups.grid.describe(), " on ", device.str(), ", vocabulary ", c.vocab_size, " (padded ",
             c.padded_vocab_size, ")");
+  if (f.data.reset_position_ids || f.data.reset_attention_mask)
+    log.warn0(
+        "--reset-position-ids / --reset-attention-mask are training flags: generation and evaluation here use "
+        "the plain causal mask and positions 0..s-1 (their inputs hold one document each)");
 
   if (f.checkpoint.load.empty()) {
     log.warn0("no --load: the model has the random initial weights of --seed ", f.training.seed);

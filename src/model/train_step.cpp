@@ -12,8 +12,8 @@ StepLoss forward_backward_no_pipeline(GptStage& stage, const std::vector<MicroBa
   out.micro_batches = static_cast<int>(batches.size());
   const double n = static_cast<double>(batches.size());
   for (const auto& mb : batches) {
-    torch::Tensor losses = stage.forward_losses(mb.tokens, mb.labels, mb.position_ids);  // [b, s]
-    torch::Tensor loss = GptStage::masked_mean(losses, mb.loss_mask);                    // []
+    torch::Tensor losses = stage.forward_losses(mb.tokens, mb.labels, mb.position_ids, mb.attention_mask);  // [b, s]
+    torch::Tensor loss = GptStage::masked_mean(losses, mb.loss_mask);                                       // []
     (loss * (loss_scale / n)).backward();
     out.loss += loss.item<double>() / n;
   }

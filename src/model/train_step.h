@@ -12,10 +12,11 @@
 namespace megaton::model {
 
 struct MicroBatch {
-  torch::Tensor tokens;        // [b, s] int64
-  torch::Tensor labels;        // [b, s] int64 (tokens shifted by one)
-  torch::Tensor loss_mask;     // [b, s] float/bool
-  torch::Tensor position_ids;  // [b, s] or undefined
+  torch::Tensor tokens;          // [b, s] int64
+  torch::Tensor labels;          // [b, s] int64 (tokens shifted by one)
+  torch::Tensor loss_mask;       // [b, s] float/bool
+  torch::Tensor position_ids;    // [b, s] or undefined
+  torch::Tensor attention_mask;  // [b, 1, s, s] bool, true = masked (--reset-attention-mask), or undefined: causal
 };
 
 struct StepLoss {

@@ -133,9 +133,11 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
   o.training = ctx.training;
   o.dropout_generator = ctx.rng ? &ctx.rng->tp_generator() : nullptr;
   o.alibi = ctx.alibi;
+  o.mask = ctx.attention_mask;
   o.use_fused = c_.use_fused_attention;
   if (kv != nullptr) {
-    MEGATON_CHECK(!ctx.training, InternalError, "the KV-cache path is for inference only");
+    MEGATON_CHECK(!ctx.training && !o.mask.defined(), InternalError,
+                  "the KV-cache path is for inference only, with the causal mask");
     kv->k = kv->k.defined() ? torch::cat({kv->k, k}, 0) : k.contiguous();  // [past + s, b, np, d]
     kv->v = kv->v.defined() ? torch::cat({kv->v, v}, 0) : v.contiguous();
     return dense_->forward(cached_attention(q, kv->k, kv->v, o));  // [s, b, h]

@@ -28,6 +28,7 @@ struct LayerContext {
   torch::Tensor alibi;       // [heads/tp, 1, s] fp32, or undefined
   torch::Tensor rotary_cos;  // [s, 1, 1, head_dim] fp32, or undefined
   torch::Tensor rotary_sin;
+  torch::Tensor attention_mask;  // [b, 1, s, s] bool, true = masked (--reset-attention-mask), or undefined: causal
 };
 
 /// A residual stream left as two addends: the hidden state is residual + dropout(delta) (delta undefined: residual

@@ -50,12 +50,16 @@ torch::Tensor attention_fused(const torch::Tensor& q, const torch::Tensor& k, co
   torch::Tensor qb = q.permute({1, 2, 0, 3});  // [b, np, s, d]
   torch::Tensor kb = k.permute({1, 2, 0, 3});
   torch::Tensor vb = v.permute({1, 2, 0, 3});
-  torch::Tensor mask;
+  torch::Tensor mask;  // undefined: is_causal
   if (o.alibi.defined()) {
-    torch::Tensor causal = torch::full({s, s}, -std::numeric_limits<float>::infinity(),
-                                       torch::TensorOptions().dtype(q.scalar_type()).device(q.device()))
-                               .triu(1);                                          // [s, s]
-    mask = (o.alibi.to(q.scalar_type()).narrow(-1, 0, s) + causal).unsqueeze(0);  // [1, np, s, s]
+    const auto opts = torch::TensorOptions().dtype(q.scalar_type()).device(q.device());
+    const double inf = std::numeric_limits<float>::infinity();
+    torch::Tensor masked = o.mask.defined()
+                               ? torch::zeros({b, 1, s, s}, opts).masked_fill(o.mask, -inf)          // [b, 1, s, s]
+                               : torch::full({s, s}, -inf, opts).triu(1).unsqueeze(0).unsqueeze(0);  // [1, 1, s, s]
+    mask = o.alibi.to(q.scalar_type()).narrow(-1, 0, s).unsqueeze(0) + masked;  // [b or 1, np, s, s]
+  } else if (o.mask.defined()) {
+    mask = o.mask.logical_not();  // [b, 1, s, s]: SDPA's boolean masks are true where attention is allowed
   }
   const double p = o.training ? o.dropout_p : 0.0;
   torch::Tensor ctx;
@@ -67,6 +71,15 @@ torch::Tensor attention_fused(const torch::Tensor& q, const torch::Tensor& k, co
     ctx = compat::scaled_dot_product_attention(qb, kb, vb, mask, 0.0, !mask.defined());
   }
   return ctx.permute({2, 0, 1, 3}).reshape({s, b, np * d});  // [s, b, np*d]
+}
+
+void check_mask(const torch::Tensor& mask, const torch::Tensor& q) {
+  if (!mask.defined()) return;
+  const int64_t s = q.size(0), b = q.size(1);
+  MEGATON_CHECK(mask.scalar_type() == torch::kBool && mask.dim() == 4 && mask.size(0) == b && mask.size(1) == 1 &&
+                    mask.size(2) == s && mask.size(3) == s,
+                InternalError, "attention mask: expected bool [", b, ", 1, ", s, ", ", s, "], got ", mask.scalar_type(),
+                " ", mask.sizes());
 }
 
 }  // namespace
@@ -89,8 +102,11 @@ torch::Tensor causal_attention_explicit(const torch::Tensor& q, const torch::Ten
   const bool fp32_softmax = is_half(q) && (o.softmax_in_fp32 || coeff != 1.0 || q.device().is_cpu());
   torch::Tensor x = fp32_softmax ? scores.to(torch::kFloat32) : scores;
   if (coeff != 1.0) x = x * coeff;
-  torch::Tensor causal = torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
-  x = x.masked_fill(causal, -10000.0);
+  check_mask(o.mask, q);
+  const torch::Tensor masked =
+      o.mask.defined() ? o.mask  // [b, 1, s, s]
+                       : torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+  x = x.masked_fill(masked, -10000.0);
   torch::Tensor probs = torch::softmax(x, -1).to(q.scalar_type());  // [b, np, s, s]
   if (o.training && o.dropout_p > 0.0) {
     MEGATON_ASSERT(o.dropout_generator != nullptr, "attention dropout without a generator");
@@ -104,7 +120,10 @@ torch::Tensor causal_attention_explicit(const torch::Tensor& q, const torch::Ten
 
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const AttentionOptions& o) {
-  if (compat::kHasSdpa && o.use_fused) return attention_fused(q, k, v, o);
+  if (compat::kHasSdpa && o.use_fused) {
+    check_mask(o.mask, q);
+    return attention_fused(q, k, v, o);
+  }
   return causal_attention_explicit(q, k, v, o);
 }
 

@@ -1,7 +1,9 @@
 // Causal self-attention core (Megatron's CoreAttention), given this rank's heads: softmax(Q K^T / sqrt(d) + bias)
-// V with a causal mask, where bias is ALiBi's or none. Two paths with the same result:
+// V with a causal mask (or a given per-sample mask: --reset-attention-mask's document-wise one), where bias is ALiBi's
+// or none. Two paths with the same result:
 //   * fused: at::scaled_dot_product_attention (LibTorch >= 2.0: flash / memory-efficient / cuDNN on the GPU),
-//     is_causal, or an additive float mask for ALiBi;
+//     is_causal, or an additive float mask for ALiBi, or a boolean mask for a given one (which the causal-only flash
+//     kernels do not take: ATen picks a kernel that does);
 //   * explicit (LibTorch 1.13, and on request): baddbmm with Megatron's query-key layer scaling (scores divided by
 //     sqrt(d) * layer_number, the softmax input multiplied back by layer_number in fp32), masked fill -10000, softmax.
 // Attention dropout draws from the TP generator (differs across TP ranks, as Megatron's tracker does).
@@ -20,6 +22,9 @@ struct AttentionOptions {
   at::Generator* dropout_generator = nullptr;  // required when training with dropout_p > 0
   /// ALiBi bias [heads, 1, s_k] for this rank's heads (float), or undefined.
   torch::Tensor alibi;
+  /// [b, 1, s, s] bool, true where query i may not attend to key j (Megatron's attention_mask; it must hold the causal
+  /// mask too), in place of the causal mask; undefined: causal.
+  torch::Tensor mask;
   /// Use the fused kernel when LibTorch has it.
   bool use_fused = true;
 };

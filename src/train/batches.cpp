@@ -6,6 +6,32 @@
 
 namespace megaton::train {
 
+namespace {
+
+// Megatron's get_ltor_masks_and_position_ids over the host's samples [b, s + 1] (tokens are the first s of each):
+// per token its position in its document and its document's index in the sample, a document ending at each EOD
+// (the EOD is its last token). Returns whether some sample has an EOD before its last token.
+bool document_positions(const int64_t* samples, int64_t b, int64_t s, int64_t eod, int64_t* position,
+                        int64_t* document) {
+  bool boundary = false;
+  for (int64_t i = 0; i < b; ++i) {
+    const int64_t* tok = samples + i * (s + 1);
+    int64_t start = 0, doc = 0;
+    for (int64_t t = 0; t < s; ++t) {
+      position[i * s + t] = t - start;
+      document[i * s + t] = doc;
+      if (tok[t] == eod) {
+        start = t + 1;
+        ++doc;
+        boundary = boundary || t + 1 < s;
+      }
+    }
+  }
+  return boundary;
+}
+
+}  // namespace
+
 model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices,
                                    const BatchOptions& o) {
   const int64_t b = static_cast<int64_t>(indices.size()), s = ds.seq_length();
@@ -22,6 +48,20 @@ model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vec
   mb.loss_mask = o.eod_mask_loss && o.eod >= 0
                      ? (mb.tokens != o.eod).to(torch::kFloat32)
                      : torch::ones({b, s}, torch::TensorOptions().device(o.device));  // [b, s]
+  if (!o.reset_position_ids && !o.reset_attention_mask) return mb;
+
+  MEGATON_CHECK(o.eod >= 0, UsageError,
+                "--reset-position-ids / --reset-attention-mask need a tokenizer (its end-of-document id)");
+  const auto host = torch::TensorOptions().dtype(torch::kInt64).pinned_memory(cuda);
+  torch::Tensor position = torch::empty({b, s}, host), document = torch::empty({b, s}, host);  // [b, s] each
+  const bool boundary = document_positions(p, b, s, o.eod, position.data_ptr<int64_t>(), document.data_ptr<int64_t>());
+  if (o.reset_position_ids) mb.position_ids = cuda ? position.to(o.device, torch::kInt64, true) : position;
+  if (o.reset_attention_mask && boundary) {
+    const torch::Tensor doc = cuda ? document.to(o.device, torch::kInt64, true) : document;  // [b, s]
+    const torch::Tensor later =
+        torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(o.device)).triu(1);  // [s, s]: j > i
+    mb.attention_mask = (doc.unsqueeze(2) != doc.unsqueeze(1)).logical_or(later).unsqueeze(1);     // [b, 1, s, s]
+  }
   return mb;
 }
 

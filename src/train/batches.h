@@ -1,7 +1,12 @@
 // Micro-batches from a sample dataset (Megatron's get_batch + get_ltor_masks_and_position_ids): each sample is
 // seq_length + 1 tokens; tokens = sample[:-1], labels = sample[1:], loss mask 1 except on end-of-document tokens with
-// --eod-mask-loss. Causal attention is implicit in the model, so no attention mask is built; position ids are the
-// model's default 0..s-1 (--reset-position-ids / --reset-attention-mask are not supported: UsageError at start).
+// --eod-mask-loss. Document boundaries, as Megatron draws them from the EOD tokens among `tokens`:
+//   --reset-position-ids:   the positions restart at 0 after each EOD (position_ids [b, s]; else undefined: the
+//                           model's 0..s-1);
+//   --reset-attention-mask: no token attends across an EOD: token i attends to j iff j <= i and no EOD lies in
+//                           [j, i) (attention_mask [b, 1, s, s] bool, true = masked, as Megatron's). Left undefined
+//                           (the model's implicit causal mask, and its fused causal kernels) when no sample of the
+//                           micro-batch has an EOD before its last token: the mask would be the causal one.
 #pragma once
 #include <torch/torch.h>
 
@@ -15,11 +20,14 @@ namespace megaton::train {
 
 struct BatchOptions {
   bool eod_mask_loss = false;
-  int64_t eod = -1;  // end-of-document id (only used with eod_mask_loss)
+  bool reset_position_ids = false;
+  bool reset_attention_mask = false;
+  int64_t eod = -1;  // end-of-document id (needed by the three flags above)
   torch::Device device = torch::kCPU;
 };
 
-/// The samples `indices` of `ds` as one micro-batch: tokens, labels [b, s] int64, loss_mask [b, s] fp32.
+/// The samples `indices` of `ds` as one micro-batch: tokens, labels [b, s] int64, loss_mask [b, s] fp32, and with the
+/// reset flags position_ids [b, s] int64 / attention_mask [b, 1, s, s] bool (see above).
 model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices,
                                    const BatchOptions& o);
 

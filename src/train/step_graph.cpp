@@ -18,6 +18,9 @@ std::string cuda_graph_unsupported(const TrainConfig& cfg, bool cuda, int world_
   if (cfg.model.checkpoint_activations)
     why << "--checkpoint-activations restores RNG states on the host during the backward; ";
   if (cfg.model.gemm_autotune) why << "--gemm-autotune times GEMMs with events read on the host; ";
+  if (cfg.data.reset_attention_mask)
+    why << "--reset-attention-mask (a micro-batch has its own mask only where it holds a document boundary, so the "
+           "step's kernels change from one iteration to the next); ";
   std::string s = why.str();
   if (s.size() >= 2) s.resize(s.size() - 2);
   return s;

@@ -139,12 +139,27 @@ bool Trainer::holds_embedding() const {
 bool Trainer::holds_loss() const {
   return chunks_.back()->is_last_stage();
 }
+bool Trainer::stage_reads_data() const {
+  // Every stage's layers take --reset-attention-mask's mask, drawn from the tokens (as every stage's get_batch does
+  // in Megatron); otherwise only the first stage (tokens, positions) and the last (labels, loss mask) read samples.
+  return holds_embedding() || holds_loss() || cfg_.data.reset_attention_mask;
+}
+BatchOptions Trainer::batch_options() const {
+  BatchOptions o;
+  o.eod_mask_loss = cfg_.data.eod_mask_loss;
+  o.reset_position_ids = cfg_.data.reset_position_ids;
+  o.reset_attention_mask = cfg_.data.reset_attention_mask;
+  o.eod = eod_;
+  o.device = gpt_->device;
+  return o;
+}
 
 torch::Tensor Trainer::forward_step(int chunk, const model::MicroBatch& b, const torch::Tensor& input) {
   model::GptStage& stage = *chunks_[static_cast<size_t>(chunk)];
   const torch::Tensor& in = stage.is_first_stage() ? b.tokens : input;
-  if (!stage.is_last_stage()) return stage.forward(in);                                  // [s, b, h]
-  return model::GptStage::masked_mean(stage.forward_losses(in, b.labels), b.loss_mask);  // []
+  if (!stage.is_last_stage()) return stage.forward(in, b.position_ids, b.attention_mask);  // [s, b, h]
+  return model::GptStage::masked_mean(stage.forward_losses(in, b.labels, b.position_ids, b.attention_mask),
+                                      b.loss_mask);  // []
 }
 
 void Trainer::run_schedule(int m, const std::function<torch::Tensor(int, int, const torch::Tensor&)>& forward,
@@ -185,8 +200,6 @@ void Trainer::build() {
   const auto& t = cfg_.training;
   MEGATON_CHECK(p.zero_stage == 0 || p.zero_stage == 1, UsageError, "--zero-stage ", p.zero_stage,
                 ": only 0 and 1 are supported");
-  MEGATON_CHECK(!cfg_.data.reset_position_ids && !cfg_.data.reset_attention_mask, UsageError,
-                "--reset-position-ids / --reset-attention-mask are not supported by megaton train");
   MEGATON_CHECK(!cfg_.data.data_path.empty() || data::uses_weighted_split_paths(cfg_.data), UsageError,
                 "megaton train needs --data-path (a preprocessed PREFIX, or W1 P1 W2 P2 ...) or "
                 "--train-weighted-split-paths[-path]");
@@ -235,6 +248,8 @@ void Trainer::build() {
   }
   MEGATON_CHECK(vocab > 0, UsageError, "megaton train needs --tokenizer-type (with its files) or --vocab-size");
   MEGATON_CHECK(!cfg_.data.eod_mask_loss || eod_ >= 0, UsageError, "--eod-mask-loss needs a tokenizer (its EOD id)");
+  MEGATON_CHECK(!(cfg_.data.reset_position_ids || cfg_.data.reset_attention_mask) || eod_ >= 0, UsageError,
+                "--reset-position-ids / --reset-attention-mask need a tokenizer (its EOD id)");
 
   gpt_ = std::make_unique<model::GptConfig>();
   gpt_->model = cfg_.model;
@@ -402,9 +417,9 @@ StepOutcome Trainer::train_step() {
   timers_("batch-generator").start();
   data::PretrainingSampler sampler(train_ds_->size(), consumed_train_, t.micro_batch_size, groups_.coords.dp,
                                    groups_.grid.dp_size());
-  const bool needs_data = holds_embedding() || holds_loss();
+  const bool needs_data = stage_reads_data();
   std::vector<model::MicroBatch> batches(static_cast<size_t>(m));
-  BatchOptions bo{cfg_.data.eod_mask_loss, eod_, gpt_->device};
+  const BatchOptions bo = batch_options();
   for (int i = 0; i < m; ++i) {
     std::vector<int64_t> idx;
     MEGATON_CHECK(sampler.next(idx), DataError, "the train dataset ran out of samples at consumed samples ",
@@ -523,8 +538,8 @@ std::optional<double> Trainer::evaluate_dataset(const data::NamedDataset& valid)
   const auto& t = cfg_.training;
   for (auto& c : chunks_) c->set_training(false);
   const int m = static_cast<int>(micro_->num_micro_batches());
-  const bool needs_data = holds_embedding() || holds_loss();
-  BatchOptions bo{cfg_.data.eod_mask_loss, eod_, gpt_->device};
+  const bool needs_data = stage_reads_data();
+  const BatchOptions bo = batch_options();
   double total = 0;
   int64_t n = 0;
   for (int64_t it = 0; it < t.eval_iters; ++it) {

@@ -25,6 +25,7 @@
 #include "dist/launch_env.h"
 #include "dist/process_groups.h"
 #include "parallel/param_info.h"
+#include "train/batches.h"
 #include "train/train_config.h"
 
 namespace megaton::data {
@@ -101,6 +102,8 @@ class Trainer {
   void warn_if_gemm_epilogue_unused() const;  // --gemm-epilogue-fusion where the MLP cannot take it
   bool holds_embedding() const;               // chunk 0 is the first (virtual) stage
   bool holds_loss() const;                    // the last chunk is the last (virtual) stage
+  bool stage_reads_data() const;              // this rank builds micro-batches from the samples
+  BatchOptions batch_options() const;         // how (--eod-mask-loss, the reset flags)
   /// Megatron's forward_step for model chunk `chunk`: its output [s, b, h], or on the chunk holding the loss the
   /// masked mean loss [] of micro-batch `b`.
   torch::Tensor forward_step(int chunk, const model::MicroBatch& b, const torch::Tensor& input);

@@ -1,7 +1,8 @@
-// Pieces of the training loop that need no model: micro-batches from samples (labels shifted by one, EOD masking),
-// --skip-train-iteration-range parsing, and the signal flag.
+// Pieces of the training loop that need no model: micro-batches from samples (labels shifted by one, EOD masking,
+// the document-wise positions and attention masks), --skip-train-iteration-range parsing, and the signal flag.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <csignal>
 
 #include "core/error.h"
@@ -22,7 +23,81 @@ class CountingDataset : public data::SampleDataset {
   }
 };
 
+// Fixed samples of seq_length 7 (8 tokens each).
+class ListDataset : public data::SampleDataset {
+ public:
+  explicit ListDataset(std::vector<std::vector<int64_t>> samples) : samples_(std::move(samples)) {}
+  int64_t size() const override { return static_cast<int64_t>(samples_.size()); }
+  int seq_length() const override { return 7; }
+  void get(int64_t i, int64_t* out) const override {
+    std::copy(samples_[static_cast<size_t>(i)].begin(), samples_[static_cast<size_t>(i)].end(), out);
+  }
+
+ private:
+  std::vector<std::vector<int64_t>> samples_;
+};
+
+// Megatron's get_ltor_masks_and_position_ids (megatron/utils.py) with both reset flags, transcribed loop for loop:
+// a lower-triangular mask of ones, then for each EOD at i among the tokens, mask[b, 0, i+1:, :i+1] = 0 and
+// position_ids[b, i+1:] -= i + 1 - prev_index; returned as mask < 0.5 (true = masked).
+std::pair<torch::Tensor, torch::Tensor> megatron_masks(const torch::Tensor& tokens, int64_t eod) {
+  const int64_t b = tokens.size(0), s = tokens.size(1);
+  torch::Tensor mask = torch::tril(torch::ones({b, s, s})).view({b, 1, s, s});
+  torch::Tensor pos = torch::arange(s, torch::kInt64).unsqueeze(0).repeat({b, 1});
+  for (int64_t r = 0; r < b; ++r) {
+    int64_t prev = 0;
+    for (int64_t i = 0; i < s; ++i) {
+      if (tokens[r][i].item<int64_t>() != eod) continue;
+      mask[r][0].narrow(0, i + 1, s - i - 1).narrow(1, 0, i + 1).zero_();
+      pos[r].narrow(0, i + 1, s - i - 1).sub_(i + 1 - prev);
+      prev = i + 1;
+    }
+  }
+  return {mask < 0.5, pos};
+}
+
 }  // namespace
+
+TEST(TrainPieces, ResetFlagsGiveMegatronsPositionsAndMask) {
+  // eod = 0: two boundaries in the first sample (one right at the start), one in the second, and an EOD as the last
+  // label (not a token) in the third.
+  ListDataset ds({{5, 0, 0, 7, 8, 0, 9, 4}, {1, 2, 3, 4, 0, 6, 7, 8}, {1, 2, 3, 4, 5, 6, 7, 0}});
+  train::BatchOptions o;
+  o.eod = 0;
+  o.reset_position_ids = o.reset_attention_mask = true;
+  const model::MicroBatch mb = train::make_micro_batch(ds, {0, 1, 2}, o);
+  const auto [mask, pos] = megatron_masks(mb.tokens, 0);
+  ASSERT_TRUE(mb.position_ids.defined() && mb.attention_mask.defined());
+  EXPECT_EQ(mb.attention_mask.sizes(), (std::vector<int64_t>{3, 1, 7, 7}));
+  EXPECT_EQ(mb.attention_mask.scalar_type(), torch::kBool);
+  EXPECT_TRUE(torch::equal(mb.attention_mask, mask)) << mb.attention_mask << mask;
+  EXPECT_TRUE(torch::equal(mb.position_ids, pos)) << mb.position_ids << pos;
+  EXPECT_EQ(mb.position_ids[0][6].item<int64_t>(), 0);  // after the EOD at 5
+  EXPECT_GT(mask.logical_xor(torch::ones({7, 7}, torch::kBool).triu(1)).sum().item<int64_t>(), 0);  // not causal
+
+  // Each flag alone.
+  o.reset_attention_mask = false;
+  const model::MicroBatch positions_only = train::make_micro_batch(ds, {0, 1, 2}, o);
+  EXPECT_TRUE(torch::equal(positions_only.position_ids, pos));
+  EXPECT_FALSE(positions_only.attention_mask.defined());
+  o.reset_attention_mask = true;
+  o.reset_position_ids = false;
+  const model::MicroBatch mask_only = train::make_micro_batch(ds, {0, 1, 2}, o);
+  EXPECT_FALSE(mask_only.position_ids.defined());
+  EXPECT_TRUE(torch::equal(mask_only.attention_mask, mask));
+
+  // No EOD before a sample's last token: the mask would be the causal one, so none is built; the positions are 0..s-1.
+  o.reset_position_ids = true;
+  ListDataset plain({{1, 2, 3, 4, 5, 6, 0, 8}, {1, 2, 3, 4, 5, 6, 7, 0}});
+  const model::MicroBatch causal = train::make_micro_batch(plain, {0, 1}, o);
+  EXPECT_FALSE(causal.attention_mask.defined());
+  EXPECT_TRUE(torch::equal(causal.position_ids, torch::arange(7, torch::kInt64).unsqueeze(0).repeat({2, 1})));
+  EXPECT_TRUE(torch::equal(megatron_masks(causal.tokens, 0).first[0][0], torch::ones({7, 7}, torch::kBool).triu(1)));
+
+  // The flags need the EOD id.
+  o.eod = -1;
+  EXPECT_THROW(train::make_micro_batch(ds, {0}, o), UsageError);
+}
 
 TEST(TrainPieces, MicroBatchShiftsLabelsAndMasksEod) {
   CountingDataset ds;

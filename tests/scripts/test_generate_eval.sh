@@ -9,25 +9,7 @@ BUILD=$1 SRC=$2
 source "$SRC/tests/scripts/train_lib.sh"
 setup_work  # $work: a scratch directory (removed at exit) with the synthetic dataset
 
-# Byte-level BPE tokenizer.json: the 256 GPT-2 byte symbols, no merges, <|endoftext|> = 256 (vocab 257).
-mkdir -p "$work/tok"
-python3 - "$work/tok/tokenizer.json" <<'PY'
-import json, sys
-bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
-cs = bs[:]
-n = 0
-for b in range(256):
-    if b not in bs:
-        bs.append(b); cs.append(256 + n); n += 1
-sym = dict(zip(bs, (chr(c) for c in cs)))
-vocab = {sym[b]: b for b in range(256)}
-vocab["<|endoftext|>"] = 256
-json.dump({"added_tokens": [{"id": 256, "content": "<|endoftext|>", "special": True}],
-           "normalizer": None,
-           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
-           "post_processor": None, "decoder": {"type": "ByteLevel"},
-           "model": {"type": "BPE", "vocab": vocab, "merges": []}}, open(sys.argv[1], "w"))
-PY
+make_byte_tokenizer "$work/tok"  # <|endoftext|> = 256
 
 model=(--num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32
        --make-vocab-size-divisible-by 8 --hidden-dropout 0 --attention-dropout 0 --seed 1234

@@ -1,7 +1,9 @@
 #!/bin/bash
 # Helpers shared by the test_train_*.sh scripts (sourced; not a test itself).
 #   BUILD=$1 SRC=$2; source "$SRC/tests/scripts/train_lib.sh"
-#   make_synthetic_data DIR          -> DIR/synth_text_document.{bin,idx}: 400 documents of learnable token patterns
+#   make_synthetic_data DIR [EOD]    -> DIR/synth_text_document.{bin,idx}: 400 documents of learnable token patterns
+#                                       (tokens < 120), each ended by EOD (default 127)
+#   make_byte_tokenizer DIR          -> DIR/tokenizer.json: byte-level BPE, no merges, <|endoftext|> = 256 (vocab 257)
 #   run_train NP ARGS...             -> megaton train on NP ranks (mpirun --oversubscribe; NP=1 runs it directly)
 #   compare_losses A.jsonl B.jsonl TOL [FIRST_ITER]   -> fails unless lm_loss agrees within TOL at every iteration
 #   setup_work                       -> $work: a scratch directory removed at exit, holding the synthetic dataset
@@ -11,14 +13,14 @@ export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # ranks oversubscribe the cores
 if [ "$(id -u)" = 0 ]; then export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1; fi
 
 make_synthetic_data() {
-  python3 - "$1/synth_text_document" <<'PY'
+  python3 - "$1/synth_text_document" "${2:-127}" <<'PY'
 import struct, sys, random
-prefix = sys.argv[1]
+prefix, eod = sys.argv[1], int(sys.argv[2])
 rng = random.Random(42)
 docs = []
 for d in range(400):
     start, step, n = rng.randrange(120), rng.choice([1, 2, 3, 5]), rng.randrange(20, 60)
-    docs.append([(start + i * step) % 120 for i in range(n)] + [127])  # 127: end of document
+    docs.append([(start + i * step) % 120 for i in range(n)] + [eod])  # end of document
 with open(prefix + ".bin", "wb") as f:
     for d in docs:
         f.write(struct.pack("<%dH" % len(d), *d))
@@ -30,6 +32,27 @@ with open(prefix + ".idx", "wb") as f:
         ptrs.append(off); off += 2 * len(d)
     f.write(struct.pack("<%dq" % len(docs), *ptrs))
     f.write(struct.pack("<%dq" % (len(docs) + 1), *range(len(docs) + 1)))
+PY
+}
+
+make_byte_tokenizer() {
+  mkdir -p "$1"
+  python3 - "$1/tokenizer.json" <<'PY'
+import json, sys
+bs = list(range(ord("!"), ord("~") + 1)) + list(range(ord("¡"), ord("¬") + 1)) + list(range(ord("®"), ord("ÿ") + 1))
+cs = bs[:]
+n = 0
+for b in range(256):
+    if b not in bs:
+        bs.append(b); cs.append(256 + n); n += 1
+sym = dict(zip(bs, (chr(c) for c in cs)))
+vocab = {sym[b]: b for b in range(256)}
+vocab["<|endoftext|>"] = 256
+json.dump({"added_tokens": [{"id": 256, "content": "<|endoftext|>", "special": True}],
+           "normalizer": None,
+           "pre_tokenizer": {"type": "ByteLevel", "add_prefix_space": False, "use_regex": True},
+           "post_processor": None, "decoder": {"type": "ByteLevel"},
+           "model": {"type": "BPE", "vocab": vocab, "merges": []}}, open(sys.argv[1], "w"))
 PY
 }
 

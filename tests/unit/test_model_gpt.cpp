@@ -55,6 +55,52 @@ TEST(ModelGpt, CausalForEveryPositionType) {
   }
 }
 
+// --reset-attention-mask with --reset-position-ids: a packed sample's documents are modelled as if each were alone
+// (logits and gradients), for every position type (rotary and ALiBi ignore the reset positions, as in Megatron: their
+// scores depend on key positions only relative to the query, so the documents come out the same anyway).
+TEST(ModelGpt, DocumentMaskModelsEachDocumentAlone) {
+  auto groups = parallel::single_rank_groups();
+  const torch::Tensor ids = modeltest::tokens(2, 8, 100);                                                  // [b, s]
+  const torch::Tensor doc = torch::tensor({0, 0, 0, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1}).view({2, 8});  // [b, s]
+  const int64_t split[2] = {3, 5};  // where each sample's second document starts
+  torch::Tensor pos = torch::arange(8, torch::kInt64).unsqueeze(0).repeat({2, 1});
+  for (int r = 0; r < 2; ++r) pos[r].narrow(0, split[r], 8 - split[r]).sub_(split[r]);
+  const torch::Tensor mask =
+      (doc.unsqueeze(2) != doc.unsqueeze(1)).logical_or(torch::ones({8, 8}, torch::kBool).triu(1)).unsqueeze(1);
+  for (const char* type : {"absolute", "rotary", "alibi"}) {
+    model::GptStage m(tiny_config(type), groups);
+    m.set_training(false);
+    const torch::Tensor packed = m.forward(ids, pos, mask).narrow(-1, 0, 100);  // [s, b, V]
+    const torch::Tensor unmasked = m.forward(ids, pos).narrow(-1, 0, 100);
+    for (int r = 0; r < 2; ++r) {
+      const torch::Tensor first = m.forward(ids.narrow(0, r, 1).narrow(1, 0, split[r])).narrow(-1, 0, 100);
+      const torch::Tensor second = m.forward(ids.narrow(0, r, 1).narrow(1, split[r], 8 - split[r])).narrow(-1, 0, 100);
+      EXPECT_LT(modeltest::rel_err(packed.narrow(1, r, 1).narrow(0, 0, split[r]), first), 1e-5) << type << " " << r;
+      EXPECT_LT(modeltest::rel_err(packed.narrow(1, r, 1).narrow(0, split[r], 8 - split[r]), second), 1e-5)
+          << type << " " << r;
+      EXPECT_GT((unmasked.narrow(1, r, 1).narrow(0, split[r], 8 - split[r]) - second).abs().max().item<double>(), 1e-3)
+          << type << ": without the mask the second document sees the first";
+    }
+  }
+  // Gradients (summed token losses): the packed first sample against its two documents alone.
+  model::GptStage m(tiny_config("absolute"), groups);
+  const torch::Tensor labels = modeltest::tokens(2, 8, 100, 7);
+  m.zero_grad();
+  m.token_losses(m.forward(ids.narrow(0, 0, 1), pos.narrow(0, 0, 1), mask.narrow(0, 0, 1)), labels.narrow(0, 0, 1))
+      .sum()
+      .backward();
+  std::map<std::string, torch::Tensor> packed;
+  for (const auto& p : m.params()) packed[p.name] = p.param.grad().clone();
+  m.zero_grad();
+  for (int64_t begin : {0, 3}) {
+    const int64_t len = begin == 0 ? 3 : 5;
+    m.token_losses(m.forward(ids.narrow(0, 0, 1).narrow(1, begin, len)), labels.narrow(0, 0, 1).narrow(1, begin, len))
+        .sum()
+        .backward();
+  }
+  for (const auto& p : m.params()) EXPECT_LT(modeltest::rel_err(packed[p.name], p.param.grad()), 1e-5) << p.name;
+}
+
 TEST(ModelGpt, RecomputationGivesTheSameGradientsWithDropout) {
   auto groups = parallel::single_rank_groups();
   auto c = tiny_config("rotary", "swiglu");

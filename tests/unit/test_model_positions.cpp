@@ -40,9 +40,10 @@ TEST(ModelAlibi, BiasIsSlopeTimesKeyPositionForThisRanksHeads) {
 }
 
 namespace {
-// softmax(q k^T / sqrt(d) + bias, causal) v, one (batch, head) at a time, in double.
+// softmax(q k^T / sqrt(d) + bias, causal) v, one (batch, head) at a time, in double; `mask` [b, 1, s, s] (true =
+// masked) also leaves out the keys it masks.
 torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
-                                  const std::vector<double>& slopes) {
+                                  const std::vector<double>& slopes, const torch::Tensor& mask = {}) {
   const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3);
   auto out = torch::zeros({s, b, np, d}, torch::kFloat64);
   auto q64 = q.to(torch::kFloat64), k64 = k.to(torch::kFloat64), v64 = v.to(torch::kFloat64);
@@ -52,6 +53,10 @@ torch::Tensor reference_attention(const torch::Tensor& q, const torch::Tensor& k
         std::vector<double> w(i + 1);
         double mx = -1e300, z = 0;
         for (int64_t j = 0; j <= i; ++j) {
+          if (mask.defined() && mask[bi][0][i][j].item<bool>()) {
+            w[j] = -INFINITY;
+            continue;
+          }
           w[j] = (q64[i][bi][h] * k64[j][bi][h]).sum().item<double>() / std::sqrt(double(d)) +
                  (slopes.empty() ? 0.0 : slopes[h] * j);
           mx = std::max(mx, w[j]);
@@ -85,6 +90,74 @@ TEST(ModelAttention, CausalAndAlibiMatchDirectFormula) {
     o.use_fused = true;
     EXPECT_LT((ops::causal_attention(q, k, v, o) - alibi).abs().max().item<double>(), 1e-5);
   }
+}
+
+namespace {
+
+// Document ids [b, s] -> Megatron's --reset-attention-mask mask [b, 1, s, s] (true = masked).
+torch::Tensor document_mask(const torch::Tensor& doc) {
+  const int64_t s = doc.size(1);
+  return (doc.unsqueeze(2) != doc.unsqueeze(1))
+      .logical_or(torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(doc.device())).triu(1))
+      .unsqueeze(1);
+}
+
+// The given mask against the formula, plain and with ALiBi (explicit path, fp32); the fused path against the explicit
+// one where LibTorch has it (the boolean mask, and the additive one ALiBi makes of it).
+void check_given_mask(torch::Device device, torch::ScalarType dtype, double tol) {
+  torch::manual_seed(4);
+  const int64_t s = 7, b = 2, np = 4, d = 8;
+  auto opts = torch::TensorOptions().device(device).dtype(dtype);
+  auto q = torch::randn({s, b, np, d}, opts), k = torch::randn({s, b, np, d}, opts),
+       v = torch::randn({s, b, np, d}, opts);
+  const torch::Tensor doc =
+      torch::tensor({0, 0, 1, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1}, torch::kInt64).view({b, s}).to(device);  // [b, s]
+  ops::AttentionOptions o;
+  o.use_fused = false;
+  o.mask = document_mask(doc);
+  const torch::Tensor plain = ops::causal_attention(q, k, v, o);
+  EXPECT_LT((plain.cpu().to(torch::kFloat64) - reference_attention(q.cpu(), k.cpu(), v.cpu(), {}, o.mask.cpu()))
+                .abs()
+                .max()
+                .item<double>(),
+            tol);
+  o.alibi = model::alibi_bias(np, 0, np, s, device);
+  const torch::Tensor alibi = ops::causal_attention(q, k, v, o);
+  EXPECT_LT((alibi.cpu().to(torch::kFloat64) -
+             reference_attention(q.cpu(), k.cpu(), v.cpu(), model::alibi_slopes(np), o.mask.cpu()))
+                .abs()
+                .max()
+                .item<double>(),
+            tol);
+  // The mask does something: the causal attention differs (first sample's third query onwards).
+  ops::AttentionOptions causal = o;
+  causal.mask = torch::Tensor();
+  EXPECT_GT((ops::causal_attention(q, k, v, causal) - alibi).abs().max().item<double>(), 1e-3);
+  if (!compat::kHasSdpa) return;
+  o.use_fused = true;
+  EXPECT_LT((ops::causal_attention(q, k, v, o) - alibi).abs().max().item<double>(), tol);
+  o.alibi = torch::Tensor();
+  EXPECT_LT((ops::causal_attention(q, k, v, o) - plain).abs().max().item<double>(), tol);
+  // A mask of another shape is refused on both paths.
+  o.mask = o.mask.narrow(0, 0, 1);
+  EXPECT_THROW(ops::causal_attention(q, k, v, o), InternalError);
+}
+
+}  // namespace
+
+TEST(ModelAttention, GivenMaskReplacesTheCausalOne) {
+  check_given_mask(torch::kCPU, torch::kFloat32, 1e-5);
+  ops::AttentionOptions o;
+  o.use_fused = false;
+  o.mask = torch::zeros({1, 1, 3, 3}, torch::kBool);
+  const auto x = torch::randn({3, 2, 1, 4});
+  EXPECT_THROW(ops::causal_attention(x, x, x, o), InternalError);  // batch 2, mask for 1
+}
+
+TEST(KernelsAttention, GivenMaskOnCudaMatchesTheExplicitPath) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  check_given_mask(torch::kCUDA, torch::kFloat32, 1e-4);
+  check_given_mask(torch::kCUDA, torch::kBFloat16, 3e-2);
 }
 
 namespace {
