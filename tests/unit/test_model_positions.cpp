@@ -157,7 +157,7 @@ TEST(ModelAttention, GivenMaskReplacesTheCausalOne) {
 TEST(KernelsAttention, GivenMaskOnCudaMatchesTheExplicitPath) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   check_given_mask(torch::kCUDA, torch::kFloat32, 1e-4);
-  check_given_mask(torch::kCUDA, torch::kBFloat16, 3e-2);
+  check_given_mask(torch::kCUDA, torch::kBFloat16, 5e-2);
 }
 
 namespace {
