@@ -1,8 +1,13 @@
 #include "model/train_step.h"
 
 #include "core/error.h"
+#include "ops/attention.h"
 
 namespace megaton::model {
+
+torch::Tensor attention_mask(const MicroBatch& mb) {
+  return mb.document_ids.defined() ? ops::document_mask(mb.document_ids) : torch::Tensor();
+}
 
 StepLoss forward_backward_no_pipeline(GptStage& stage, const std::vector<MicroBatch>& batches, double loss_scale) {
   MEGATON_ASSERT(stage.is_first_stage() && stage.is_last_stage(),
@@ -12,8 +17,8 @@ StepLoss forward_backward_no_pipeline(GptStage& stage, const std::vector<MicroBa
   out.micro_batches = static_cast<int>(batches.size());
   const double n = static_cast<double>(batches.size());
   for (const auto& mb : batches) {
-    torch::Tensor losses = stage.forward_losses(mb.tokens, mb.labels, mb.position_ids, mb.attention_mask);  // [b, s]
-    torch::Tensor loss = GptStage::masked_mean(losses, mb.loss_mask);                                       // []
+    torch::Tensor losses = stage.forward_losses(mb.tokens, mb.labels, mb.position_ids, attention_mask(mb));  // [b, s]
+    torch::Tensor loss = GptStage::masked_mean(losses, mb.loss_mask);                                        // []
     (loss * (loss_scale / n)).backward();
     out.loss += loss.item<double>() / n;
   }

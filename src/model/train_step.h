@@ -12,17 +12,21 @@
 namespace megaton::model {
 
 struct MicroBatch {
-  torch::Tensor tokens;          // [b, s] int64
-  torch::Tensor labels;          // [b, s] int64 (tokens shifted by one)
-  torch::Tensor loss_mask;       // [b, s] float/bool
-  torch::Tensor position_ids;    // [b, s] or undefined
-  torch::Tensor attention_mask;  // [b, 1, s, s] bool, true = masked (--reset-attention-mask), or undefined: causal
+  torch::Tensor tokens;        // [b, s] int64
+  torch::Tensor labels;        // [b, s] int64 (tokens shifted by one)
+  torch::Tensor loss_mask;     // [b, s] float/bool
+  torch::Tensor position_ids;  // [b, s] or undefined
+  torch::Tensor document_ids;  // [b, s] int64 (--reset-attention-mask: ops::document_mask), or undefined: causal
 };
 
 struct StepLoss {
   double loss = 0.0;  // mean over micro-batches of each one's masked mean loss (unscaled)
   int micro_batches = 0;
 };
+
+/// The attention mask of `mb` for GptStage::forward: ops::document_mask of its document ids, built when asked (one
+/// micro-batch's [b, 1, s, s] at a time, not a whole iteration's), or undefined (causal).
+torch::Tensor attention_mask(const MicroBatch& mb);
 
 /// Runs forward + backward on every micro-batch. stage must be both first and last (PP = 1).
 StepLoss forward_backward_no_pipeline(GptStage& stage, const std::vector<MicroBatch>& batches, double loss_scale = 1.0);

@@ -84,6 +84,13 @@ void check_mask(const torch::Tensor& mask, const torch::Tensor& q) {
 
 }  // namespace
 
+torch::Tensor document_mask(const torch::Tensor& document_ids) {
+  const int64_t s = document_ids.size(1);
+  const torch::Tensor later =
+      torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(document_ids.device())).triu(1);  // j > i
+  return (document_ids.unsqueeze(2) != document_ids.unsqueeze(1)).logical_or(later).unsqueeze(1);  // [b, 1, s, s]
+}
+
 torch::Tensor causal_attention_explicit(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                         const AttentionOptions& o) {
   const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3);

@@ -29,6 +29,10 @@ struct AttentionOptions {
   bool use_fused = true;
 };
 
+/// Megatron's --reset-attention-mask mask from each token's document index within its sample, document_ids [b, s]
+/// int: [b, 1, s, s] bool, true where query i may not attend to key j (j > i, or another document).
+torch::Tensor document_mask(const torch::Tensor& document_ids);
+
 /// q, k, v [s, b, heads, d] -> context [s, b, heads * d].
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const AttentionOptions& o);

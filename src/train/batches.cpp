@@ -56,12 +56,8 @@ model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vec
   torch::Tensor position = torch::empty({b, s}, host), document = torch::empty({b, s}, host);  // [b, s] each
   const bool boundary = document_positions(p, b, s, o.eod, position.data_ptr<int64_t>(), document.data_ptr<int64_t>());
   if (o.reset_position_ids) mb.position_ids = cuda ? position.to(o.device, torch::kInt64, true) : position;
-  if (o.reset_attention_mask && boundary) {
-    const torch::Tensor doc = cuda ? document.to(o.device, torch::kInt64, true) : document;  // [b, s]
-    const torch::Tensor later =
-        torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(o.device)).triu(1);  // [s, s]: j > i
-    mb.attention_mask = (doc.unsqueeze(2) != doc.unsqueeze(1)).logical_or(later).unsqueeze(1);     // [b, 1, s, s]
-  }
+  if (o.reset_attention_mask && boundary)
+    mb.document_ids = cuda ? document.to(o.device, torch::kInt64, true) : document;
   return mb;
 }
 

@@ -30,8 +30,14 @@ TEST(StepGraph, UnsupportedRunsAreNamed) {
   EXPECT_NE(train::cuda_graph_unsupported(c, true, 1).find("--checkpoint-activations"), std::string::npos);
   c.model.checkpoint_activations = false;
   c.model.gemm_autotune = true;
+  c.data.reset_attention_mask = true;
   const std::string why = train::cuda_graph_unsupported(c, false, 4);
-  for (const char* part : {"CPU", "4 ranks", "--gemm-autotune"}) EXPECT_NE(why.find(part), std::string::npos) << why;
+  for (const char* part : {"CPU", "4 ranks", "--gemm-autotune", "--reset-attention-mask"})
+    EXPECT_NE(why.find(part), std::string::npos) << why;
+  c.model.gemm_autotune = false;
+  c.data.reset_position_ids = true;  // the positions are copied into the captured inputs like the tokens
+  c.data.reset_attention_mask = false;
+  EXPECT_EQ(train::cuda_graph_unsupported(c, true, 1), "");
 }
 
 namespace {

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "model/gpt_stage.h"
 #include "model/train_step.h"
+#include "ops/attention.h"
 #include "parallel/self_communicator.h"
 #include "test_model_util.h"
 
@@ -65,8 +66,7 @@ TEST(ModelGpt, DocumentMaskModelsEachDocumentAlone) {
   const int64_t split[2] = {3, 5};  // where each sample's second document starts
   torch::Tensor pos = torch::arange(8, torch::kInt64).unsqueeze(0).repeat({2, 1});
   for (int r = 0; r < 2; ++r) pos[r].narrow(0, split[r], 8 - split[r]).sub_(split[r]);
-  const torch::Tensor mask =
-      (doc.unsqueeze(2) != doc.unsqueeze(1)).logical_or(torch::ones({8, 8}, torch::kBool).triu(1)).unsqueeze(1);
+  const torch::Tensor mask = ops::document_mask(doc);  // [b, 1, s, s]
   for (const char* type : {"absolute", "rotary", "alibi"}) {
     model::GptStage m(tiny_config(type), groups);
     m.set_training(false);

@@ -94,14 +94,6 @@ TEST(ModelAttention, CausalAndAlibiMatchDirectFormula) {
 
 namespace {
 
-// Document ids [b, s] -> Megatron's --reset-attention-mask mask [b, 1, s, s] (true = masked).
-torch::Tensor document_mask(const torch::Tensor& doc) {
-  const int64_t s = doc.size(1);
-  return (doc.unsqueeze(2) != doc.unsqueeze(1))
-      .logical_or(torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(doc.device())).triu(1))
-      .unsqueeze(1);
-}
-
 // The given mask against the formula, plain and with ALiBi (explicit path, fp32); the fused path against the explicit
 // one where LibTorch has it (the boolean mask, and the additive one ALiBi makes of it).
 void check_given_mask(torch::Device device, torch::ScalarType dtype, double tol) {
@@ -114,7 +106,7 @@ void check_given_mask(torch::Device device, torch::ScalarType dtype, double tol)
       torch::tensor({0, 0, 1, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1}, torch::kInt64).view({b, s}).to(device);  // [b, s]
   ops::AttentionOptions o;
   o.use_fused = false;
-  o.mask = document_mask(doc);
+  o.mask = ops::document_mask(doc);
   const torch::Tensor plain = ops::causal_attention(q, k, v, o);
   EXPECT_LT((plain.cpu().to(torch::kFloat64) - reference_attention(q.cpu(), k.cpu(), v.cpu(), {}, o.mask.cpu()))
                 .abs()
