@@ -8,12 +8,20 @@
 // cheaper)
 // Counters: fwd_ms, step_ms (forward + backward), tflops (the kernels' FLOPs, the causal half: 2 s^2 d per head and
 // batch forward, 2.5x that backward, over step_ms). GPT-2 124M: {32, 1024, 12, 64}; GPT 1.3B: {8, 2048, 16, 128}.
+//
+// BM_DocumentMask/{b, s, np, d, doc: tokens per document, backend: -1 ATen's choice, 0 cuDNN, 2 memory-efficient}:
+// ops::causal_attention (megaton's attention op, fused path) with --reset-attention-mask's mask for samples of
+// s / doc documents each (ops::document_mask), against the same op causal (no mask: ATen's choice, cuDNN's causal
+// kernels on the H200) in the same iteration. Counters: causal_ms, masked_ms (forward + backward), slowdown
+// (masked / causal), useful_tflops (the masked step's document-local causal FLOPs over its time: what a kernel that
+// skips the masked blocks would do in less time).
 //   build/perf/bench_attention     (an error row without CUDA or a LibTorch without backend switches, < 2.3)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
 #include "bench_gpu_seconds.h"
 #include "core/torch_compat.h"
+#include "ops/attention.h"
 
 #if MEGATON_TORCH_AT_LEAST(2, 3)
 #define MEGATON_SDPA_BACKEND_SWITCHES 1
@@ -93,7 +101,72 @@ void BM_SdpaBackend(benchmark::State& state) {
 #endif
 }
 
+void BM_DocumentMask(benchmark::State& state) {
+  if (megaton::perf::skip_without_cuda(state)) return;
+#if !defined(MEGATON_SDPA_BACKEND_SWITCHES) || !defined(MEGATON_HAVE_CUDA)
+  state.SkipWithError("LibTorch without SDPA backend switches (needs >= 2.3)");
+#else
+  const int64_t b = state.range(0), s = state.range(1), np = state.range(2), d = state.range(3), doc = state.range(4);
+  const int backend = int(state.range(5));
+  const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  torch::Tensor qkv = torch::randn({s, b, np, 3, d}, o).requires_grad_();  // [s, b, np, 3, d]
+  torch::Tensor dout = torch::randn({s, b, np * d}, o);                    // [s, b, np*d]
+  const torch::Tensor ids =
+      torch::div(torch::arange(s, torch::TensorOptions().dtype(torch::kInt64).device(torch::kCUDA)), doc, "floor")
+          .unsqueeze(0)
+          .expand({b, s});  // [b, s]: document index of each token
+  megaton::ops::AttentionOptions causal;
+  megaton::ops::AttentionOptions masked;
+  masked.mask = megaton::ops::document_mask(ids);  // [b, 1, s, s]
+  auto step = [&](const megaton::ops::AttentionOptions& opts) {
+    return [&, opts] {
+      megaton::ops::causal_attention(qkv.select(3, 0), qkv.select(3, 1), qkv.select(3, 2), opts).backward(dout);
+      qkv.mutable_grad().reset();
+    };
+  };
+  auto causal_step = step(causal), masked_step = step(masked);
+  double causal_s = 0, masked_s = 0;
+  try {
+    causal_step();  // warm-up; a backend that does not take the mask throws here
+    if (backend >= 0) {
+      const OnlyBackend only(backend);
+      masked_step();
+    } else {
+      masked_step();
+    }
+  } catch (const std::exception& e) {
+    state.SkipWithError(e.what());
+    return;
+  }
+  for (auto _ : state) {
+    causal_s = megaton::perf::gpu_seconds(causal_step, 10);
+    if (backend >= 0) {
+      const OnlyBackend only(backend);
+      masked_s = megaton::perf::gpu_seconds(masked_step, 10);
+    } else {
+      masked_s = megaton::perf::gpu_seconds(masked_step, 10);
+    }
+    state.SetIterationTime(masked_s);
+  }
+  // Document-local causal work: s / doc documents of doc^2 / 2 scores each (forward 2 s^2 d for the causal half of a
+  // whole sequence, backward 2.5x).
+  const double flops = 2.0 * double(b * np) * double(s) * double(doc) * double(d) * 3.5;
+  state.counters["causal_ms"] = causal_s * 1e3;
+  state.counters["masked_ms"] = masked_s * 1e3;
+  state.counters["slowdown"] = masked_s / causal_s;
+  state.counters["useful_tflops"] = flops / masked_s * 1e-12;
+#endif
+}
+
 }  // namespace
+
+BENCHMARK(BM_DocumentMask)
+    ->ArgNames({"b", "s", "np", "d", "doc", "backend"})
+    ->ArgsProduct({{32}, {1024}, {12}, {64}, {256, 1024}, {-1, 0, 2}})
+    ->ArgsProduct({{8}, {2048}, {16}, {128}, {512, 2048}, {-1, 0, 2}})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_SdpaBackend)
     ->ArgNames({"b", "s", "np", "d", "backend", "dropout"})
