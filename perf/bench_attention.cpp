@@ -19,6 +19,8 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <optional>
+
 #include "bench_gpu_seconds.h"
 #include "core/torch_compat.h"
 #include "ops/attention.h"
@@ -125,27 +127,22 @@ void BM_DocumentMask(benchmark::State& state) {
     };
   };
   auto causal_step = step(causal), masked_step = step(masked);
+  auto on_backend = [&](auto&& fn) {  // fn() with only the chosen backend enabled (-1: ATen's choice)
+    std::optional<OnlyBackend> only;
+    if (backend >= 0) only.emplace(backend);
+    return fn();
+  };
   double causal_s = 0, masked_s = 0;
   try {
     causal_step();  // warm-up; a backend that does not take the mask throws here
-    if (backend >= 0) {
-      const OnlyBackend only(backend);
-      masked_step();
-    } else {
-      masked_step();
-    }
+    on_backend(masked_step);
   } catch (const std::exception& e) {
     state.SkipWithError(e.what());
     return;
   }
   for (auto _ : state) {
     causal_s = megaton::perf::gpu_seconds(causal_step, 10);
-    if (backend >= 0) {
-      const OnlyBackend only(backend);
-      masked_s = megaton::perf::gpu_seconds(masked_step, 10);
-    } else {
-      masked_s = megaton::perf::gpu_seconds(masked_step, 10);
-    }
+    masked_s = on_backend([&] { return megaton::perf::gpu_seconds(masked_step, 10); });
     state.SetIterationTime(masked_s);
   }
   // Document-local causal work: s / doc documents of doc^2 / 2 scores each (forward 2 s^2 d for the causal half of a

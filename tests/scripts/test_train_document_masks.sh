@@ -8,9 +8,7 @@
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/scripts/train_lib.sh"
-work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
-make_synthetic_data "$work" 256
+setup_work 256  # $work: a scratch directory (removed at exit), the synthetic dataset with EOD 256
 make_byte_tokenizer "$work/tok"
 common=($(tiny_model_args) $(tiny_lr_args) --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$work/tok"
         --data-path "$work/synth_text_document" --micro-batch-size 2 --global-batch-size 8 --train-iters 12

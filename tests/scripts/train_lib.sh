@@ -6,7 +6,7 @@
 #   make_byte_tokenizer DIR          -> DIR/tokenizer.json: byte-level BPE, no merges, <|endoftext|> = 256 (vocab 257)
 #   run_train NP ARGS...             -> megaton train on NP ranks (mpirun --oversubscribe; NP=1 runs it directly)
 #   compare_losses A.jsonl B.jsonl TOL [FIRST_ITER]   -> fails unless lm_loss agrees within TOL at every iteration
-#   setup_work                       -> $work: a scratch directory removed at exit, holding the synthetic dataset
+#   setup_work [EOD]                 -> $work: a scratch directory removed at exit, holding the synthetic dataset
 MEGATON="$BUILD/megaton"
 MPIRUN="${MPIRUN:-mpirun}"
 export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"  # ranks oversubscribe the cores
@@ -59,7 +59,7 @@ PY
 setup_work() {
   work=$(mktemp -d)
   trap 'rm -rf "$work"' EXIT
-  make_synthetic_data "$work"
+  make_synthetic_data "$work" "$@"
 }
 
 # A tiny GPT on the synthetic data: 4 layers, hidden 32, seq 16, vocab 128; dropout off so layouts are comparable.
