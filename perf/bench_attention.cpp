@@ -9,12 +9,13 @@
 // Counters: fwd_ms, step_ms (forward + backward), tflops (the kernels' FLOPs, the causal half: 2 s^2 d per head and
 // batch forward, 2.5x that backward, over step_ms). GPT-2 124M: {32, 1024, 12, 64}; GPT 1.3B: {8, 2048, 16, 128}.
 //
-// BM_DocumentMask/{b, s, np, d, doc: tokens per document, backend: -1 ATen's choice, 0 cuDNN, 2 memory-efficient}:
-// ops::causal_attention (megaton's attention op, fused path) with --reset-attention-mask's mask for samples of
-// s / doc documents each (ops::document_mask), against the same op causal (no mask: ATen's choice, cuDNN's causal
-// kernels on the H200) in the same iteration. Counters: causal_ms, masked_ms (forward + backward), slowdown
-// (masked / causal), useful_tflops (the masked step's document-local causal FLOPs over its time: what a kernel that
-// skips the masked blocks would do in less time).
+// BM_DocumentMask/{b, s, np, d, doc: tokens per document, backend: -1 ATen's choice, 0 cuDNN, 2 memory-efficient,
+// 9 variable-length flash}: ops::causal_attention (megaton's attention op) with --reset-attention-mask's documents,
+// s / doc in each sample: through SDPA with their boolean mask (backends -1, 0, 2), or each document alone through the
+// variable-length flash kernel (9, the op's default for documents in bf16 on the GPU); against the same op causal (no
+// documents: ATen's choice, cuDNN's causal kernels on the H200) in the same iteration. Counters: causal_ms, masked_ms
+// (forward + backward), slowdown (masked / causal), useful_tflops (the document-local causal FLOPs over masked_ms: a
+// kernel that skips the blocks across documents does this work only).
 //   build/perf/bench_attention     (an error row without CUDA or a LibTorch without backend switches, < 2.3)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
@@ -119,7 +120,8 @@ void BM_DocumentMask(benchmark::State& state) {
           .expand({b, s});  // [b, s]: document index of each token
   megaton::ops::AttentionOptions causal;
   megaton::ops::AttentionOptions masked;
-  masked.mask = megaton::ops::document_mask(ids);  // [b, 1, s, s]
+  masked.documents = megaton::ops::Documents(ids, torch::kCUDA);
+  masked.use_varlen = backend == 9;
   auto step = [&](const megaton::ops::AttentionOptions& opts) {
     return [&, opts] {
       megaton::ops::causal_attention(qkv.select(3, 0), qkv.select(3, 1), qkv.select(3, 2), opts).backward(dout);
@@ -127,9 +129,9 @@ void BM_DocumentMask(benchmark::State& state) {
     };
   };
   auto causal_step = step(causal), masked_step = step(masked);
-  auto on_backend = [&](auto&& fn) {  // fn() with only the chosen backend enabled (-1: ATen's choice)
+  auto on_backend = [&](auto&& fn) {  // fn() with only the chosen SDPA backend enabled (-1: ATen's choice; 9: none)
     std::optional<OnlyBackend> only;
-    if (backend >= 0) only.emplace(backend);
+    if (backend >= 0 && backend != 9) only.emplace(backend);
     return fn();
   };
   double causal_s = 0, masked_s = 0;
@@ -159,8 +161,8 @@ void BM_DocumentMask(benchmark::State& state) {
 
 BENCHMARK(BM_DocumentMask)
     ->ArgNames({"b", "s", "np", "d", "doc", "backend"})
-    ->ArgsProduct({{32}, {1024}, {12}, {64}, {256, 1024}, {-1, 0, 2}})
-    ->ArgsProduct({{8}, {2048}, {16}, {128}, {512, 2048}, {-1, 0, 2}})
+    ->ArgsProduct({{32}, {1024}, {12}, {64}, {256, 1024}, {-1, 0, 2, 9}})
+    ->ArgsProduct({{8}, {2048}, {16}, {128}, {512, 2048}, {-1, 0, 2, 9}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);

@@ -66,6 +66,9 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("no-qkv-grad-fusion", po::bool_switch(&a.no_qkv_grad_fusion),
        "the attention's QKV gradient assembled by ATen's stack and the QKV bias gradient by a separate column sum, "
        "instead of one pass for both")
+      ("no-varlen-attention", po::bool_switch(&a.no_varlen_attention),
+       "CUDA, bf16/fp16, --reset-attention-mask: the documents' [b, 1, s, s] mask through SDPA instead of each "
+       "document alone through the variable-length flash kernel")
       ("no-dropout-layernorm-fusion", po::bool_switch(&a.no_dropout_layernorm_fusion),
        "CUDA, bf16/fp16: ATen's fused dropout before the residual add instead of the hidden dropout drawn inside the "
        "LayerNorm kernel that reads the add (one mask bit per element kept for the backward, whose kernel writes the "

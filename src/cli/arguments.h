@@ -44,6 +44,7 @@ struct ModelArgs {
   bool gemm_autotune = false;                // time the offered GEMM algorithms per shape, keep the fastest (not saved)
   bool no_gemm_autotune = false;             // the default, said explicitly (not saved)
   bool no_qkv_grad_fusion = false;           // QKV gradient by stack, its bias gradient by a separate sum (not saved)
+  bool no_varlen_attention = false;          // documents through SDPA with their mask, not varlen flash (not saved)
   bool dropout_layernorm_fusion = false;     // the default, asked for (checked against the next one)
   bool no_dropout_layernorm_fusion = false;  // CUDA: ATen's dropout before the add, not in the LayerNorm (not saved)
   bool fused_lm_head_loss = false;           // asked for explicitly (the default; checked against the next one)

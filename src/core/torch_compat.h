@@ -45,3 +45,46 @@ inline torch::Tensor scaled_dot_product_attention(const torch::Tensor& q, const 
 }
 
 }  // namespace megaton::compat
+
+// ~~~ variable-length flash attention (ATen's private entry points; their schemas gained keyword arguments over the
+// releases, all defaulted, so only the leading ones are passed) ~~~
+namespace megaton::compat {
+
+/// at::_flash_attention_forward with cumulative sequence lengths exists (with these arguments) from LibTorch 2.2 on.
+constexpr bool kHasVarlenFlash = MEGATON_TORCH_AT_LEAST(2, 2);
+
+/// The outputs of a variable-length flash forward that its backward needs.
+struct VarlenFlashOut {
+  torch::Tensor out, logsumexp, rng_state, unused;
+};
+
+/// q, k, v [t, heads, d] half, unit last stride; cu_seqlens [n + 1] int32 (the same for queries and keys); causal
+/// within each sequence; dropout_p from torch's default generator of the device; scale 1/sqrt(d).
+inline VarlenFlashOut varlen_flash_forward(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                           const torch::Tensor& cu_seqlens, int64_t max_len, double dropout_p) {
+#if MEGATON_TORCH_AT_LEAST(2, 2)
+  auto r = at::_flash_attention_forward(q, k, v, cu_seqlens, cu_seqlens, max_len, max_len, dropout_p,
+                                        /*is_causal=*/true, /*return_debug_mask=*/false);
+  return {std::get<0>(r), std::get<1>(r), std::get<2>(r), std::get<3>(r)};
+#else
+  (void)q, (void)k, (void)v, (void)cu_seqlens, (void)max_len, (void)dropout_p;
+  TORCH_INTERNAL_ASSERT(false, "variable-length flash attention needs LibTorch >= 2.2 (check compat::kHasVarlenFlash)");
+  return {};
+#endif
+}
+
+/// The backward of varlen_flash_forward: (dq, dk, dv), each [t, heads, d].
+inline std::tuple<torch::Tensor, torch::Tensor, torch::Tensor> varlen_flash_backward(
+    const torch::Tensor& grad_out, const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+    const VarlenFlashOut& f, const torch::Tensor& cu_seqlens, int64_t max_len, double dropout_p) {
+#if MEGATON_TORCH_AT_LEAST(2, 2)
+  return at::_flash_attention_backward(grad_out, q, k, v, f.out, f.logsumexp, cu_seqlens, cu_seqlens, max_len, max_len,
+                                       dropout_p, /*is_causal=*/true, f.rng_state, f.unused);
+#else
+  (void)grad_out, (void)q, (void)k, (void)v, (void)f, (void)cu_seqlens, (void)max_len, (void)dropout_p;
+  TORCH_INTERNAL_ASSERT(false, "variable-length flash attention needs LibTorch >= 2.2 (check compat::kHasVarlenFlash)");
+  return {};
+#endif
+}
+
+}  // namespace megaton::compat

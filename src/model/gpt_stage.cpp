@@ -207,7 +207,7 @@ std::vector<int> GptStage::forward_groups() const {
 }
 
 torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Tensor& position_ids,
-                                     const torch::Tensor& attention_mask) {
+                                     const ops::Documents& documents) {
   torch::Tensor h;
   if (first_) {
     gate(0);
@@ -220,7 +220,7 @@ torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Te
     h = input;
   }
   LayerContext ctx = layer_context(h.size(0));
-  ctx.attention_mask = attention_mask;  // checked by ops::causal_attention
+  ctx.documents = documents;  // checked by ops::causal_attention
   const SplitHidden out = run_layers(h, ctx);
   // All of the update (the final LayerNorm's and the output layer's group last) and the grads' zeroing: the output
   // layer's loss may write gradients in the forward.
@@ -233,8 +233,8 @@ torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Te
 }
 
 torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor& position_ids,
-                                const torch::Tensor& attention_mask) {
-  torch::Tensor h = final_hidden(input, position_ids, attention_mask);
+                                const ops::Documents& documents) {
+  torch::Tensor h = final_hidden(input, position_ids, documents);
   if (!last_) return h;
   torch::Tensor logits = parallel::parallel_lm_logits(h, output_weight_, tp_);  // [s, b, V/tp]
   // Training logits only feed token_losses, whose cross-entropy treats the padding columns as -inf itself: masking
@@ -245,12 +245,12 @@ torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor&
 }
 
 torch::Tensor GptStage::forward_losses(const torch::Tensor& input, const torch::Tensor& labels,
-                                       const torch::Tensor& position_ids, const torch::Tensor& attention_mask) {
+                                       const torch::Tensor& position_ids, const ops::Documents& documents) {
   MEGATON_ASSERT(last_, "forward_losses on a stage that is not the last");
   // Without autograd (evaluation) the gradient written over the logits would be a wasted pass.
   if (c_.model.no_fused_lm_head_loss || !torch::GradMode::is_enabled())
-    return token_losses(forward(input, position_ids, attention_mask), labels);
-  torch::Tensor h = final_hidden(input, position_ids, attention_mask);  // [s, b, h]
+    return token_losses(forward(input, position_ids, documents), labels);
+  torch::Tensor h = final_hidden(input, position_ids, documents);  // [s, b, h]
   check_labels(labels, h);
   return parallel::lm_head_cross_entropy(parallel::copy_to_tp_region(h, tp_), output_weight_, labels.t(), tp_,
                                          valid_columns_, true, main_grads().of(output_weight_))

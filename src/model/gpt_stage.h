@@ -65,10 +65,10 @@ class GptStage {
   /// First stage: token ids [b, s] (int64); other stages: hidden [s, b, h] from the previous stage.
   /// Returns hidden [s, b, h] on all but the last stage, logits [s, b, padded_vocab/tp] on the last one.
   /// position_ids [b, s] (read by learned absolute positions only, as in Megatron: rotary and ALiBi ignore them;
-  /// default 0..s-1), first stage. attention_mask [b, 1, s, s] bool, true = masked (Megatron's; it must contain the
-  /// causal mask), every stage; undefined: causal.
+  /// default 0..s-1), first stage. documents: --reset-attention-mask's, every stage (each document attends only to
+  /// itself, causally); none: causal over the sample.
   torch::Tensor forward(const torch::Tensor& input, const torch::Tensor& position_ids = {},
-                        const torch::Tensor& attention_mask = {});
+                        const ops::Documents& documents = {});
 
   /// Incremental forward for generation (no dropout; call set_training(false) first): like forward(), but the input
   /// holds positions [cache.length(), cache.length() + s) (first stage: ids [b, s]; others: hidden [s, b, h]) and
@@ -81,7 +81,7 @@ class GptStage {
   /// through parallel::lm_head_cross_entropy (the logits' gradient computed in the forward pass into the logits'
   /// buffer).
   torch::Tensor forward_losses(const torch::Tensor& input, const torch::Tensor& labels,
-                               const torch::Tensor& position_ids = {}, const torch::Tensor& attention_mask = {});
+                               const torch::Tensor& position_ids = {}, const ops::Documents& documents = {});
   /// sum(losses * mask) / sum(mask): Megatron's loss_func. losses, mask [b, s].
   static torch::Tensor masked_mean(const torch::Tensor& losses, const torch::Tensor& loss_mask);
   /// The full logits [s, b, padded_vocab] gathered over TP (for generation and tests).
@@ -120,7 +120,7 @@ class GptStage {
   torch::Tensor embed(const torch::Tensor& ids, const torch::Tensor& position_ids) const;  // -> [s, b, h]
   // forward() up to the logits: hidden [s, b, h] after the final LayerNorm on the last stage, else to the next stage.
   torch::Tensor final_hidden(const torch::Tensor& input, const torch::Tensor& position_ids,
-                             const torch::Tensor& attention_mask);
+                             const ops::Documents& documents);
   SplitHidden run_layers(torch::Tensor h, const LayerContext& ctx);
   void gate(int group) const;  // gate_(group) in training
   LayerContext layer_context(int64_t s);

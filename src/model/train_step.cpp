@@ -5,10 +5,6 @@
 
 namespace megaton::model {
 
-torch::Tensor attention_mask(const MicroBatch& mb) {
-  return mb.document_ids.defined() ? ops::document_mask(mb.document_ids) : torch::Tensor();
-}
-
 StepLoss forward_backward_no_pipeline(GptStage& stage, const std::vector<MicroBatch>& batches, double loss_scale) {
   MEGATON_ASSERT(stage.is_first_stage() && stage.is_last_stage(),
                  "forward_backward_no_pipeline needs the whole model on one stage (PP = 1)");
@@ -17,8 +13,8 @@ StepLoss forward_backward_no_pipeline(GptStage& stage, const std::vector<MicroBa
   out.micro_batches = static_cast<int>(batches.size());
   const double n = static_cast<double>(batches.size());
   for (const auto& mb : batches) {
-    torch::Tensor losses = stage.forward_losses(mb.tokens, mb.labels, mb.position_ids, attention_mask(mb));  // [b, s]
-    torch::Tensor loss = GptStage::masked_mean(losses, mb.loss_mask);                                        // []
+    torch::Tensor losses = stage.forward_losses(mb.tokens, mb.labels, mb.position_ids, mb.documents.per_forward());
+    torch::Tensor loss = GptStage::masked_mean(losses, mb.loss_mask);  // []
     (loss * (loss_scale / n)).backward();
     out.loss += loss.item<double>() / n;
   }

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "model/gpt_stage.h"
+#include "ops/attention.h"
 
 namespace megaton::model {
 
@@ -16,17 +17,13 @@ struct MicroBatch {
   torch::Tensor labels;        // [b, s] int64 (tokens shifted by one)
   torch::Tensor loss_mask;     // [b, s] float/bool
   torch::Tensor position_ids;  // [b, s] or undefined
-  torch::Tensor document_ids;  // [b, s] int64 (--reset-attention-mask: ops::document_mask), or undefined: causal
+  ops::Documents documents;    // --reset-attention-mask's (each forward takes documents.per_forward()), or none
 };
 
 struct StepLoss {
   double loss = 0.0;  // mean over micro-batches of each one's masked mean loss (unscaled)
   int micro_batches = 0;
 };
-
-/// The attention mask of `mb` for GptStage::forward: ops::document_mask of its document ids, built when asked (one
-/// micro-batch's [b, 1, s, s] at a time, not a whole iteration's), or undefined (causal).
-torch::Tensor attention_mask(const MicroBatch& mb);
 
 /// Runs forward + backward on every micro-batch. stage must be both first and last (PP = 1).
 StepLoss forward_backward_no_pipeline(GptStage& stage, const std::vector<MicroBatch>& batches, double loss_scale = 1.0);

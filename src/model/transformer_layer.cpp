@@ -62,6 +62,7 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   local_heads_ = heads / n;
   bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh;
   fuse_qkv_grad_ = !m.no_qkv_grad_fusion;
+  use_varlen_ = !m.no_varlen_attention;
   // where ops::gemm_epilogue_supported, else ATen
   mlp_epilogues_ = {!m.no_gemm_epilogue_fusion, !m.no_gemm_epilogue_fusion && !m.no_gemm_dgelu_epilogue};
   const std::string p = "layers." + std::to_string(index) + ".";
@@ -133,10 +134,11 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
   o.training = ctx.training;
   o.dropout_generator = ctx.rng ? &ctx.rng->tp_generator() : nullptr;
   o.alibi = ctx.alibi;
-  o.mask = ctx.attention_mask;
+  o.documents = ctx.documents;
   o.use_fused = c_.use_fused_attention;
+  o.use_varlen = use_varlen_;
   if (kv != nullptr) {
-    MEGATON_CHECK(!ctx.training && !o.mask.defined(), InternalError,
+    MEGATON_CHECK(!ctx.training && !o.documents.defined(), InternalError,
                   "the KV-cache path is for inference only, with the causal mask");
     kv->k = kv->k.defined() ? torch::cat({kv->k, k}, 0) : k.contiguous();  // [past + s, b, np, d]
     kv->v = kv->v.defined() ? torch::cat({kv->v, v}, 0) : v.contiguous();

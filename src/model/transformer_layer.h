@@ -13,6 +13,7 @@
 
 #include "dist/communicator.h"
 #include "model/gpt_config.h"
+#include "ops/attention.h"
 #include "ops/gemm_epilogue.h"
 #include "ops/layer_norm.h"
 #include "parallel/param_factory.h"
@@ -28,7 +29,7 @@ struct LayerContext {
   torch::Tensor alibi;       // [heads/tp, 1, s] fp32, or undefined
   torch::Tensor rotary_cos;  // [s, 1, 1, head_dim] fp32, or undefined
   torch::Tensor rotary_sin;
-  torch::Tensor attention_mask;  // [b, 1, s, s] bool, true = masked (--reset-attention-mask), or undefined: causal
+  ops::Documents documents;  // --reset-attention-mask's (one forward's, its mask shared by the layers), or none: causal
 };
 
 /// A residual stream left as two addends: the hidden state is residual + dropout(delta) (delta undefined: residual
@@ -85,6 +86,7 @@ class TransformerLayer {
   int64_t local_heads_;
   ops::Activation act_;
   bool bias_gelu_mlp_ = false;  // tanh-GELU MLP: one autograd function, ops::bias_gelu_mlp (when fc1 has a bias)
+  bool use_varlen_ = true;      // documents through the variable-length kernel; --no-varlen-attention
   bool fuse_qkv_grad_ = true;   // QKV gradient and bias gradient in one pass (ops::split_qkv); --no-qkv-grad-fusion
   ops::MlpEpilogues mlp_epilogues_;  // cuBLASLt epilogues (--no-gemm-epilogue-fusion, --no-gemm-dgelu-epilogue)
   torch::Tensor ln1_w_, ln1_b_, ln2_w_, ln2_b_;        // [h]

@@ -1,11 +1,14 @@
 #include "ops/attention.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <vector>
 
 #include "core/error.h"
 #include "core/torch_compat.h"
+#include "ops/attention_varlen.h"
 
 namespace megaton::ops {
 
@@ -54,12 +57,12 @@ torch::Tensor attention_fused(const torch::Tensor& q, const torch::Tensor& k, co
   if (o.alibi.defined()) {
     const auto opts = torch::TensorOptions().dtype(q.scalar_type()).device(q.device());
     const double inf = std::numeric_limits<float>::infinity();
-    torch::Tensor masked = o.mask.defined()
-                               ? torch::zeros({b, 1, s, s}, opts).masked_fill(o.mask, -inf)          // [b, 1, s, s]
-                               : torch::full({s, s}, -inf, opts).triu(1).unsqueeze(0).unsqueeze(0);  // [1, 1, s, s]
+    torch::Tensor masked = o.documents.defined()
+                               ? torch::zeros({b, 1, s, s}, opts).masked_fill(o.documents.mask(), -inf)  // [b, 1, s, s]
+                               : torch::full({s, s}, -inf, opts).triu(1).unsqueeze(0).unsqueeze(0);      // [1, 1, s, s]
     mask = o.alibi.to(q.scalar_type()).narrow(-1, 0, s).unsqueeze(0) + masked;  // [b or 1, np, s, s]
-  } else if (o.mask.defined()) {
-    mask = o.mask.logical_not();  // [b, 1, s, s]: SDPA's boolean masks are true where attention is allowed
+  } else if (o.documents.defined()) {
+    mask = o.documents.mask().logical_not();  // [b, 1, s, s]: SDPA's boolean masks are true where attention is allowed
   }
   const double p = o.training ? o.dropout_p : 0.0;
   torch::Tensor ctx;
@@ -73,16 +76,79 @@ torch::Tensor attention_fused(const torch::Tensor& q, const torch::Tensor& k, co
   return ctx.permute({2, 0, 1, 3}).reshape({s, b, np * d});  // [s, b, np*d]
 }
 
-void check_mask(const torch::Tensor& mask, const torch::Tensor& q) {
-  if (!mask.defined()) return;
+// The variable-length path: [s, b, np, d] -> the samples' tokens end to end [b*s, np, d], each document causal alone.
+torch::Tensor attention_varlen(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                               const AttentionOptions& o) {
+  const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3);
+  const auto packed = [&](const torch::Tensor& x) { return x.transpose(0, 1).reshape({b * s, np, d}); };
+  const double p = o.training ? o.dropout_p : 0.0;
+  torch::Tensor ctx;  // [b*s, np, d]
+  if (p > 0.0) {
+    MEGATON_ASSERT(o.dropout_generator != nullptr, "attention dropout without a generator");
+    ScopedDefaultGenerator swap(q.device(), *o.dropout_generator);
+    ctx =
+        varlen_causal_attention(packed(q), packed(k), packed(v), o.documents.cu_seqlens(), o.documents.max_length(), p);
+  } else {
+    ctx = varlen_causal_attention(packed(q), packed(k), packed(v), o.documents.cu_seqlens(), o.documents.max_length(),
+                                  0.0);
+  }
+  return ctx.view({b, s, np * d}).transpose(0, 1).contiguous();  // [s, b, np*d]
+}
+
+void check_documents(const Documents& docs, const torch::Tensor& q) {
+  if (!docs.defined()) return;
   const int64_t s = q.size(0), b = q.size(1);
-  MEGATON_CHECK(mask.scalar_type() == torch::kBool && mask.dim() == 4 && mask.size(0) == b && mask.size(1) == 1 &&
-                    mask.size(2) == s && mask.size(3) == s,
-                InternalError, "attention mask: expected bool [", b, ", 1, ", s, ", ", s, "], got ", mask.scalar_type(),
-                " ", mask.sizes());
+  MEGATON_CHECK(docs.ids().dim() == 2 && docs.ids().size(0) == b && docs.ids().size(1) == s, InternalError,
+                "attention documents: expected ids [", b, ", ", s, "], got ", docs.ids().sizes());
+}
+
+bool is_non_decreasing(const torch::Tensor& ids) {  // [b, s]
+  return ids.size(1) < 2 || (ids.narrow(1, 1, ids.size(1) - 1) >= ids.narrow(1, 0, ids.size(1) - 1)).all().item<bool>();
 }
 
 }  // namespace
+
+Documents::Documents(const torch::Tensor& ids, torch::Device device) {
+  MEGATON_CHECK(ids.dim() == 2 && ids.size(1) > 0 && !ids.is_floating_point(), InternalError,
+                "document ids: expected integers [b, s], got ", ids.scalar_type(), " ", ids.sizes());
+  const torch::Tensor host = ids.to(torch::kCPU, torch::kInt64).contiguous();  // [b, s]
+  MEGATON_CHECK(is_non_decreasing(host), InternalError, "document ids must not decrease along a sample");
+  const int64_t b = host.size(0), s = host.size(1);
+  const int64_t* id = host.data_ptr<int64_t>();
+  std::vector<int32_t> starts;  // each document's first token in the samples' tokens end to end
+  for (int64_t i = 0; i < b * s; ++i) {
+    if (i % s == 0 || id[i] != id[i - 1]) {
+      if (!starts.empty()) max_length_ = std::max<int64_t>(max_length_, i - starts.back());
+      starts.push_back(static_cast<int32_t>(i));
+    }
+  }
+  max_length_ = std::max<int64_t>(max_length_, b * s - starts.back());
+  starts.push_back(static_cast<int32_t>(b * s));
+  // Host tensors reach the GPU through pinned memory, asynchronously: the training loop never waits on the device here.
+  const auto upload = [&](const torch::Tensor& t) {
+    return device.is_cuda() ? t.pin_memory().to(device, /*non_blocking=*/true) : t.to(device);
+  };
+  cu_seqlens_ = upload(torch::tensor(starts, torch::kInt32));  // [n + 1]
+  ids_ = ids.device() == device ? ids.to(torch::kInt64) : upload(host);
+}
+
+Documents Documents::per_forward() const {
+  Documents d = *this;
+  d.mask_ = std::make_shared<torch::Tensor>();
+  return d;
+}
+
+const torch::Tensor& Documents::mask() const {
+  MEGATON_ASSERT(defined(), "the mask of no documents");
+  if (!mask_->defined()) *mask_ = document_mask(ids_);  // [b, 1, s, s]
+  return *mask_;
+}
+
+bool uses_varlen(const torch::Tensor& q, const AttentionOptions& o) {
+  const int64_t d = q.size(-1);
+  return compat::kHasVarlenFlash && o.use_fused && o.use_varlen && o.documents.defined() && q.is_cuda() && is_half(q) &&
+         !o.alibi.defined() && d % 8 == 0 && d <= 256;
+}
 
 torch::Tensor document_mask(const torch::Tensor& document_ids) {
   const int64_t s = document_ids.size(1);
@@ -109,10 +175,11 @@ torch::Tensor causal_attention_explicit(const torch::Tensor& q, const torch::Ten
   const bool fp32_softmax = is_half(q) && (o.softmax_in_fp32 || coeff != 1.0 || q.device().is_cpu());
   torch::Tensor x = fp32_softmax ? scores.to(torch::kFloat32) : scores;
   if (coeff != 1.0) x = x * coeff;
-  check_mask(o.mask, q);
+  check_documents(o.documents, q);
   const torch::Tensor masked =
-      o.mask.defined() ? o.mask  // [b, 1, s, s]
-                       : torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
+      o.documents.defined()
+          ? o.documents.mask()  // [b, 1, s, s]
+          : torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(q.device())).triu(1);
   x = x.masked_fill(masked, -10000.0);
   torch::Tensor probs = torch::softmax(x, -1).to(q.scalar_type());  // [b, np, s, s]
   if (o.training && o.dropout_p > 0.0) {
@@ -127,10 +194,9 @@ torch::Tensor causal_attention_explicit(const torch::Tensor& q, const torch::Ten
 
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const AttentionOptions& o) {
-  if (compat::kHasSdpa && o.use_fused) {
-    check_mask(o.mask, q);
-    return attention_fused(q, k, v, o);
-  }
+  check_documents(o.documents, q);
+  if (uses_varlen(q, o)) return attention_varlen(q, k, v, o);
+  if (compat::kHasSdpa && o.use_fused) return attention_fused(q, k, v, o);
   return causal_attention_explicit(q, k, v, o);
 }
 

@@ -1,8 +1,11 @@
 // Causal self-attention core (Megatron's CoreAttention), given this rank's heads: softmax(Q K^T / sqrt(d) + bias)
-// V with a causal mask (or a given per-sample mask: --reset-attention-mask's document-wise one), where bias is ALiBi's
-// or none. Two paths with the same result:
+// V with a causal mask (or, with --reset-attention-mask, causal within each document packed in a sample), where bias
+// is ALiBi's or none. Three paths with the same result:
+//   * variable-length (documents, half precision on the GPU, LibTorch >= 2.2, no ALiBi): ATen's flash kernel over the
+//     packed documents (at::_flash_attention_forward with cumulative lengths), each document its own causal sequence:
+//     the blocks across documents are skipped, not computed and masked;
 //   * fused: at::scaled_dot_product_attention (LibTorch >= 2.0: flash / memory-efficient / cuDNN on the GPU),
-//     is_causal, or an additive float mask for ALiBi, or a boolean mask for a given one (which the causal-only flash
+//     is_causal, or an additive float mask for ALiBi, or the documents' boolean mask (which the causal-only flash
 //     kernels do not take: ATen picks a kernel that does);
 //   * explicit (LibTorch 1.13, and on request): baddbmm with Megatron's query-key layer scaling (scores divided by
 //     sqrt(d) * layer_number, the softmax input multiplied back by layer_number in fp32), masked fill -10000, softmax.
@@ -10,7 +13,33 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <memory>
+
 namespace megaton::ops {
+
+/// --reset-attention-mask's documents in one micro-batch's samples, made once per forward and shared by its layers.
+class Documents {
+ public:
+  Documents() = default;  // none: plain causal attention
+  /// From each token's document index in its sample, ids [b, s] int (non-decreasing along s), for attention on
+  /// `device`. The ids are read on the host: pass host ids (pinned, for a GPU) where a device sync matters.
+  Documents(const torch::Tensor& ids, torch::Device device);
+  bool defined() const { return ids_.defined(); }
+  const torch::Tensor& ids() const { return ids_; }                // [b, s] int64 on the device
+  const torch::Tensor& cu_seqlens() const { return cu_seqlens_; }  // [n + 1] int32: document starts in [b * s], b * s
+  int64_t max_length() const { return max_length_; }               // the longest document's token count
+  /// Megatron's mask of the documents, [b, 1, s, s] bool, true where query i may not attend to key j (j > i, or
+  /// another document): built on first use, once for all copies of this object.
+  const torch::Tensor& mask() const;
+  /// The same documents with a mask of their own, not yet built: a micro-batch keeps its documents for the whole
+  /// iteration, and each forward builds (and frees) its own mask.
+  Documents per_forward() const;
+
+ private:
+  torch::Tensor ids_, cu_seqlens_;
+  int64_t max_length_ = 0;
+  std::shared_ptr<torch::Tensor> mask_ = std::make_shared<torch::Tensor>();
+};
 
 struct AttentionOptions {
   /// Megatron's coeff: the layer number (1-based) with query-key layer scaling, else 1.
@@ -22,16 +51,20 @@ struct AttentionOptions {
   at::Generator* dropout_generator = nullptr;  // required when training with dropout_p > 0
   /// ALiBi bias [heads, 1, s_k] for this rank's heads (float), or undefined.
   torch::Tensor alibi;
-  /// [b, 1, s, s] bool, true where query i may not attend to key j (Megatron's attention_mask; it must hold the causal
-  /// mask too), in place of the causal mask; undefined: causal.
-  torch::Tensor mask;
-  /// Use the fused kernel when LibTorch has it.
+  /// Attention causal within each of these documents, in place of causal over the whole sample; undefined: causal.
+  Documents documents;
+  /// Use the fused kernels when LibTorch has them.
   bool use_fused = true;
+  /// With documents: the variable-length kernel where it applies (else the fused kernel with the documents' mask).
+  bool use_varlen = true;
 };
 
 /// Megatron's --reset-attention-mask mask from each token's document index within its sample, document_ids [b, s]
 /// int: [b, 1, s, s] bool, true where query i may not attend to key j (j > i, or another document).
 torch::Tensor document_mask(const torch::Tensor& document_ids);
+
+/// Whether causal_attention takes the variable-length path for these inputs and options.
+bool uses_varlen(const torch::Tensor& q, const AttentionOptions& o);
 
 /// q, k, v [s, b, heads, d] -> context [s, b, heads * d].
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -56,8 +56,7 @@ model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vec
   torch::Tensor position = torch::empty({b, s}, host), document = torch::empty({b, s}, host);  // [b, s] each
   const bool boundary = document_positions(p, b, s, o.eod, position.data_ptr<int64_t>(), document.data_ptr<int64_t>());
   if (o.reset_position_ids) mb.position_ids = cuda ? position.to(o.device, torch::kInt64, true) : position;
-  if (o.reset_attention_mask && boundary)
-    mb.document_ids = cuda ? document.to(o.device, torch::kInt64, true) : document;
+  if (o.reset_attention_mask && boundary) mb.documents = ops::Documents(document, o.device);
   return mb;
 }
 

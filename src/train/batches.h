@@ -4,10 +4,11 @@
 //   --reset-position-ids:   the positions restart at 0 after each EOD (position_ids [b, s]; else undefined: the
 //                           model's 0..s-1);
 //   --reset-attention-mask: no token attends across an EOD: token i attends to j iff j <= i and no EOD lies in
-//                           [j, i). The micro-batch carries each token's document index in its sample (document_ids
-//                           [b, s]); the forward makes Megatron's [b, 1, s, s] mask of it (model::attention_mask), one
-//                           micro-batch at a time. Left undefined (the model's implicit causal mask, and its fused
-//                           causal kernels) when no sample of the micro-batch has an EOD before its last token.
+//                           [j, i). The micro-batch carries its documents (ops::Documents: each token's document
+//                           index, the documents' cumulative lengths): on the GPU in half precision the attention runs
+//                           each document alone (variable-length flash), elsewhere each forward builds Megatron's
+//                           [b, 1, s, s] mask of them. None (the model's causal attention and its fused causal
+//                           kernels) when no sample of the micro-batch has an EOD before its last token.
 #pragma once
 #include <torch/torch.h>
 
@@ -28,7 +29,7 @@ struct BatchOptions {
 };
 
 /// The samples `indices` of `ds` as one micro-batch: tokens, labels [b, s] int64, loss_mask [b, s] fp32, and with the
-/// reset flags position_ids [b, s] int64 / document_ids [b, s] int64 (see above).
+/// reset flags position_ids [b, s] int64 / documents (see above).
 model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices,
                                    const BatchOptions& o);
 

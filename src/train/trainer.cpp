@@ -157,9 +157,9 @@ BatchOptions Trainer::batch_options() const {
 torch::Tensor Trainer::forward_step(int chunk, const model::MicroBatch& b, const torch::Tensor& input) {
   model::GptStage& stage = *chunks_[static_cast<size_t>(chunk)];
   const torch::Tensor& in = stage.is_first_stage() ? b.tokens : input;
-  const torch::Tensor mask = model::attention_mask(b);                         // [b, 1, s, s] or undefined
-  if (!stage.is_last_stage()) return stage.forward(in, b.position_ids, mask);  // [s, b, h]
-  return model::GptStage::masked_mean(stage.forward_losses(in, b.labels, b.position_ids, mask), b.loss_mask);  // []
+  const ops::Documents docs = b.documents.per_forward();  // its mask (where one is built) freed with this forward
+  if (!stage.is_last_stage()) return stage.forward(in, b.position_ids, docs);  // [s, b, h]
+  return model::GptStage::masked_mean(stage.forward_losses(in, b.labels, b.position_ids, docs), b.loss_mask);  // []
 }
 
 void Trainer::run_schedule(int m, const std::function<torch::Tensor(int, int, const torch::Tensor&)>& forward,

@@ -67,32 +67,36 @@ TEST(TrainPieces, ResetFlagsGiveMegatronsPositionsAndMask) {
   o.reset_position_ids = o.reset_attention_mask = true;
   const model::MicroBatch mb = train::make_micro_batch(ds, {0, 1, 2}, o);
   const auto [mask, pos] = megatron_masks(mb.tokens, 0);
-  ASSERT_TRUE(mb.position_ids.defined() && mb.document_ids.defined());
-  const torch::Tensor ours = model::attention_mask(mb);
+  ASSERT_TRUE(mb.position_ids.defined() && mb.documents.defined());
+  const torch::Tensor ours = mb.documents.per_forward().mask();
   EXPECT_EQ(ours.sizes(), (std::vector<int64_t>{3, 1, 7, 7}));
   EXPECT_EQ(ours.scalar_type(), torch::kBool);
   EXPECT_TRUE(torch::equal(ours, mask)) << ours << mask;
   EXPECT_TRUE(torch::equal(mb.position_ids, pos)) << mb.position_ids << pos;
   EXPECT_EQ(mb.position_ids[0][6].item<int64_t>(), 0);  // after the EOD at 5
   EXPECT_GT(mask.logical_xor(torch::ones({7, 7}, torch::kBool).triu(1)).sum().item<int64_t>(), 0);  // not causal
+  // The same documents as cumulative lengths over the three samples end to end (the variable-length kernel's input):
+  // sample 0 is [5 0] [0] [7 8 0] [9], sample 1 [1 2 3 4 0] [6 7], sample 2 one document.
+  EXPECT_TRUE(torch::equal(mb.documents.cu_seqlens(), torch::tensor({0, 2, 3, 6, 7, 12, 14, 21}, torch::kInt32)))
+      << mb.documents.cu_seqlens();
+  EXPECT_EQ(mb.documents.max_length(), 7);
 
   // Each flag alone.
   o.reset_attention_mask = false;
   const model::MicroBatch positions_only = train::make_micro_batch(ds, {0, 1, 2}, o);
   EXPECT_TRUE(torch::equal(positions_only.position_ids, pos));
-  EXPECT_FALSE(positions_only.document_ids.defined());
+  EXPECT_FALSE(positions_only.documents.defined());
   o.reset_attention_mask = true;
   o.reset_position_ids = false;
   const model::MicroBatch mask_only = train::make_micro_batch(ds, {0, 1, 2}, o);
   EXPECT_FALSE(mask_only.position_ids.defined());
-  EXPECT_TRUE(torch::equal(model::attention_mask(mask_only), mask));
+  EXPECT_TRUE(torch::equal(mask_only.documents.per_forward().mask(), mask));
 
   // No EOD before a sample's last token: the mask would be the causal one, so none is built; the positions are 0..s-1.
   o.reset_position_ids = true;
   ListDataset plain({{1, 2, 3, 4, 5, 6, 0, 8}, {1, 2, 3, 4, 5, 6, 7, 0}});
   const model::MicroBatch causal = train::make_micro_batch(plain, {0, 1}, o);
-  EXPECT_FALSE(causal.document_ids.defined());
-  EXPECT_FALSE(model::attention_mask(causal).defined());
+  EXPECT_FALSE(causal.documents.defined());
   EXPECT_TRUE(torch::equal(causal.position_ids, torch::arange(7, torch::kInt64).unsqueeze(0).repeat({2, 1})));
   EXPECT_TRUE(torch::equal(megatron_masks(causal.tokens, 0).first[0][0], torch::ones({7, 7}, torch::kBool).triu(1)));
 

@@ -66,11 +66,11 @@ TEST(ModelGpt, DocumentMaskModelsEachDocumentAlone) {
   const int64_t split[2] = {3, 5};  // where each sample's second document starts
   torch::Tensor pos = torch::arange(8, torch::kInt64).unsqueeze(0).repeat({2, 1});
   for (int r = 0; r < 2; ++r) pos[r].narrow(0, split[r], 8 - split[r]).sub_(split[r]);
-  const torch::Tensor mask = ops::document_mask(doc);  // [b, 1, s, s]
+  const ops::Documents docs(doc, torch::kCPU);
   for (const char* type : {"absolute", "rotary", "alibi"}) {
     model::GptStage m(tiny_config(type), groups);
     m.set_training(false);
-    const torch::Tensor packed = m.forward(ids, pos, mask).narrow(-1, 0, 100);  // [s, b, V]
+    const torch::Tensor packed = m.forward(ids, pos, docs).narrow(-1, 0, 100);  // [s, b, V]
     const torch::Tensor unmasked = m.forward(ids, pos).narrow(-1, 0, 100);
     for (int r = 0; r < 2; ++r) {
       const torch::Tensor first = m.forward(ids.narrow(0, r, 1).narrow(1, 0, split[r])).narrow(-1, 0, 100);
@@ -86,7 +86,8 @@ TEST(ModelGpt, DocumentMaskModelsEachDocumentAlone) {
   model::GptStage m(tiny_config("absolute"), groups);
   const torch::Tensor labels = modeltest::tokens(2, 8, 100, 7);
   m.zero_grad();
-  m.token_losses(m.forward(ids.narrow(0, 0, 1), pos.narrow(0, 0, 1), mask.narrow(0, 0, 1)), labels.narrow(0, 0, 1))
+  m.token_losses(m.forward(ids.narrow(0, 0, 1), pos.narrow(0, 0, 1), ops::Documents(doc.narrow(0, 0, 1), torch::kCPU)),
+                 labels.narrow(0, 0, 1))
       .sum()
       .backward();
   std::map<std::string, torch::Tensor> packed;

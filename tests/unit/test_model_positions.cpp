@@ -94,9 +94,10 @@ TEST(ModelAttention, CausalAndAlibiMatchDirectFormula) {
 
 namespace {
 
-// The given mask against the formula, plain and with ALiBi (explicit path, fp32); the fused path against the explicit
-// one where LibTorch has it (the boolean mask, and the additive one ALiBi makes of it).
-void check_given_mask(torch::Device device, torch::ScalarType dtype, double tol) {
+// Documents against the formula, plain and with ALiBi (explicit path, fp32); the fused paths against the explicit one
+// where LibTorch has them (the variable-length kernel where it applies, the boolean mask, the additive one ALiBi
+// makes).
+void check_documents(torch::Device device, torch::ScalarType dtype, double tol) {
   torch::manual_seed(4);
   const int64_t s = 7, b = 2, np = 4, d = 8;
   auto opts = torch::TensorOptions().device(device).dtype(dtype);
@@ -106,50 +107,102 @@ void check_given_mask(torch::Device device, torch::ScalarType dtype, double tol)
       torch::tensor({0, 0, 1, 1, 1, 2, 2, 0, 0, 0, 0, 1, 1, 1}, torch::kInt64).view({b, s}).to(device);  // [b, s]
   ops::AttentionOptions o;
   o.use_fused = false;
-  o.mask = ops::document_mask(doc);
+  o.documents = ops::Documents(doc, device);
+  EXPECT_TRUE(torch::equal(o.documents.cu_seqlens().cpu(), torch::tensor({0, 2, 5, 7, 11, 14}, torch::kInt32)));
+  EXPECT_EQ(o.documents.max_length(), 4);
+  const torch::Tensor mask = o.documents.mask().cpu();  // [b, 1, s, s]
   const torch::Tensor plain = ops::causal_attention(q, k, v, o);
-  EXPECT_LT((plain.cpu().to(torch::kFloat64) - reference_attention(q.cpu(), k.cpu(), v.cpu(), {}, o.mask.cpu()))
+  EXPECT_LT((plain.cpu().to(torch::kFloat64) - reference_attention(q.cpu(), k.cpu(), v.cpu(), {}, mask))
                 .abs()
                 .max()
                 .item<double>(),
             tol);
   o.alibi = model::alibi_bias(np, 0, np, s, device);
   const torch::Tensor alibi = ops::causal_attention(q, k, v, o);
-  EXPECT_LT((alibi.cpu().to(torch::kFloat64) -
-             reference_attention(q.cpu(), k.cpu(), v.cpu(), model::alibi_slopes(np), o.mask.cpu()))
-                .abs()
-                .max()
-                .item<double>(),
-            tol);
-  // The mask does something: the causal attention differs (first sample's third query onwards).
+  EXPECT_LT(
+      (alibi.cpu().to(torch::kFloat64) - reference_attention(q.cpu(), k.cpu(), v.cpu(), model::alibi_slopes(np), mask))
+          .abs()
+          .max()
+          .item<double>(),
+      tol);
+  // The documents do something: the causal attention differs (first sample's third query onwards).
   ops::AttentionOptions causal = o;
-  causal.mask = torch::Tensor();
+  causal.documents = ops::Documents();
   EXPECT_GT((ops::causal_attention(q, k, v, causal) - alibi).abs().max().item<double>(), 1e-3);
   if (!compat::kHasSdpa) return;
   o.use_fused = true;
   EXPECT_LT((ops::causal_attention(q, k, v, o) - alibi).abs().max().item<double>(), tol);
   o.alibi = torch::Tensor();
+  EXPECT_EQ(ops::uses_varlen(q, o), device.is_cuda() && dtype != torch::kFloat32 && compat::kHasVarlenFlash);
   EXPECT_LT((ops::causal_attention(q, k, v, o) - plain).abs().max().item<double>(), tol);
-  // A mask of another shape is refused on both paths.
-  o.mask = o.mask.narrow(0, 0, 1);
-  EXPECT_THROW(ops::causal_attention(q, k, v, o), InternalError);
+  o.use_varlen = false;  // the boolean mask through SDPA
+  EXPECT_LT((ops::causal_attention(q, k, v, o) - plain).abs().max().item<double>(), tol);
+  // Documents of another batch are refused on every path.
+  for (bool varlen : {false, true}) {
+    o.use_varlen = varlen;
+    o.documents = ops::Documents(doc.narrow(0, 0, 1), device);
+    EXPECT_THROW(ops::causal_attention(q, k, v, o), InternalError);
+  }
 }
 
 }  // namespace
 
 TEST(ModelAttention, GivenMaskReplacesTheCausalOne) {
-  check_given_mask(torch::kCPU, torch::kFloat32, 1e-5);
+  check_documents(torch::kCPU, torch::kFloat32, 1e-5);
   ops::AttentionOptions o;
   o.use_fused = false;
-  o.mask = torch::zeros({1, 1, 3, 3}, torch::kBool);
+  o.documents = ops::Documents(torch::zeros({1, 3}, torch::kInt64), torch::kCPU);
   const auto x = torch::randn({3, 2, 1, 4});
-  EXPECT_THROW(ops::causal_attention(x, x, x, o), InternalError);  // batch 2, mask for 1
+  EXPECT_THROW(ops::causal_attention(x, x, x, o), InternalError);                        // batch 2, documents for 1
+  EXPECT_THROW(ops::Documents(torch::tensor({{0, 1, 0}}), torch::kCPU), InternalError);  // ids must not decrease
+  EXPECT_THROW(ops::Documents(torch::zeros({3}), torch::kCPU), InternalError);           // [b, s] integers
 }
 
 TEST(KernelsAttention, GivenMaskOnCudaMatchesTheExplicitPath) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  check_given_mask(torch::kCUDA, torch::kFloat32, 1e-4);
-  check_given_mask(torch::kCUDA, torch::kBFloat16, 5e-2);
+  check_documents(torch::kCUDA, torch::kFloat32, 1e-4);
+  check_documents(torch::kCUDA, torch::kBFloat16, 5e-2);
+}
+
+// The variable-length kernel's forward and backward against the explicit path in fp32 on the same (bf16-rounded)
+// inputs, at a training-like head size: documents of 10, 30 and 24 tokens in one sample, 63 and 1 in the other.
+TEST(KernelsAttention, VarlenDocumentsMatchTheExplicitPathWithGradients) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (!compat::kHasVarlenFlash) GTEST_SKIP() << "LibTorch " << compat::torch_version() << " has no varlen flash";
+  torch::manual_seed(8);
+  const torch::Device dev(torch::kCUDA, 0);
+  const int64_t s = 64, b = 2, np = 2, d = 64;
+  auto opts = torch::TensorOptions().device(dev).dtype(torch::kBFloat16);
+  const torch::Tensor q0 = torch::randn({s, b, np, d}, opts), k0 = torch::randn({s, b, np, d}, opts),
+                      v0 = torch::randn({s, b, np, d}, opts), dout = torch::randn({s, b, np * d}, opts);
+  torch::Tensor doc = torch::zeros({b, s}, torch::kInt64);  // [b, s]
+  doc[0].narrow(0, 10, 30).fill_(1);
+  doc[0].narrow(0, 40, 24).fill_(2);
+  doc[1][63] = 1;
+  ops::AttentionOptions o;
+  o.documents = ops::Documents(doc, dev);
+  EXPECT_EQ(o.documents.max_length(), 63);
+  ASSERT_TRUE(ops::uses_varlen(q0, o));
+  auto run = [&](torch::ScalarType dtype, bool fused) {
+    std::vector<torch::Tensor> in;
+    for (const auto& t : {q0, k0, v0}) in.push_back(t.to(dtype).requires_grad_(true));
+    ops::AttentionOptions oo = o;
+    oo.use_fused = fused;
+    const torch::Tensor out = ops::causal_attention(in[0], in[1], in[2], oo);  // [s, b, np*d]
+    out.backward(dout.to(dtype));
+    return std::vector<torch::Tensor>{out.to(torch::kFloat32), in[0].grad().to(torch::kFloat32),
+                                      in[1].grad().to(torch::kFloat32), in[2].grad().to(torch::kFloat32)};
+  };
+  const auto varlen = run(torch::kBFloat16, true), ref = run(torch::kFloat32, false);
+  const char* names[] = {"context", "dq", "dk", "dv"};
+  for (size_t i = 0; i < ref.size(); ++i) {
+    const double err = (varlen[i] - ref[i]).norm().item<double>() / ref[i].norm().item<double>();
+    EXPECT_LT(err, 1e-2) << names[i];
+  }
+  // The documents matter: without them the second document of sample 0 reads the first.
+  ops::AttentionOptions causal;
+  EXPECT_GT((ops::causal_attention(q0, k0, v0, causal).to(torch::kFloat32) - varlen[0]).abs().max().item<double>(),
+            1e-2);
 }
 
 namespace {
@@ -158,7 +211,7 @@ namespace {
 // passed in (equal generators, equal outputs; the generator advances), and the device's default generator is left as it
 // was. Before the twelfth 2026-12-04 session the fused path held the default generator's mutex across the kernel, which
 // locks it itself: on LibTorch >= 2 the first such call never returned.
-void check_attention_dropout(torch::Device device, torch::ScalarType dtype) {
+void check_attention_dropout(torch::Device device, torch::ScalarType dtype, bool documents = false) {
   torch::manual_seed(6);
   auto opts = torch::TensorOptions().device(device).dtype(dtype);
   const int64_t s = 64, b = 2, np = 2, d = 64;
@@ -179,6 +232,10 @@ void check_attention_dropout(torch::Device device, torch::ScalarType dtype) {
   ops::AttentionOptions o;
   o.dropout_p = 0.5, o.training = true;
   o.dropout_generator = &g1;
+  if (documents) {  // two documents in each sample (on CUDA in bf16: the variable-length kernel)
+    const torch::Tensor doc = (torch::arange(s) >= s / 3).to(torch::kInt64).unsqueeze(0).repeat({b, 1});  // [b, s]
+    o.documents = ops::Documents(doc, device);
+  }
   const torch::Tensor a = ops::causal_attention(q, k, v, o);  // [s, b, np*d]
   o.dropout_generator = &g2;
   const torch::Tensor b2 = ops::causal_attention(q, k, v, o);
@@ -195,11 +252,13 @@ void check_attention_dropout(torch::Device device, torch::ScalarType dtype) {
 
 TEST(ModelAttention, DropoutDrawsFromTheGivenGenerator) {
   check_attention_dropout(torch::kCPU, torch::kFloat32);
+  check_attention_dropout(torch::kCPU, torch::kFloat32, /*documents=*/true);
 }
 
 TEST(KernelsAttention, DropoutDrawsFromTheGivenGeneratorOnCuda) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   check_attention_dropout(torch::Device(torch::kCUDA, 0), torch::kBFloat16);
+  check_attention_dropout(torch::Device(torch::kCUDA, 0), torch::kBFloat16, /*documents=*/true);
 }
 
 TEST(ModelAttention, ExplicitPathInBf16StaysCloseToFp32) {
