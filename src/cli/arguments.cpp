@@ -66,6 +66,12 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("no-qkv-grad-fusion", po::bool_switch(&a.no_qkv_grad_fusion),
        "the attention's QKV gradient assembled by ATen's stack and the QKV bias gradient by a separate column sum, "
        "instead of one pass for both")
+      ("no-masked-softmax-fusion", po::bool_switch(&a.no_masked_softmax_fusion),
+       "as Megatron: the attention's scores, mask and softmax as separate ops (the explicit path: baddbmm, masked "
+       "fill, softmax) instead of a fused attention kernel")
+      ("no-bias-dropout-fusion", po::bool_switch(&a.no_bias_dropout_fusion),
+       "as Megatron: the hidden dropout and the residual add as separate ops (the same as "
+       "--no-dropout-layernorm-fusion)")
       ("no-varlen-attention", po::bool_switch(&a.no_varlen_attention),
        "CUDA, bf16/fp16, --reset-attention-mask: the documents' [b, 1, s, s] mask through SDPA instead of each "
        "document alone through the variable-length flash kernel")
@@ -177,7 +183,9 @@ void add_precision_options(po::options_description& d, PrecisionArgs& a) {
       ("initial-loss-scale", val(a.initial_loss_scale), "initial dynamic loss scale")
       ("min-loss-scale", val(a.min_loss_scale), "dynamic loss-scale floor")
       ("loss-scale-window", val(a.loss_scale_window), "clean steps before the scale doubles")
-      ("hysteresis", val(a.hysteresis), "overflows tolerated before the scale halves");
+      ("hysteresis", val(a.hysteresis), "overflows tolerated before the scale halves")
+      ("accumulate-allreduce-grads-in-fp32", po::bool_switch(&a.accumulate_allreduce_grads_in_fp32),
+       "accepted: gradients always accumulate and all-reduce in fp32 main grads");
 }
 // clang-format on
 
@@ -215,6 +223,8 @@ void add_data_options(po::options_description& d, DataArgs& a) {
       ("eod-mask-loss", po::bool_switch(&a.eod_mask_loss), "no loss on EOD tokens")
       ("num-workers", val(a.num_workers), "accepted for compatibility (samples are mmap reads; no loader threads)")
       ("valid-num-workers", val(a.valid_num_workers), "accepted for compatibility, as --num-workers")
+      ("dataloader-type", sval(a.dataloader_type),
+       "single (Megatron's in-order sampler, resumable at the consumed samples; the only one implemented)")
       ("train-weighted-split-paths", po::value<std::vector<std::string>>(&a.train_weighted_split_paths)->multitoken(),
        "mode 2: one group 'NAME: W1 S1:E1 P1, W2 S2:E2 P2' (START:END fractions of each dataset's documents)")
       ("valid-weighted-split-paths", po::value<std::vector<std::string>>(&a.valid_weighted_split_paths)->multitoken(),
@@ -280,8 +290,10 @@ void validate_model(ModelArgs& m) {
                 "--gemm-epilogue-fusion and --no-gemm-epilogue-fusion contradict each other");
   MEGATON_CHECK(!(m.fused_lm_head_loss && m.no_fused_lm_head_loss), UsageError,
                 "--fused-lm-head-loss and --no-fused-lm-head-loss contradict each other");
+  if (m.no_bias_dropout_fusion) m.no_dropout_layernorm_fusion = true;  // Megatron's name for the same fusion
   MEGATON_CHECK(!(m.dropout_layernorm_fusion && m.no_dropout_layernorm_fusion), UsageError,
-                "--dropout-layernorm-fusion and --no-dropout-layernorm-fusion contradict each other");
+                "--dropout-layernorm-fusion and --no-dropout-layernorm-fusion (or --no-bias-dropout-fusion) contradict "
+                "each other");
   MEGATON_CHECK(!(m.gemm_autotune && m.no_gemm_autotune), UsageError,
                 "--gemm-autotune and --no-gemm-autotune contradict each other");
   MEGATON_CHECK(m.position_embedding_type == "absolute" || m.position_embedding_type == "rotary" ||
@@ -453,6 +465,10 @@ void validate_data(const DataArgs& d) {
                 "--valid-weighted-split-paths and --valid-weighted-split-paths-path are exclusive");
   MEGATON_CHECK(d.test_weighted_split_paths.empty() || d.test_weighted_split_paths_path.empty(), UsageError,
                 "--test-weighted-split-paths and --test-weighted-split-paths-path are exclusive");
+  MEGATON_CHECK(d.dataloader_type == "single", UsageError, "--dataloader-type: expected single, got '",
+                d.dataloader_type,
+                "' (cyclic, Megatron's per-epoch random sampler, is not implemented: the GPT dataset's shuffle index "
+                "already orders the samples randomly)");
 }
 
 void validate_logging(LoggingArgs& l) {

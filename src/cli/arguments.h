@@ -45,6 +45,8 @@ struct ModelArgs {
   bool no_gemm_autotune = false;             // the default, said explicitly (not saved)
   bool no_qkv_grad_fusion = false;           // QKV gradient by stack, its bias gradient by a separate sum (not saved)
   bool no_varlen_attention = false;          // documents through SDPA with their mask, not varlen flash (not saved)
+  bool no_masked_softmax_fusion = false;     // Megatron's: the explicit attention path (scores, softmax; not saved)
+  bool no_bias_dropout_fusion = false;       // Megatron's: sets no_dropout_layernorm_fusion (not saved)
   bool dropout_layernorm_fusion = false;     // the default, asked for (checked against the next one)
   bool no_dropout_layernorm_fusion = false;  // CUDA: ATen's dropout before the add, not in the LayerNorm (not saved)
   bool fused_lm_head_loss = false;           // asked for explicitly (the default; checked against the next one)
@@ -124,6 +126,7 @@ struct PrecisionArgs {
   double min_loss_scale = 1.0;
   int loss_scale_window = 1000;
   int hysteresis = 2;
+  bool accumulate_allreduce_grads_in_fp32 = false;  // accepted: megaton's main grads are always fp32 (docs/optim.md)
 };
 
 /// --save/--load (_add_checkpointing_args).
@@ -154,6 +157,7 @@ struct DataArgs {
   bool eod_mask_loss = false;
   int num_workers = 2;
   int valid_num_workers = 2;
+  std::string dataloader_type = "single";  // Megatron's sampler names; only "single" (in-order) is implemented
   // "Mode 2" (BigScience): groups "NAME: W1 S1:E1 P1, W2 S2:E2 P2" (data/weighted_split_paths.h); exclusive with
   // --data-path/--split. The *_path variants name a file holding the groups as double-quoted strings.
   std::vector<std::string> train_weighted_split_paths, valid_weighted_split_paths, test_weighted_split_paths;

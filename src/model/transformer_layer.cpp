@@ -135,7 +135,7 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
   o.dropout_generator = ctx.rng ? &ctx.rng->tp_generator() : nullptr;
   o.alibi = ctx.alibi;
   o.documents = ctx.documents;
-  o.use_fused = c_.use_fused_attention;
+  o.use_fused = c_.use_fused_attention && !m.no_masked_softmax_fusion;
   o.use_varlen = use_varlen_;
   if (kv != nullptr) {
     MEGATON_CHECK(!ctx.training && !o.documents.defined(), InternalError,

@@ -130,6 +130,26 @@ TEST(Arguments, BigScienceTemplateFlagsAccepted) {
             std::string::npos);
 }
 
+// Megatron's fusion and precision switches: each maps onto megaton's own (or is what megaton always does).
+TEST(Arguments, MegatronFusionFlagsMapOntoMegatons) {
+  TrainConfig c;
+  auto a = base();
+  a.insert(a.end(), {"--no-masked-softmax-fusion", "--no-bias-dropout-fusion", "--accumulate-allreduce-grads-in-fp32",
+                     "--dataloader-type", "single"});
+  ASSERT_TRUE(parse(a, c, 1));
+  EXPECT_TRUE(c.model.no_masked_softmax_fusion);
+  EXPECT_TRUE(c.model.no_dropout_layernorm_fusion);  // --no-bias-dropout-fusion is the same fusion
+  EXPECT_TRUE(c.precision.accumulate_allreduce_grads_in_fp32);
+  TrainConfig plain;
+  ASSERT_TRUE(parse(base(), plain, 1));
+  EXPECT_FALSE(plain.model.no_masked_softmax_fusion);
+  EXPECT_FALSE(plain.model.no_dropout_layernorm_fusion);
+  EXPECT_EQ(plain.data.dataloader_type, "single");
+  EXPECT_NE(error_of({"--no-bias-dropout-fusion", "--dropout-layernorm-fusion"}).find("contradict"), std::string::npos);
+  const std::string cyclic = error_of({"--dataloader-type", "cyclic"});
+  EXPECT_NE(cyclic.find("--dataloader-type: expected single, got 'cyclic'"), std::string::npos) << cyclic;
+}
+
 TEST(Arguments, WeightedSplitPathsModeRules) {
   const std::string group = "train: 1 0:0.9 /d/a, 2 0:1 /d/b";
   TrainConfig c;
