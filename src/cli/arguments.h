@@ -44,7 +44,7 @@ struct ModelArgs {
   bool gemm_autotune = false;                // time the offered GEMM algorithms per shape, keep the fastest (not saved)
   bool no_gemm_autotune = false;             // the default, said explicitly (not saved)
   bool no_qkv_grad_fusion = false;           // QKV gradient by stack, its bias gradient by a separate sum (not saved)
-  bool no_varlen_attention = false;          // documents through SDPA with their mask, not varlen flash (not saved)
+  bool varlen_attention = false;             // documents through varlen flash, not SDPA with their mask (not saved)
   bool no_masked_softmax_fusion = false;     // Megatron's: the explicit attention path (scores, softmax; not saved)
   bool no_bias_dropout_fusion = false;       // Megatron's: sets no_dropout_layernorm_fusion (not saved)
   bool dropout_layernorm_fusion = false;     // the default, asked for (checked against the next one)
