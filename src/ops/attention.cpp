@@ -4,6 +4,7 @@
 #include <cmath>
 #include <limits>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "core/error.h"
@@ -82,17 +83,14 @@ torch::Tensor attention_varlen(const torch::Tensor& q, const torch::Tensor& k, c
   const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3);
   const auto packed = [&](const torch::Tensor& x) { return x.transpose(0, 1).reshape({b * s, np, d}); };
   const double p = o.training ? o.dropout_p : 0.0;
-  torch::Tensor ctx;  // [b*s, np, d]
+  std::optional<ScopedDefaultGenerator> swap;  // the dropout's draws from the TP generator
   if (p > 0.0) {
     MEGATON_ASSERT(o.dropout_generator != nullptr, "attention dropout without a generator");
-    ScopedDefaultGenerator swap(q.device(), *o.dropout_generator);
-    ctx =
-        varlen_causal_attention(packed(q), packed(k), packed(v), o.documents.cu_seqlens(), o.documents.max_length(), p);
-  } else {
-    ctx = varlen_causal_attention(packed(q), packed(k), packed(v), o.documents.cu_seqlens(), o.documents.max_length(),
-                                  0.0);
+    swap.emplace(q.device(), *o.dropout_generator);
   }
-  return ctx.view({b, s, np * d}).transpose(0, 1).contiguous();  // [s, b, np*d]
+  const torch::Tensor ctx = varlen_causal_attention(packed(q), packed(k), packed(v), o.documents.cu_seqlens(),
+                                                    o.documents.max_length(), p);  // [b*s, np, d]
+  return ctx.view({b, s, np * d}).transpose(0, 1).contiguous();                    // [s, b, np*d]
 }
 
 void check_documents(const Documents& docs, const torch::Tensor& q) {
