@@ -100,22 +100,19 @@ void check_documents(const Documents& docs, const torch::Tensor& q) {
                 "attention documents: expected ids [", b, ", ", s, "], got ", docs.ids().sizes());
 }
 
-bool is_non_decreasing(const torch::Tensor& ids) {  // [b, s]
-  return ids.size(1) < 2 || (ids.narrow(1, 1, ids.size(1) - 1) >= ids.narrow(1, 0, ids.size(1) - 1)).all().item<bool>();
-}
-
 }  // namespace
 
 Documents::Documents(const torch::Tensor& ids, torch::Device device) {
   MEGATON_CHECK(ids.dim() == 2 && ids.size(1) > 0 && !ids.is_floating_point(), InternalError,
                 "document ids: expected integers [b, s], got ", ids.scalar_type(), " ", ids.sizes());
   const torch::Tensor host = ids.to(torch::kCPU, torch::kInt64).contiguous();  // [b, s]
-  MEGATON_CHECK(is_non_decreasing(host), InternalError, "document ids must not decrease along a sample");
   const int64_t b = host.size(0), s = host.size(1);
   const int64_t* id = host.data_ptr<int64_t>();
   std::vector<int32_t> starts;  // each document's first token in the samples' tokens end to end
   for (int64_t i = 0; i < b * s; ++i) {
-    if (i % s == 0 || id[i] != id[i - 1]) {
+    const bool sample_start = i % s == 0;
+    MEGATON_CHECK(sample_start || id[i] >= id[i - 1], InternalError, "document ids must not decrease along a sample");
+    if (sample_start || id[i] != id[i - 1]) {
       if (!starts.empty()) max_length_ = std::max<int64_t>(max_length_, i - starts.back());
       starts.push_back(static_cast<int32_t>(i));
     }
@@ -128,11 +125,12 @@ Documents::Documents(const torch::Tensor& ids, torch::Device device) {
   };
   cu_seqlens_ = upload(torch::tensor(starts, torch::kInt32));  // [n + 1]
   ids_ = ids.device() == device ? ids.to(torch::kInt64) : upload(host);
+  mask_ = std::make_shared<torch::Tensor>();
 }
 
 Documents Documents::per_forward() const {
   Documents d = *this;
-  d.mask_ = std::make_shared<torch::Tensor>();
+  if (defined()) d.mask_ = std::make_shared<torch::Tensor>();
   return d;
 }
 

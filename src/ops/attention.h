@@ -38,7 +38,7 @@ class Documents {
  private:
   torch::Tensor ids_, cu_seqlens_;
   int64_t max_length_ = 0;
-  std::shared_ptr<torch::Tensor> mask_ = std::make_shared<torch::Tensor>();
+  std::shared_ptr<torch::Tensor> mask_;  // the mask's cache, shared by copies (none without documents)
 };
 
 struct AttentionOptions {
