@@ -92,6 +92,8 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
        }),
        "do not scale Q.K by 1/layer_number")
       ("attention-softmax-in-fp32", po::bool_switch(&a.attention_softmax_in_fp32), "softmax in fp32")
+      ("fp32-residual-connection", po::bool_switch(&a.fp32_residual_connection),
+       "keep the residual stream (and pipeline activations) in fp32 with --fp16/--bf16 layers")
       ("untie-embeddings-and-output-weights", po::bool_switch(&a.untie_embeddings_and_output_weights),
        "separate output projection instead of the tied word embedding")
       ("abort-on-unmet-fused-kernel-constraints", po::bool_switch(&a.abort_on_unmet_fused_kernel_constraints),
@@ -129,6 +131,12 @@ void add_training_options(po::options_description& d, TrainingArgs& a) {
        "START INCR SAMPLES: batch-size ramp-up (sample-based training only)")
       ("train-iters", val(a.train_iters), "iterations to train (exclusive with --train-samples)")
       ("train-samples", val(a.train_samples), "samples to train (exclusive with --train-iters)")
+      ("train-tokens", val(a.train_tokens), "also stop once this many tokens are consumed (over all runs)")
+      ("deepspeed", po::bool_switch(&a.deepspeed), "take ZeRO, fp16 scaler, clipping, batch sizes from --deepspeed_config")
+      ("deepspeed_config", sval(a.deepspeed_config), "DeepSpeed JSON (with --deepspeed; docs/training.md)")
+      ("deepspeed-activation-checkpointing", po::bool_switch(&a.deepspeed_activation_checkpointing),
+       "accepted: --checkpoint-activations recomputes with megaton's own checkpointing")
+      ("deepspeed_mpi", po::bool_switch(&a.deepspeed_mpi), "accepted: megaton always starts through MPI")
       ("log-interval", val(a.log_interval), "iterations between log lines")
       ("exit-interval", val(a.exit_interval), "save and exit when iteration %% N == 0")
       ("exit-duration-in-mins", val(a.exit_duration_in_mins), "save and exit after this many minutes")
@@ -185,7 +193,9 @@ void add_precision_options(po::options_description& d, PrecisionArgs& a) {
       ("loss-scale-window", val(a.loss_scale_window), "clean steps before the scale doubles")
       ("hysteresis", val(a.hysteresis), "overflows tolerated before the scale halves")
       ("accumulate-allreduce-grads-in-fp32", po::bool_switch(&a.accumulate_allreduce_grads_in_fp32),
-       "accepted: gradients always accumulate and all-reduce in fp32 main grads");
+       "accepted: gradients always accumulate and all-reduce in fp32 main grads")
+      ("fp16-lm-cross-entropy", po::bool_switch(&a.fp16_lm_cross_entropy),
+       "accepted with --fp16: the cross-entropy always reads the fp16 logits, no fp32 copy");
 }
 // clang-format on
 
@@ -368,6 +378,7 @@ void validate_training(TrainingArgs& t, const ParallelArgs& p) {
                 t.global_batch_size, ") must be divisible by --micro-batch-size x data-parallel size (",
                 t.micro_batch_size, " x ", dp, " = ", t.micro_batch_size * dp, ")");
   t.num_micro_batches = t.global_batch_size / (t.micro_batch_size * dp);
+  MEGATON_CHECK(t.train_tokens >= 0, UsageError, "--train-tokens must be > 0, got ", t.train_tokens);
   MEGATON_CHECK(!(t.train_iters > 0 && t.train_samples > 0), UsageError,
                 "--train-iters and --train-samples are exclusive");
   if (!t.dry_run || t.train_iters > 0 || t.train_samples > 0) {
@@ -435,8 +446,12 @@ void validate_training(TrainingArgs& t, const ParallelArgs& p) {
                 "--adam-beta1/--adam-beta2 must be in [0, 1)");
 }
 
-void validate_precision(const PrecisionArgs& p) {
+void validate_precision(const PrecisionArgs& p, const ModelArgs& m) {
   MEGATON_CHECK(!(p.fp16 && p.bf16), UsageError, "--fp16 and --bf16 are exclusive");
+  MEGATON_CHECK(!m.fp32_residual_connection || p.fp16 || p.bf16, UsageError,
+                "--fp32-residual-connection needs --fp16 or --bf16 (the residual stream is already fp32 otherwise)");
+  MEGATON_CHECK(!p.fp16_lm_cross_entropy || p.fp16, UsageError,
+                "--fp16-lm-cross-entropy needs --fp16 (lm cross entropy in fp16 is only supported in fp16 mode)");
   MEGATON_CHECK(p.loss_scale >= 0, UsageError, "--loss-scale must be >= 0 (0 = dynamic)");
   MEGATON_CHECK(p.initial_loss_scale > 0 && p.min_loss_scale > 0, UsageError,
                 "--initial-loss-scale and --min-loss-scale must be > 0");

@@ -54,6 +54,7 @@ struct ModelArgs {
   bool no_gradient_accumulation_fusion = false;  // weight gradients via autograd + DataParallel's hook (not saved)
   bool apply_query_key_layer_scaling = true;     // --no-query-key-layer-scaling clears it
   bool attention_softmax_in_fp32 = false;
+  bool fp32_residual_connection = false;  // 16-bit layers, fp32 residual stream (needs --fp16/--bf16; not saved)
   bool untie_embeddings_and_output_weights = false;
   bool abort_on_unmet_fused_kernel_constraints = false;  // accepted: no silent slow fallback exists (docs/model.md)
 };
@@ -82,6 +83,12 @@ struct TrainingArgs {
   std::vector<int64_t> rampup_batch_size;  // START INCR SAMPLES
   int64_t train_iters = 0;
   int64_t train_samples = 0;
+  int64_t train_tokens = 0;
+  bool deepspeed = false;                           // --deepspeed: read --deepspeed_config (cli/deepspeed_config.h)
+  std::string deepspeed_config;                     // --deepspeed_config FILE
+  bool deepspeed_activation_checkpointing = false;  // accepted: --checkpoint-activations is megaton's own recompute
+  bool deepspeed_mpi = false;  // accepted: megaton always starts through MPI  // --train-tokens: also stop once this
+                               // many tokens are consumed (0: no token budget)
   int log_interval = 100;
   int64_t exit_interval = 0;
   double exit_duration_in_mins = 0;  // Megatron takes an int; fractions are accepted too (tests use seconds)
@@ -127,6 +134,7 @@ struct PrecisionArgs {
   int loss_scale_window = 1000;
   int hysteresis = 2;
   bool accumulate_allreduce_grads_in_fp32 = false;  // accepted: megaton's main grads are always fp32 (docs/optim.md)
+  bool fp16_lm_cross_entropy = false;  // accepted with --fp16: the loss always reads the fp16 logits (docs/model.md)
 };
 
 /// --save/--load (_add_checkpointing_args).
@@ -200,7 +208,8 @@ void validate_model(ModelArgs& m);
 void validate_parallel(ParallelArgs& p, const ModelArgs& m, int world_size);
 /// Global batch, micro-batches, ramp-up, iteration vs sample mode, LR schedule flags (Megatron §2.13 and §7.2).
 void validate_training(TrainingArgs& t, const ParallelArgs& p);
-void validate_precision(const PrecisionArgs& p);
+/// --fp16/--bf16 and the loss scaler; the model's precision flags (--fp32-residual-connection) against them.
+void validate_precision(const PrecisionArgs& p, const ModelArgs& m);
 void validate_checkpoint(const CheckpointArgs& c);
 /// Mode 1 (--data-path/--split) vs mode 2 (--*-weighted-split-paths) exclusivity; group files are read later.
 void validate_data(const DataArgs& d);

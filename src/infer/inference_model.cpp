@@ -20,7 +20,7 @@ void validate_model_flags(ModelFlags& f, int world_size, const std::string& comm
   MEGATON_CHECK(f.parallel.num_layers_per_virtual_pipeline_stage == 0, UsageError,
                 "--num-layers-per-virtual-pipeline-stage: the interleaved pipeline is not supported by megaton ",
                 command);
-  cli::validate_precision(f.precision);
+  cli::validate_precision(f.precision, f.model);
   MEGATON_CHECK(!f.data.tokenizer_type.empty(), UsageError, "megaton ", command,
                 " needs --tokenizer-type (GPT2BPETokenizer with --vocab-file/--merge-file, or PretrainedFromHF with "
                 "--tokenizer-name-or-path)");

@@ -19,11 +19,11 @@ torch::Tensor StageRunner::forward(const torch::Tensor& ids, model::KvCache* cac
     input = ids.to(c.device, torch::kInt64);  // [b, s]
   } else {
     input = torch::empty({ids.size(1), ids.size(0), c.hidden()},
-                         torch::TensorOptions().dtype(c.dtype).device(c.device));  // [s, b, h]
+                         torch::TensorOptions().dtype(c.residual_dtype()).device(c.device));  // [s, b, h]
     pp.recv(input, stage - 1);
   }
   torch::Tensor out = cache ? stage_.forward_cached(input, *cache) : stage_.forward(input);
-  if (stage == stages - 1) return out;  // [s, b, V/tp]
+  if (stage == stages - 1) return out;   // [s, b, V/tp]
   pp.send(out.contiguous(), stage + 1);  // [s, b, h]
   return {};
 }

@@ -26,6 +26,9 @@ struct GptConfig {
   ops::Activation activation() const {
     return ops::activation_from_flags(model.glu_activation, model.openai_gelu, !model.no_bias_gelu_fusion);
   }
+  /// The residual stream's dtype: the hidden states between layers and between pipeline stages (fp32 with
+  /// --fp32-residual-connection, else the params dtype).
+  torch::ScalarType residual_dtype() const { return model.fp32_residual_connection ? torch::kFloat32 : dtype; }
   int64_t hidden() const { return model.hidden_size; }
   int64_t heads() const { return model.num_attention_heads; }
   int64_t head_dim() const { return model.kv_channels; }

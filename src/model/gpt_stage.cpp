@@ -156,6 +156,8 @@ torch::Tensor GptStage::embed(const torch::Tensor& ids, const torch::Tensor& pos
                                   .expand_as(ids);                           // [b, s]
     x = x + ops::embedding(position_, pos.t(), main_grads().of(position_));  // [s, b, h]
   }
+  // Megatron casts the embeddings (before their dropout) to fp32 for an fp32 residual stream.
+  if (m.fp32_residual_connection) x = x.to(torch::kFloat32);
   return x.contiguous();  // [s, b, h]
 }
 

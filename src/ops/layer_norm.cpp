@@ -15,6 +15,10 @@ torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, co
   (void)main_grads;
   const auto dtype = x.scalar_type();
   const bool half = dtype == torch::kBFloat16 || dtype == torch::kFloat16;
+  if (dtype == torch::kFloat32 && weight.scalar_type() != torch::kFloat32) {  // fp32 residual stream, 16-bit model
+    return torch::layer_norm(x, {x.size(-1)}, weight.to(torch::kFloat32), bias.to(torch::kFloat32), eps)
+        .to(weight.scalar_type());
+  }
   if (half && x.device().is_cpu()) {
     return torch::layer_norm(x.to(torch::kFloat32), {x.size(-1)}, weight.to(torch::kFloat32), bias.to(torch::kFloat32),
                              eps)

@@ -16,8 +16,9 @@ struct LayerNormMainGrads {
   MainGrad weight, bias;
 };
 
-/// x [.., h], weight/bias [h] -> [.., h] in x's dtype. `use_fused = false` forces ATen's torch::layer_norm (tests and
-/// benchmarks compare the two); CPU tensors always take ATen.
+/// x [.., h], weight/bias [h] -> [.., h] in x's dtype; an fp32 x with 16-bit weight and bias (an fp32 residual stream,
+/// --fp32-residual-connection) gives the weight's dtype, as Megatron's mixed-precision LayerNorm. `use_fused = false`
+/// forces ATen's torch::layer_norm (tests and benchmarks compare the two); CPU tensors and the mixed case take ATen.
 torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                          bool use_fused = true, const LayerNormMainGrads& main_grads = {});
 
@@ -34,7 +35,8 @@ struct HiddenDropout {
 
 /// The residual add and the LayerNorm after it: sum = x + residual, y = layer_norm(sum). On CUDA tensors the fused
 /// kernel takes, one kernel each way (ops/layer_norm_cuda.h); otherwise x + residual and layer_norm above. With
-/// `dropout` (p > 0): sum = dropout(x) + residual.
+/// `dropout` (p > 0): sum = dropout(x) + residual. A 16-bit x on an fp32 residual gives an fp32 sum and a y in the
+/// weight's dtype (ATen's ops).
 struct AddLayerNorm {
   torch::Tensor sum, y;  // [.., h] each
 };

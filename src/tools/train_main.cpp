@@ -19,9 +19,12 @@ int run_train(int argc, const char* const* argv) {
   if (cfg.training.dry_run) {
     const int64_t vocab = cfg.vocab_size > 0 ? cfg.vocab_size : 50257;
     const int64_t padded = cli::padded_vocab_size(vocab, cfg.model, cfg.parallel.tensor_model_parallel_size);
-    if (env.rank == 0)
+    if (env.rank == 0) {
+      for (const std::string& note : cfg.deepspeed_notes)
+        std::cout << "--deepspeed_config " << cfg.training.deepspeed_config << ": " << note << "\n";
       std::cout << train::describe_layout(cfg.model, cfg.parallel, cfg.training, cfg.precision, vocab, padded)
                 << std::flush;
+    }
     return 0;
   }
   dist::MpiSession session(env);

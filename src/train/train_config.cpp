@@ -1,5 +1,6 @@
 #include "train/train_config.h"
 
+#include "cli/deepspeed_config.h"
 #include "cli/parser.h"
 #include "core/error.h"
 
@@ -31,8 +32,15 @@ bool parse_train_config(int argc, const char* const* argv, int world_size, Train
   cli::validate_model(c.model);
   MEGATON_CHECK(c.model.seq_length > 0, UsageError, "--seq-length is required for megaton train");
   cli::validate_parallel(c.parallel, c.model, world);
+  const auto& t = c.training;
+  if (t.deepspeed || !t.deepspeed_config.empty()) {
+    MEGATON_CHECK(t.deepspeed && !t.deepspeed_config.empty(), UsageError,
+                  t.deepspeed ? "--deepspeed needs --deepspeed_config FILE (the DeepSpeed JSON)"
+                              : "--deepspeed_config is read only with --deepspeed (as in Megatron-DeepSpeed)");
+    c.deepspeed_notes = cli::apply_deepspeed_config(t.deepspeed_config, c.training, c.precision, c.parallel);
+  }
   cli::validate_training(c.training, c.parallel);
-  cli::validate_precision(c.precision);
+  cli::validate_precision(c.precision, c.model);
   cli::validate_checkpoint(c.checkpoint);
   cli::validate_data(c.data);
   cli::validate_logging(c.logging);

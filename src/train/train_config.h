@@ -1,6 +1,8 @@
 // Every flag of `megaton train`, parsed and validated together before anything is allocated.
 #pragma once
 #include <ostream>
+#include <string>
+#include <vector>
 
 #include "cli/arguments.h"
 
@@ -14,8 +16,9 @@ struct TrainConfig {
   cli::CheckpointArgs checkpoint;
   cli::DataArgs data;
   cli::LoggingArgs logging;
-  int dry_run_world_size = 0;  // --world-size, for --dry-run away from the cluster
-  int64_t vocab_size = 0;      // --vocab-size: used when no tokenizer is given (dry runs, synthetic data)
+  int dry_run_world_size = 0;                // --world-size, for --dry-run away from the cluster
+  int64_t vocab_size = 0;                    // --vocab-size: used when no tokenizer is given (dry runs, synthetic data)
+  std::vector<std::string> deepspeed_notes;  // what --deepspeed_config set or ignored, logged when training starts
 };
 
 /// Registers every option group of `megaton train` on `d`, bound to `c`.

@@ -39,6 +39,9 @@ namespace {
 
 // Reasons to stop, agreed with an all-reduce MAX (the largest code wins).
 enum StopReason { kNone = 0, kExitInterval = 1, kDuration = 2, kKillSwitch = 3, kSignal = 4 };
+// Not agreed, the same on every rank: a normal end of training (final evaluation and save), as Megatron's loop
+// condition `consumed_train_tokens < train_tokens`.
+constexpr int kTokenBudget = -1;
 const char* stop_reason_name(int r) {
   switch (r) {
     case kExitInterval:
@@ -49,6 +52,8 @@ const char* stop_reason_name(int r) {
       return "kill switch file found";
     case kSignal:
       return "SIGTERM/SIGUSR1 received";
+    case kTokenBudget:
+      return "--train-tokens reached";
     default:
       return "done";
   }
@@ -168,7 +173,7 @@ void Trainer::run_schedule(int m, const std::function<torch::Tensor(int, int, co
   const auto& t = cfg_.training;
   auto p2p = [&] {
     return pl::P2p(*groups_.pp, {cfg_.model.seq_length, t.micro_batch_size, gpt_->hidden()},
-                   torch::TensorOptions().dtype(gpt_->dtype).device(gpt_->device));
+                   torch::TensorOptions().dtype(gpt_->residual_dtype()).device(gpt_->device));
   };
   if (interleaved()) {
     pl::ChunkedStep step;
@@ -769,12 +774,17 @@ int Trainer::run() {
     evaluate();
     return 0;
   }
+  for (const std::string& note : cfg_.deepspeed_notes)
+    log_.info0("--deepspeed_config ", t.deepspeed_config, ": ", note);
   log_.info0("training: ", train_iters_, " iterations from iteration ", iteration_, ", global batch ",
              micro_->global_batch_size(), ", micro-batch ", t.micro_batch_size, ", ",
              interleaved()                ? "interleaved 1F1B pipeline"
              : groups_.grid.pp_size() > 1 ? "1F1B pipeline"
                                           : "no pipeline",
              dp_->zero1() ? ", ZeRO-1" : "");
+  if (t.train_tokens > 0)
+    log_.info0("--train-tokens ", t.train_tokens, ": training ends once that many tokens are consumed (",
+               consumed_tokens_, " so far)");
   interval_start_ = mark_now(clock_);
   int64_t in_interval = 0;
   int stop = kNone;
@@ -790,7 +800,8 @@ int Trainer::run() {
   constexpr int64_t kTunerWarmup = 2;  // --gemm-autotune times GEMMs from the third iteration of the run on
   const int64_t tune_from = iteration_ + kTunerWarmup;
   bool tuner_reported = !cfg_.model.gemm_autotune;
-  while (iteration_ < train_iters_) {
+  const auto token_budget_spent = [&] { return t.train_tokens > 0 && consumed_tokens_ >= t.train_tokens; };
+  while (iteration_ < train_iters_ && !token_budget_spent()) {
     if (cfg_.model.gemm_autotune && iteration_ == tune_from) tuner.set_enabled(true);
     profiler.before_step(iteration_);
     const StepOutcome s = train_step();
@@ -834,8 +845,9 @@ int Trainer::run() {
   }
   flush_log();
   optimizer_->finish_update();  // the last iteration's update (--overlap-optimizer-step)
-  if (stop == kNone) evaluate();
-  if (cfg_.checkpoint.save.empty() && stop != kNone)
+  if (stop == kNone && token_budget_spent()) stop = kTokenBudget;
+  if (stop <= kNone) evaluate();
+  if (cfg_.checkpoint.save.empty() && stop > kNone)
     log_.warn0("stopping early without --save: no checkpoint is written");
   save();
   log_.info0("stopping at iteration ", iteration_, ": ", stop_reason_name(stop));

@@ -31,6 +31,19 @@ grep -q "stopping at iteration $it: --exit-duration-in-mins" "$work/duration.log
   [ "$it" -lt 100000 ] || { tail -20 "$work/duration.log"; exit 1; }
 echo "exit duration: stopped and saved at iteration $it: OK"
 
+# --train-tokens: 4 samples of 16 tokens an iteration, so a budget of 3 x 64 - 1 tokens ends training after iteration 3
+# (Megatron's loop condition consumed < budget), as a normal end: final evaluation and save. Resuming with a larger
+# budget goes on from the checkpoint's consumed tokens: 5 x 64 ends after iteration 5.
+run_train 2 "${common[@]}" --train-iters 50 --train-tokens 191 --save "$work/t" --save-interval 100 \
+  > "$work/tokens.log" 2>&1 || { tail -20 "$work/tokens.log"; exit 1; }
+grep -q "stopping at iteration 3: --train-tokens reached" "$work/tokens.log" && [ "$(latest "$work/t")" = 3 ] &&
+  grep -q "validation loss at iteration 3 " "$work/tokens.log" || { tail -20 "$work/tokens.log"; exit 1; }
+run_train 2 "${common[@]}" --train-iters 50 --train-tokens 320 --load "$work/t" --save "$work/t" --save-interval 100 \
+  > "$work/tokens2.log" 2>&1 || { tail -20 "$work/tokens2.log"; exit 1; }
+grep -q "stopping at iteration 5: --train-tokens reached" "$work/tokens2.log" && [ "$(latest "$work/t")" = 5 ] ||
+  { tail -20 "$work/tokens2.log"; exit 1; }
+echo "train tokens: stopped at iterations 3 and 5: OK"
+
 # --eval-only evaluates the loaded weights exactly as the training loop's final evaluation would (same samples, same
 # loss to the last digit), trains nothing and writes no checkpoint.
 run_train 2 "${common[@]}" --train-iters 3 --exit-interval 3 --save "$work/e" --save-interval 100 \

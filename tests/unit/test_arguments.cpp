@@ -148,6 +148,35 @@ TEST(Arguments, MegatronFusionFlagsMapOntoMegatons) {
   EXPECT_NE(error_of({"--no-bias-dropout-fusion", "--dropout-layernorm-fusion"}).find("contradict"), std::string::npos);
   const std::string cyclic = error_of({"--dataloader-type", "cyclic"});
   EXPECT_NE(cyclic.find("--dataloader-type: expected single, got 'cyclic'"), std::string::npos) << cyclic;
+  auto f = base();
+  f.insert(f.end(), {"--fp16", "--fp16-lm-cross-entropy"});
+  ASSERT_TRUE(parse(f, c, 1));
+  EXPECT_TRUE(c.precision.fp16_lm_cross_entropy);
+  EXPECT_NE(error_of({"--bf16", "--fp16-lm-cross-entropy"}).find("--fp16-lm-cross-entropy needs --fp16"),
+            std::string::npos);
+}
+
+TEST(Arguments, Fp32ResidualConnectionNeedsAHalfPrecisionModel) {
+  TrainConfig c;
+  auto a = base();
+  a.insert(a.end(), {"--bf16", "--fp32-residual-connection"});
+  ASSERT_TRUE(parse(a, c, 1));
+  EXPECT_TRUE(c.model.fp32_residual_connection);
+  EXPECT_NE(error_of({"--fp32-residual-connection"}).find("--fp32-residual-connection needs --fp16 or --bf16"),
+            std::string::npos);
+}
+
+// --train-tokens: a token budget beside --train-iters/--train-samples (the stop itself: test_train_stops.sh).
+TEST(Arguments, TrainTokensIsATokenBudget) {
+  TrainConfig c;
+  auto a = base();
+  a.insert(a.end(), {"--train-tokens", "300_000_000_000"});
+  ASSERT_TRUE(parse(a, c, 1));
+  EXPECT_EQ(c.training.train_tokens, 300000000000LL);
+  TrainConfig plain;
+  ASSERT_TRUE(parse(base(), plain, 1));
+  EXPECT_EQ(plain.training.train_tokens, 0);
+  EXPECT_NE(error_of({"--train-tokens", "-5"}).find("--train-tokens must be > 0, got -5"), std::string::npos);
 }
 
 TEST(Arguments, WeightedSplitPathsModeRules) {

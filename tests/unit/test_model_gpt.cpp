@@ -266,6 +266,34 @@ TEST(ModelGpt, Bf16ModelTracksFp32) {
   EXPECT_TRUE(torch::isfinite(b.grads.at("layers.1.attention.qkv.weight").to(torch::kFloat32)).all().item<bool>());
 }
 
+// --fp32-residual-connection: a bf16 model whose residual stream (the embeddings, each layer's sums, what a pipeline
+// stage hands on) stays fp32, as Megatron's. Split into two stages with an fp32 hand-over it gives the one-stage
+// model's logits bit for bit; the stream carries values bf16 cannot hold; without the flag it is bf16.
+TEST(ModelGpt, Fp32ResidualConnectionKeepsTheStreamInFp32) {
+  auto groups = parallel::single_rank_groups();
+  auto c = tiny_config();
+  c.model.num_layers = 4;
+  c.dtype = torch::kBFloat16;
+  const auto ids = modeltest::tokens(2, 8, 100);
+  model::GptStage plain_first(c, groups, model::pipeline_stage_part(c, 2, 0));
+  torch::NoGradGuard no_grad;
+  EXPECT_EQ(plain_first.forward(ids).scalar_type(), torch::kBFloat16);
+  const torch::Tensor plain_logits = model::GptStage(c, groups).forward(ids);
+
+  c.model.fp32_residual_connection = true;
+  EXPECT_EQ(c.residual_dtype(), torch::kFloat32);
+  model::GptStage whole(c, groups), first(c, groups, model::pipeline_stage_part(c, 2, 0)),
+      last(c, groups, model::pipeline_stage_part(c, 2, 1));
+  const torch::Tensor h = first.forward(ids);  // [s, b, h] after layers 0-1
+  ASSERT_EQ(h.scalar_type(), torch::kFloat32);
+  EXPECT_FALSE(torch::equal(h, h.to(torch::kBFloat16).to(torch::kFloat32))) << "the stream was rounded to bf16";
+  const torch::Tensor logits = whole.forward(ids);
+  EXPECT_EQ(logits.scalar_type(), torch::kBFloat16);
+  EXPECT_TRUE(torch::equal(last.forward(h), logits)) << "two stages with an fp32 hand-over differ from one";
+  EXPECT_FALSE(torch::equal(logits, plain_logits)) << "the flag changed nothing";
+  EXPECT_LT(modeltest::rel_err(logits, plain_logits), 0.05);
+}
+
 TEST(ModelGpt, BadInputIsATypedError) {
   model::GptStage m(tiny_config(), parallel::single_rank_groups());
   auto ids = modeltest::tokens(1, 8, 100);

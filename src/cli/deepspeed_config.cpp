@@ -1,0 +1,209 @@
+#include "cli/deepspeed_config.h"
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+#include <sstream>
+
+#include "core/error.h"
+
+namespace megaton::cli {
+
+using nlohmann::json;
+
+namespace {
+
+// Keys that only shape DeepSpeed's own logging, communication or memory tactics: nothing megaton computes changes.
+const std::set<std::string> kIgnoredKeys = {"steps_per_print",
+                                            "wall_clock_breakdown",
+                                            "zero_allow_untested_optimizer",
+                                            "prescale_gradients",
+                                            "gradient_predivide_factor",
+                                            "dump_state",
+                                            "memory_breakdown",
+                                            "sparse_gradients",
+                                            "flops_profiler",
+                                            "tensorboard",
+                                            "wandb",
+                                            "csv_monitor",
+                                            "comms_logger",
+                                            "activation_checkpointing",
+                                            "communication_data_type",
+                                            "data_types"};
+
+// Sections that would change training in ways megaton does not do: a usage error, never silently different numbers.
+const std::set<std::string> kRefusedKeys = {"optimizer",        "scheduler", "amp",        "compression_training",
+                                            "sparse_attention", "pipeline",  "elasticity", "autotuning"};
+
+class Reader {
+ public:
+  Reader(std::string path, const json& root) : path_(std::move(path)), root_(root) {}
+
+  /// `root_[section][key]` (section empty: the top level), absent when missing, null or "auto".
+  const json* find(const std::string& section, const std::string& key) const {
+    const json* obj = &root_;
+    if (!section.empty()) {
+      auto s = root_.find(section);
+      if (s == root_.end() || s->is_null()) return nullptr;
+      MEGATON_CHECK(s->is_object(), UsageError, where(section, ""), ": expected an object, got ", s->dump());
+      obj = &*s;
+    }
+    auto it = obj->find(key);
+    if (it == obj->end() || it->is_null() || (it->is_string() && it->get<std::string>() == "auto")) return nullptr;
+    return &*it;
+  }
+
+  double number(const std::string& section, const std::string& key, double fallback) const {
+    const json* v = find(section, key);
+    if (v == nullptr) return fallback;
+    MEGATON_CHECK(v->is_number(), UsageError, where(section, key), ": expected a number, got ", v->dump());
+    return v->get<double>();
+  }
+
+  int64_t integer(const std::string& section, const std::string& key, int64_t fallback) const {
+    const double d = number(section, key, double(fallback));
+    MEGATON_CHECK(std::floor(d) == d, UsageError, where(section, key), ": expected an integer, got ", d);
+    return static_cast<int64_t>(d);
+  }
+
+  bool flag(const std::string& section, const std::string& key) const {
+    const json* v = find(section, key);
+    if (v == nullptr) return false;
+    MEGATON_CHECK(v->is_boolean(), UsageError, where(section, key), ": expected true or false, got ", v->dump());
+    return v->get<bool>();
+  }
+
+  std::string where(const std::string& section, const std::string& key) const {
+    std::string k = section.empty() ? key : key.empty() ? section : section + "." + key;
+    return "--deepspeed_config " + path_ + ": '" + k + "'";
+  }
+
+ private:
+  std::string path_;
+  const json& root_;
+};
+
+json read_json(const std::string& path) {
+  std::ifstream in(path);
+  MEGATON_CHECK(in.good(), UsageError, "--deepspeed_config ", path, ": cannot open the file");
+  try {
+    json j = json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
+    MEGATON_CHECK(j.is_object(), UsageError, "--deepspeed_config ", path, ": expected a JSON object at the top");
+    return j;
+  } catch (const json::parse_error& e) {
+    throw UsageError(str("--deepspeed_config ", path, ": not valid JSON (", e.what(), ")"));
+  }
+}
+
+// A batch size the JSON states: fills the flag when it was not given, else must equal it.
+void agree(int& flag, int64_t value, const char* flag_name, const Reader& r, const char* key,
+           std::vector<std::string>& notes) {
+  MEGATON_CHECK(value > 0, UsageError, r.where("", key), ": expected > 0, got ", value);
+  if (flag == 0) {
+    flag = static_cast<int>(value);
+    notes.push_back(str(key, " ", value, " -> ", flag_name, " ", value));
+    return;
+  }
+  MEGATON_CHECK(flag == value, UsageError, r.where("", key), " is ", value, " but ", flag_name, " is ", flag,
+                " (DeepSpeed asserts they agree)");
+}
+
+}  // namespace
+
+std::vector<std::string> apply_deepspeed_config(const std::string& path, TrainingArgs& t, PrecisionArgs& p,
+                                                ParallelArgs& par) {
+  const json root = read_json(path);
+  const Reader r(path, root);
+  std::vector<std::string> notes;
+
+  for (const auto& [key, value] : root.items()) {
+    MEGATON_CHECK(!kRefusedKeys.count(key) || value.is_null(), UsageError, r.where(key, ""),
+                  ": not supported; megaton builds this from the Megatron flags (remove the section)");
+  }
+  MEGATON_CHECK(!r.flag("curriculum_learning", "enabled"), UsageError, r.where("curriculum_learning", "enabled"),
+                ": sequence-length curriculum learning is not implemented");
+
+  // Precision: the JSON's, which must not contradict the flags.
+  const bool fp16 = r.flag("fp16", "enabled"), bf16 = r.flag("bf16", "enabled");
+  MEGATON_CHECK(!(fp16 && bf16), UsageError, r.where("", "fp16"), " and 'bf16' are both enabled");
+  MEGATON_CHECK(!(fp16 && p.bf16) && !(bf16 && p.fp16), UsageError, r.where(fp16 ? "fp16" : "bf16", "enabled"),
+                " contradicts ", p.bf16 ? "--bf16" : "--fp16");
+  if (fp16 && !p.fp16) notes.push_back("fp16.enabled -> --fp16");
+  if (bf16 && !p.bf16) notes.push_back("bf16.enabled -> --bf16");
+  p.fp16 = p.fp16 || fp16;
+  p.bf16 = p.bf16 || bf16;
+  if (fp16) {  // DeepSpeed's loss scaler settings, with its defaults; the Megatron scaler flags do not apply
+    p.loss_scale = r.number("fp16", "loss_scale", 0.0);
+    const int64_t power = r.integer("fp16", "initial_scale_power", 16);
+    MEGATON_CHECK(power >= 0 && power < 128, UsageError, r.where("fp16", "initial_scale_power"),
+                  ": expected 0..127, got ", power);
+    p.initial_loss_scale = std::ldexp(1.0, static_cast<int>(power));
+    p.loss_scale_window = static_cast<int>(r.integer("fp16", "loss_scale_window", 1000));
+    p.hysteresis = static_cast<int>(r.integer("fp16", "hysteresis", 2));
+    p.min_loss_scale = r.number("fp16", "min_loss_scale", 1.0);
+    std::ostringstream s;
+    s << "fp16 loss scaler -> "
+      << (p.loss_scale > 0 ? "--loss-scale " + std::to_string(p.loss_scale) : std::string("dynamic"))
+      << ", --initial-loss-scale " << p.initial_loss_scale << " (2^" << power << "), --loss-scale-window "
+      << p.loss_scale_window << ", --hysteresis " << p.hysteresis << ", --min-loss-scale " << p.min_loss_scale
+      << " (the Megatron scaler flags are ignored, as under DeepSpeed)";
+    notes.push_back(s.str());
+  }
+
+  // ZeRO: DeepSpeed's bf16 optimizer keeps its fp32 masters and Adam state sharded over DP even at stage 0.
+  const int64_t stage = r.integer("zero_optimization", "stage", 0);
+  MEGATON_CHECK(stage == 0 || stage == 1, UsageError, r.where("zero_optimization", "stage"), ": ", stage,
+                " is not supported (megaton implements ZeRO stage 1: optimizer state sharded over data parallelism)");
+  const int zero = stage == 1 || p.bf16 ? 1 : 0;
+  if (zero != par.zero_stage)
+    notes.push_back(str("zero_optimization.stage ", stage, p.bf16 && stage == 0 ? " with bf16" : "",
+                        " -> --zero-stage ", zero, " (was ", par.zero_stage, ")"));
+  par.zero_stage = zero;
+
+  const double clip = r.number("", "gradient_clipping", 0.0);
+  MEGATON_CHECK(clip >= 0, UsageError, r.where("", "gradient_clipping"), ": expected >= 0, got ", clip);
+  if (clip != t.clip_grad) notes.push_back(str("gradient_clipping ", clip, " -> --clip-grad ", clip));
+  t.clip_grad = clip;
+
+  if (const json* v = r.find("", "train_micro_batch_size_per_gpu"); v != nullptr)
+    agree(t.micro_batch_size, r.integer("", "train_micro_batch_size_per_gpu", 0), "--micro-batch-size", r,
+          "train_micro_batch_size_per_gpu", notes);
+  if (const json* v = r.find("", "train_batch_size"); v != nullptr)
+    agree(t.global_batch_size, r.integer("", "train_batch_size", 0), "--global-batch-size", r, "train_batch_size",
+          notes);
+  if (r.find("", "gradient_accumulation_steps") != nullptr) {
+    const int64_t gas = r.integer("", "gradient_accumulation_steps", 1);
+    const int64_t dp = par.data_parallel_size;
+    if (t.global_batch_size == 0 && t.micro_batch_size > 0 && dp > 0) {
+      t.global_batch_size = static_cast<int>(gas * t.micro_batch_size * dp);
+      notes.push_back(str("gradient_accumulation_steps ", gas, " -> --global-batch-size ", t.global_batch_size));
+    } else if (t.global_batch_size > 0 && t.micro_batch_size > 0 && dp > 0 && t.rampup_batch_size.empty()) {
+      MEGATON_CHECK(gas * t.micro_batch_size * dp == t.global_batch_size, UsageError,
+                    r.where("", "gradient_accumulation_steps"), " is ", gas, " but --global-batch-size ",
+                    t.global_batch_size, " / (--micro-batch-size ", t.micro_batch_size, " x data-parallel size ", dp,
+                    ") is ", double(t.global_batch_size) / double(t.micro_batch_size * dp));
+    }
+  }
+
+  std::vector<std::string> ignored;
+  for (const auto& [key, value] : root.items()) {
+    static const std::set<std::string> kTaken = {"fp16",
+                                                 "bf16",
+                                                 "zero_optimization",
+                                                 "gradient_clipping",
+                                                 "train_micro_batch_size_per_gpu",
+                                                 "train_batch_size",
+                                                 "gradient_accumulation_steps",
+                                                 "curriculum_learning"};
+    if (!kTaken.count(key)) ignored.push_back(key + (kIgnoredKeys.count(key) ? "" : " (unknown to megaton)"));
+  }
+  if (!ignored.empty()) {
+    std::string line = "ignored: ";
+    for (size_t i = 0; i < ignored.size(); ++i) line += (i ? ", " : "") + ignored[i];
+    notes.push_back(line);
+  }
+  return notes;
+}
+
+}  // namespace megaton::cli
