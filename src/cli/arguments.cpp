@@ -263,6 +263,17 @@ void add_logging_options(po::options_description& d, LoggingArgs& a) {
        "validation perplexity to TensorBoard")
       ("log-batch-size-to-tensorboard", po::bool_switch(&a.log_batch_size_to_tensorboard), "batch size to TensorBoard")
       ("tensorboard-queue-size", val(a.tensorboard_queue_size), "records buffered before the events file is flushed")
+      ("log-num-zeros-in-grad", po::bool_switch(&a.log_num_zeros_in_grad), "count the zeros of the gradient (log line)")
+      ("log-params-norm", po::bool_switch(&a.log_params_norm), "the L2 norm of the weights (log line, TensorBoard)")
+      ("no-log-loss-scale-to-tensorboard", po::bool_switch()->notifier([&a](bool v) {
+         if (v) a.log_loss_scale_to_tensorboard = false;
+       }), "no loss-scale scalar in TensorBoard")
+      ("no-log-learnig-rate-to-tensorboard", po::bool_switch()->notifier([&a](bool v) {
+         if (v) a.log_learning_rate_to_tensorboard = false;
+       }), "no learning-rate scalar in TensorBoard (Megatron's spelling)")
+      ("no-log-learning-rate-to-tensorboard", po::bool_switch()->notifier([&a](bool v) {
+         if (v) a.log_learning_rate_to_tensorboard = false;
+       }), "the same, spelled right")
       ("profile", po::bool_switch(&a.profile), "record iterations with LibTorch's profiler (trace + summary table)")
       ("profile-step-start", val(a.profile_step_start), "profile from after this iteration")
       ("profile-step-end", val(a.profile_step_end), "... up to and including this iteration")

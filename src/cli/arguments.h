@@ -181,7 +181,11 @@ struct LoggingArgs {
   bool log_timers_to_tensorboard = false;
   bool log_validation_ppl_to_tensorboard = false;
   bool log_batch_size_to_tensorboard = false;
-  int tensorboard_queue_size = 1000;  // records buffered before the events file is flushed
+  int tensorboard_queue_size = 1000;             // records buffered before the events file is flushed
+  bool log_num_zeros_in_grad = false;            // "num zeros" of the (clipped) gradient in the log line
+  bool log_params_norm = false;                  // "params norm" of the fp32 masters in the log line
+  bool log_loss_scale_to_tensorboard = true;     // --no-log-loss-scale-to-tensorboard clears it
+  bool log_learning_rate_to_tensorboard = true;  // --no-log-learnig-rate-to-tensorboard (Megatron's spelling) clears it
   // --profile: LibTorch's (Kineto) profiler over iterations profile_step_start+1 .. profile_step_end on these ranks
   bool profile = false;
   int64_t profile_step_start = 10;

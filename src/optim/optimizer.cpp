@@ -77,18 +77,29 @@ bool MixedPrecisionOptimizer::unscale_and_check_for_inf() {
   return flag.item<float>() > 0.0f;
 }
 
-DeviceScalar MixedPrecisionOptimizer::grad_norm_and_clip(bool defer, torch::Tensor& grad_scale) {
-  const torch::Tensor& g = dp_.shard_grad();  // [S]
+torch::Tensor MixedPrecisionOptimizer::global_squared_norm(const torch::Tensor& flat) {
   torch::Tensor sq;
   if (norm_runs_.empty()) {
-    sq = torch::zeros({1}, g.options().dtype(torch::kFloat64));
-  } else if (covers_all(norm_runs_, g.numel())) {
-    sq = g.norm().to(torch::kFloat64).pow(2).reshape({1});
+    sq = torch::zeros({1}, flat.options().dtype(torch::kFloat64));
+  } else if (covers_all(norm_runs_, flat.numel())) {
+    sq = flat.norm().to(torch::kFloat64).pow(2).reshape({1});
   } else {
-    auto norms = torch::_foreach_norm(run_views(g, norm_runs_));  // one per run
+    auto norms = torch::_foreach_norm(run_views(flat, norm_runs_));  // one per run
     sq = torch::stack(norms).to(torch::kFloat64).pow(2).sum().reshape({1});
   }
   all_reduce_over_model_and_shard(sq, dist::ReduceOp::kSum);
+  return sq;
+}
+
+DeviceScalar MixedPrecisionOptimizer::params_norm() {
+  finish_update();
+  torch::NoGradGuard no_grad;
+  return DeviceScalar(global_squared_norm(master_).sqrt());
+}
+
+DeviceScalar MixedPrecisionOptimizer::grad_norm_and_clip(bool defer, torch::Tensor& grad_scale) {
+  const torch::Tensor& g = dp_.shard_grad();  // [S]
+  const torch::Tensor sq = global_squared_norm(g);
   // Norm and clip coefficient stay on the device (fp64 as before): reading the norm here made every step wait for
   // the GPU. coeff = min(1, clip / (norm + 1e-6)); multiplying by exactly 1 leaves the grads bit-identical.
   const torch::Tensor norm = sq.sqrt();  // [1] fp64

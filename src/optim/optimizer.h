@@ -126,8 +126,15 @@ class MixedPrecisionOptimizer {
   void reload_model_params();
   /// The state names of this optimizer kind.
   std::vector<std::string> state_names() const;
+  /// Megatron's params norm (--log-params-norm): the global L2 norm of the fp32 masters, each parameter counted once
+  /// (TP-replicated ones on TP rank 0, the tied embedding on the first stage, ZeRO shards summed), on the device. An
+  /// update still pending (--overlap-optimizer-step) is applied first, so the norm is of the weights after the step.
+  DeviceScalar params_norm();
 
  private:
+  /// Sum of squares over norm_runs_ of a shard-shaped flat tensor, over the model-parallel ranks and the shards:
+  /// fp64 [1] on the device.
+  torch::Tensor global_squared_norm(const torch::Tensor& flat);
   bool unscale_and_check_for_inf();
   /// Returns the global grad norm, on the device. Clips the grads in place, or, with `defer`, leaves them and returns
   /// the clip coefficient (fp32 [1] on the device; 1 when there is nothing to clip) in `grad_scale` for the fused Adam.

@@ -292,7 +292,9 @@ void Trainer::build() {
       c->main_grads().bind(dp_->param_buffer(), dp_->grad_buffer());
       dp_->attach(c->main_grads());
     }
-  optimizer_ = std::make_unique<optim::MixedPrecisionOptimizer>(*dp_, groups_, optim::optimizer_options(t),
+  optim::OptimizerOptions opt = optim::optimizer_options(t);
+  opt.log_num_zeros_in_grad = cfg_.logging.log_num_zeros_in_grad;
+  optimizer_ = std::make_unique<optim::MixedPrecisionOptimizer>(*dp_, groups_, std::move(opt),
                                                                 optim::make_grad_scaler(cfg_.precision));
   if (t.overlap_optimizer_step) overlap_optimizer_with_forward();
 
@@ -610,8 +612,8 @@ struct Trainer::PendingLog {
   std::optional<double> loss_scale;
   std::optional<int64_t> num_zeros;
   std::vector<bool> updated;  // per loss in `values`: whether its iteration's step was taken
-  bool has_grad_norm = false;
-  torch::Tensor values;  // fp64 on the host [losses..., grad norm]; written by the device before `end`
+  bool has_grad_norm = false, has_params_norm = false;
+  torch::Tensor values;  // fp64 on the host [losses..., grad norm, params norm]; written by the device before `end`
   std::map<std::string, TimerReading> timers;
   std::shared_ptr<const DeviceMark> start, end;  // the interval
 };
@@ -637,8 +639,12 @@ void Trainer::capture_log(const StepOutcome& s, int64_t iterations_in_interval) 
     device_values.push_back(s.grad_norm.tensor().reshape({1}).to(torch::kFloat64));
     p->has_grad_norm = true;
   }
+  if (cfg_.logging.log_params_norm) {  // after the logged iteration's update, as Megatron's calc_params_l2_norm
+    device_values.push_back(optimizer_->params_norm().tensor().reshape({1}).to(torch::kFloat64));
+    p->has_params_norm = true;
+  }
   if (!device_values.empty()) {
-    const torch::Tensor d = torch::cat(device_values);  // [losses + grad norm]
+    const torch::Tensor d = torch::cat(device_values);  // [losses + grad norm + params norm]
     p->values = torch::empty(d.sizes(), torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(d.is_cuda()));
     p->values.copy_(d, /*non_blocking=*/true);
   }
@@ -667,15 +673,19 @@ void Trainer::flush_log() {
   }
   const std::optional<double> avg =
       loss_count > 0 ? std::optional<double>(loss_sum / double(loss_count)) : std::nullopt;
-  const std::optional<double> grad_norm = p->has_grad_norm ? std::optional<double>(v[p->updated.size()]) : std::nullopt;
+  const size_t norms_at = p->updated.size();
+  const std::optional<double> grad_norm = p->has_grad_norm ? std::optional<double>(v[norms_at]) : std::nullopt;
+  const std::optional<double> params_norm =
+      p->has_params_norm ? std::optional<double>(v[norms_at + (p->has_grad_norm ? 1 : 0)]) : std::nullopt;
   std::map<std::string, double> timer_seconds;
   for (const auto& [name, reading] : p->timers) timer_seconds[name] = reading.seconds();
-  log_iteration(*p, interval_s, avg, grad_norm, nan_iterations, timer_seconds);
+  log_iteration(*p, interval_s, {avg, grad_norm, params_norm, nan_iterations}, timer_seconds);
 }
 
-void Trainer::log_iteration(const PendingLog& p, double interval_s, std::optional<double> avg,
-                            std::optional<double> grad_norm, int64_t nan_iterations,
+void Trainer::log_iteration(const PendingLog& p, double interval_s, const LoggedValues& values,
                             const std::map<std::string, double>& timer_seconds) {
+  const std::optional<double>&avg = values.avg_loss, &grad_norm = values.grad_norm;
+  const int64_t nan_iterations = values.nan_iterations;
   const double ms = interval_s * 1e3 / double(std::max<int64_t>(p.iterations, 1));
   const double flops = model_flops_per_iteration(cfg_.model, gpt_->padded_vocab_size, p.global_batch);
   const double tflops = flops / (ms * 1e-3 * groups_.grid.world() * 1e12);
@@ -698,6 +708,7 @@ void Trainer::log_iteration(const PendingLog& p, double interval_s, std::optiona
   if (p.loss_scale) line << " loss scale: " << fmt_f(*p.loss_scale, 1) << " |";
   if (grad_norm) line << " grad norm: " << fmt_f(*grad_norm, 3) << " |";
   if (p.num_zeros) line << " num zeros: " << *p.num_zeros << " |";
+  if (values.params_norm) line << " params norm: " << fmt_f(*values.params_norm, 3) << " |";
   line << " number of skipped iterations: " << std::setw(3) << p.skipped
        << " | number of nan iterations: " << std::setw(3) << nan_iterations
        << " | samples per second: " << fmt_f(samples_per_s, 3) << " | TFLOPs: " << fmt_f(tflops, 2)
@@ -709,12 +720,16 @@ void Trainer::log_iteration(const PendingLog& p, double interval_s, std::optiona
 
   const int64_t it = p.iteration, samples = p.consumed_train, tokens = p.consumed_tokens;
   if (tb_ && it % std::max(1, cfg_.logging.tensorboard_log_interval) == 0) {
-    tb_->add_scalar_vs_progress("learning-rate", p.lr, it, samples, tokens);
+    const auto& lg = cfg_.logging;
+    if (lg.log_learning_rate_to_tensorboard) tb_->add_scalar_vs_progress("learning-rate", p.lr, it, samples, tokens);
     if (cfg_.logging.log_batch_size_to_tensorboard)
       tb_->add_scalar_vs_progress("batch-size", double(p.global_batch), it, samples, tokens);
     if (avg) tb_->add_scalar_vs_progress("lm loss", *avg, it, samples, tokens);
-    if (p.loss_scale) tb_->add_scalar_vs_progress("loss-scale", *p.loss_scale, it, samples, tokens);
+    if (p.loss_scale && lg.log_loss_scale_to_tensorboard)
+      tb_->add_scalar_vs_progress("loss-scale", *p.loss_scale, it, samples, tokens);
     if (grad_norm) tb_->add_scalar_vs_progress("grad-norm", *grad_norm, it, samples, tokens);
+    if (p.num_zeros) tb_->add_scalar_vs_progress("num-zeros", double(*p.num_zeros), it, samples, tokens);
+    if (values.params_norm) tb_->add_scalar_vs_progress("params-norm", *values.params_norm, it, samples, tokens);
     tb_->add_scalar("iteration-time", ms * 1e-3, it);
     tb_->add_scalar("samples-per-second", samples_per_s, it);
     tb_->add_scalar("tokens-per-second", tokens_per_s, it);
@@ -736,6 +751,7 @@ void Trainer::log_iteration(const PendingLog& p, double interval_s, std::optiona
     im.loss_scale = p.loss_scale;
     im.grad_norm = grad_norm;
     im.num_zeros = p.num_zeros;
+    im.params_norm = values.params_norm;
     im.skipped_iterations = p.skipped;
     im.nan_iterations = nan_iterations;
     im.samples_per_second = samples_per_s;

@@ -94,8 +94,12 @@ class Trainer {
   /// Writes the captured log line, if any: waits for the device to pass its mark (called once the next iteration's
   /// work is queued, so the device never runs dry at a log line) and reads its values.
   void flush_log();
-  void log_iteration(const PendingLog& p, double interval_s, std::optional<double> avg_loss,
-                     std::optional<double> grad_norm, int64_t nan_iterations,
+  /// The device values of a log line, read back: the losses' mean, the grad norm, the params norm (where logged).
+  struct LoggedValues {
+    std::optional<double> avg_loss, grad_norm, params_norm;
+    int64_t nan_iterations = 0;
+  };
+  void log_iteration(const PendingLog& p, double interval_s, const LoggedValues& values,
                      const std::map<std::string, double>& timer_seconds);
   bool logging_rank() const;
   bool interleaved() const;

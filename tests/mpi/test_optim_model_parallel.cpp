@@ -1,6 +1,7 @@
 // The optimizer's agreements over model parallelism, on synthetic TP/PP shards: the global grad norm counts
 // TP-partitioned shards once each, TP-replicated parameters once (not TP times) and the tied embedding once (first
-// stage), with and without ZeRO-1; an inf on one rank makes every rank skip the step.
+// stage), with and without ZeRO-1, and so does the params norm (--log-params-norm); an inf on one rank makes every rank
+// skip the step.
 #include <torch/torch.h>
 
 #include "mpi_fixture.h"
@@ -13,11 +14,20 @@ using namespace megaton;
 namespace {
 
 // Full (unsharded) gradients of a model with a TP-partitioned weight A [4, 6] (split on dim 0), a replicated bias
-// B [5], a tied embedding E [4, 4] (vocab-parallel: split on dim 0) (one copy on the first and on the last stage) and a per-stage weight C [7].
-torch::Tensor grad_a() { return torch::arange(24, torch::kFloat32).view({4, 6}) * 0.01f; }
-torch::Tensor grad_b() { return torch::linspace(-1, 1, 5); }
-torch::Tensor grad_e(int pp) { return torch::full({4, 4}, 0.1f * (pp + 1)); }
-torch::Tensor grad_c(int pp) { return torch::arange(7, torch::kFloat32) * 0.1f * (pp + 2); }
+// B [5], a tied embedding E [4, 4] (vocab-parallel: split on dim 0) (one copy on the first and on the last stage) and a
+// per-stage weight C [7].
+torch::Tensor grad_a() {
+  return torch::arange(24, torch::kFloat32).view({4, 6}) * 0.01f;
+}
+torch::Tensor grad_b() {
+  return torch::linspace(-1, 1, 5);
+}
+torch::Tensor grad_e(int pp) {
+  return torch::full({4, 4}, 0.1f * (pp + 1));
+}
+torch::Tensor grad_c(int pp) {
+  return torch::arange(7, torch::kFloat32) * 0.1f * (pp + 2);
+}
 
 struct Shards {
   parallel::ParamList params;
@@ -38,7 +48,8 @@ Shards make_shards(const dist::ProcessGroups& g) {
     s.grads.push_back(grad);
   };
   const bool first = pp == 0, last = pp == pps - 1;
-  if (first || last) add("embedding.word_embeddings.weight", grad_e(pp).chunk(tps, 0)[tp].contiguous(), 0, pps > 1, false);
+  if (first || last)
+    add("embedding.word_embeddings.weight", grad_e(pp).chunk(tps, 0)[tp].contiguous(), 0, pps > 1, false);
   add("layers." + std::to_string(pp) + ".a.weight", grad_a().chunk(tps, 0)[tp].contiguous(), 0, false, false);
   add("layers." + std::to_string(pp) + ".b.bias", grad_b(), -1, false, true);
   add("layers." + std::to_string(pp) + ".c.weight", grad_c(pp), -1, false, false);
@@ -55,6 +66,15 @@ double expected_norm(int pps) {
   sq += e.pow(2).sum().item<double>();
   for (int pp = 0; pp < pps; ++pp) sq += grad_c(pp).pow(2).sum().item<double>();
   return std::sqrt(sq);
+}
+
+// The weights after one SGD step (lr 0.1, no clipping) from all-ones, counted with the grad norm's rule: the tied
+// embedding once (its two copies step with the sum of their gradients).
+double expected_params_norm(int pps) {
+  auto sq = [](const torch::Tensor& g) { return (1.0 - 0.1 * g.to(torch::kFloat64)).pow(2).sum().item<double>(); };
+  double s = (sq(grad_a()) + sq(grad_b())) * pps + sq(pps == 1 ? grad_e(0) : grad_e(0) + grad_e(pps - 1));
+  for (int pp = 0; pp < pps; ++pp) s += sq(grad_c(pp));
+  return std::sqrt(s);
 }
 
 optim::OptimizerOptions sgd() {
@@ -84,11 +104,17 @@ void check_norm(int tp, int pp, bool zero1) {
   // Zeros, counted with the same rule: A, B and C each hold exactly one 0 per stage; E none.
   EXPECT_EQ(*r.num_zeros, 3 * pp) << "TP=" << tp << " PP=" << pp;
   EXPECT_TRUE(mpitest::all_ranks(std::abs(*r.grad_norm - expected_norm(pp)) < 1e-5));
+  // --log-params-norm: the masters after the step, each parameter once.
+  const double params_norm = *opt.params_norm();
+  EXPECT_NEAR(params_norm, expected_params_norm(pp), 1e-5) << "TP=" << tp << " PP=" << pp << " zero1=" << zero1;
+  EXPECT_TRUE(mpitest::all_ranks(std::abs(params_norm - expected_params_norm(pp)) < 1e-5));
 }
 
 }  // namespace
 
-TEST(OptimModelParallel, GradNormTp1Pp1) { check_norm(1, 1, false); }
+TEST(OptimModelParallel, GradNormTp1Pp1) {
+  check_norm(1, 1, false);
+}
 TEST(OptimModelParallel, GradNormTp2) {
   REQUIRE_WORLD_DIVISIBLE_BY(2);
   check_norm(2, 1, false);
@@ -118,7 +144,8 @@ TEST(OptimModelParallel, InfOnOneRankSkipsTheStepEverywhere) {
     const auto before = dp.param_buffer().clone();
     opt.zero_grad();
     for (size_t i = 0; i < shards.params.size(); ++i) dp.main_grad(i).copy_(shards.grads[i] * 8.0);
-    if (groups.rank == mpitest::world_size() - 1) dp.main_grad(0).view({-1})[0] = std::numeric_limits<float>::infinity();
+    if (groups.rank == mpitest::world_size() - 1)
+      dp.main_grad(0).view({-1})[0] = std::numeric_limits<float>::infinity();
     const auto r = opt.step();
     EXPECT_TRUE(mpitest::all_ranks(!r.updated)) << "zero1 " << zero1;
     EXPECT_TRUE(mpitest::all_ranks(torch::equal(dp.param_buffer(), before)));

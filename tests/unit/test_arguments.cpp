@@ -166,6 +166,21 @@ TEST(Arguments, Fp32ResidualConnectionNeedsAHalfPrecisionModel) {
             std::string::npos);
 }
 
+// Megatron's logging switches: the norms in the log line, TensorBoard scalars left out (with Megatron's spelling).
+TEST(Arguments, MegatronLoggingSwitches) {
+  TrainConfig plain;
+  ASSERT_TRUE(parse(base(), plain, 1));
+  EXPECT_FALSE(plain.logging.log_params_norm || plain.logging.log_num_zeros_in_grad);
+  EXPECT_TRUE(plain.logging.log_learning_rate_to_tensorboard && plain.logging.log_loss_scale_to_tensorboard);
+  TrainConfig c;
+  auto a = base();
+  a.insert(a.end(), {"--log-params-norm", "--log-num-zeros-in-grad", "--no-log-learnig-rate-to-tensorboard",
+                     "--no-log-loss-scale-to-tensorboard"});
+  ASSERT_TRUE(parse(a, c, 1));
+  EXPECT_TRUE(c.logging.log_params_norm && c.logging.log_num_zeros_in_grad);
+  EXPECT_FALSE(c.logging.log_learning_rate_to_tensorboard || c.logging.log_loss_scale_to_tensorboard);
+}
+
 // --train-tokens: a token budget beside --train-iters/--train-samples (the stop itself: test_train_stops.sh).
 TEST(Arguments, TrainTokensIsATokenBudget) {
   TrainConfig c;
