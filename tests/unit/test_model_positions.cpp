@@ -185,7 +185,8 @@ TEST(KernelsAttention, VarlenDocumentsMatchTheExplicitPathWithGradients) {
   ASSERT_TRUE(ops::uses_varlen(q0, o));
   auto run = [&](torch::ScalarType dtype, bool fused) {
     std::vector<torch::Tensor> in;
-    for (const auto& t : {q0, k0, v0}) in.push_back(t.to(dtype).requires_grad_(true));
+    // Fresh leaves each run: to(dtype) of q0 in its own dtype would be q0 itself, and the next run's a non-leaf.
+    for (const auto& t : {q0, k0, v0}) in.push_back(t.detach().to(dtype).clone().requires_grad_(true));
     ops::AttentionOptions oo = o;
     oo.use_fused = fused;
     const torch::Tensor out = ops::causal_attention(in[0], in[1], in[2], oo);  // [s, b, np*d]
