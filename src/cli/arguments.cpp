@@ -73,8 +73,10 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
        "as Megatron: the hidden dropout and the residual add as separate ops (the same as "
        "--no-dropout-layernorm-fusion)")
       ("varlen-attention", po::bool_switch(&a.varlen_attention),
-       "CUDA, bf16/fp16, --reset-attention-mask: each document alone through ATen's variable-length flash kernel "
-       "instead of the documents' [b, 1, s, s] mask through SDPA (not yet run on a GPU: docs/training.md)")
+       "the default (CUDA, bf16/fp16, --reset-attention-mask): each document alone through ATen's variable-length "
+       "flash kernel")
+      ("no-varlen-attention", po::bool_switch(&a.no_varlen_attention),
+       "--reset-attention-mask's documents as Megatron's [b, 1, s, s] mask through SDPA instead (docs/training.md)")
       ("no-dropout-layernorm-fusion", po::bool_switch(&a.no_dropout_layernorm_fusion),
        "CUDA, bf16/fp16: ATen's fused dropout before the residual add instead of the hidden dropout drawn inside the "
        "LayerNorm kernel that reads the add (one mask bit per element kept for the backward, whose kernel writes the "
@@ -316,6 +318,8 @@ void validate_model(ModelArgs& m) {
                 "--dropout-layernorm-fusion and --no-dropout-layernorm-fusion contradict each other (",
                 m.no_bias_dropout_fusion ? "--no-bias-dropout-fusion is Megatron's name for the second" : "both given",
                 ")");
+  MEGATON_CHECK(!(m.varlen_attention && m.no_varlen_attention), UsageError,
+                "--varlen-attention and --no-varlen-attention contradict each other");
   MEGATON_CHECK(!(m.gemm_autotune && m.no_gemm_autotune), UsageError,
                 "--gemm-autotune and --no-gemm-autotune contradict each other");
   MEGATON_CHECK(m.position_embedding_type == "absolute" || m.position_embedding_type == "rotary" ||

@@ -62,7 +62,7 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   local_heads_ = heads / n;
   bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh;
   fuse_qkv_grad_ = !m.no_qkv_grad_fusion;
-  use_varlen_ = m.varlen_attention;
+  use_varlen_ = !m.no_varlen_attention;
   // where ops::gemm_epilogue_supported, else ATen
   mlp_epilogues_ = {!m.no_gemm_epilogue_fusion, !m.no_gemm_epilogue_fusion && !m.no_gemm_dgelu_epilogue};
   const std::string p = "layers." + std::to_string(index) + ".";

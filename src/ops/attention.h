@@ -56,7 +56,7 @@ struct AttentionOptions {
   /// Use the fused kernels when LibTorch has them.
   bool use_fused = true;
   /// With documents: the variable-length kernel where it applies (else the fused kernel with the documents' mask).
-  /// The op's default; the model's is off (--varlen-attention) until a GPU has checked it.
+  /// The default (the model's too since the nineteenth 2026-12-05 session; --no-varlen-attention clears it).
   bool use_varlen = true;
 };
 

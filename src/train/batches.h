@@ -5,10 +5,11 @@
 //                           model's 0..s-1);
 //   --reset-attention-mask: no token attends across an EOD: token i attends to j iff j <= i and no EOD lies in
 //                           [j, i). The micro-batch carries its documents (ops::Documents: each token's document
-//                           index, the documents' cumulative lengths): each forward builds Megatron's [b, 1, s, s] mask
-//                           of them, or (--varlen-attention, GPU, half precision) runs each document alone through the
-//                           variable-length flash kernel. None (the model's causal attention and its fused causal
-//                           kernels) when no sample of the micro-batch has an EOD before its last token.
+//                           index, the documents' cumulative lengths): on a GPU in half precision each document runs
+//                           alone through the variable-length flash kernel; elsewhere (or --no-varlen-attention) each
+//                           forward builds Megatron's [b, 1, s, s] mask of them. None (the model's causal attention and
+//                           its fused causal kernels) when no sample of the micro-batch has an EOD before its last
+//                           token.
 #pragma once
 #include <torch/torch.h>
 

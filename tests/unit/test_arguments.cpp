@@ -181,6 +181,18 @@ TEST(Arguments, MegatronLoggingSwitches) {
   EXPECT_FALSE(c.logging.log_learning_rate_to_tensorboard || c.logging.log_loss_scale_to_tensorboard);
 }
 
+// The variable-length attention is the default; --no-varlen-attention returns to the mask, and both is an error.
+TEST(Arguments, VarlenAttentionIsTheDefault) {
+  TrainConfig plain, off;
+  ASSERT_TRUE(parse(base(), plain, 1));
+  EXPECT_FALSE(plain.model.no_varlen_attention);
+  auto a = base();
+  a.push_back("--no-varlen-attention");
+  ASSERT_TRUE(parse(a, off, 1));
+  EXPECT_TRUE(off.model.no_varlen_attention);
+  EXPECT_NE(error_of({"--varlen-attention", "--no-varlen-attention"}).find("contradict each other"), std::string::npos);
+}
+
 // --train-tokens: a token budget beside --train-iters/--train-samples (the stop itself: test_train_stops.sh).
 TEST(Arguments, TrainTokensIsATokenBudget) {
   TrainConfig c;
