@@ -84,12 +84,11 @@ struct TrainingArgs {
   std::vector<int64_t> rampup_batch_size;  // START INCR SAMPLES
   int64_t train_iters = 0;
   int64_t train_samples = 0;
-  int64_t train_tokens = 0;
-  bool deepspeed = false;                           // --deepspeed: read --deepspeed_config (cli/deepspeed_config.h)
-  std::string deepspeed_config;                     // --deepspeed_config FILE
+  int64_t train_tokens = 0;      // --train-tokens: also stop once this many tokens are consumed (0: no token budget)
+  bool deepspeed = false;        // --deepspeed: read --deepspeed_config (cli/deepspeed_config.h)
+  std::string deepspeed_config;  // --deepspeed_config FILE
   bool deepspeed_activation_checkpointing = false;  // accepted: --checkpoint-activations is megaton's own recompute
-  bool deepspeed_mpi = false;  // accepted: megaton always starts through MPI  // --train-tokens: also stop once this
-                               // many tokens are consumed (0: no token budget)
+  bool deepspeed_mpi = false;                       // accepted: megaton always starts through MPI
   int log_interval = 100;
   int64_t exit_interval = 0;
   double exit_duration_in_mins = 0;  // Megatron takes an int; fractions are accepted too (tests use seconds)

@@ -4,7 +4,6 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
-#include <sstream>
 
 #include "core/error.h"
 
@@ -96,9 +95,10 @@ json read_json(const std::string& path) {
   }
 }
 
-// A batch size the JSON states: fills the flag when it was not given, else must equal it.
-void agree(int& flag, int64_t value, const char* flag_name, const Reader& r, const char* key,
-           std::vector<std::string>& notes) {
+// A batch size the JSON states (if it does): fills the flag when it was not given, else must equal it.
+void agree(int& flag, const char* flag_name, const Reader& r, const char* key, std::vector<std::string>& notes) {
+  if (r.find("", key) == nullptr) return;
+  const int64_t value = r.integer("", key, 0);
   MEGATON_CHECK(value > 0, UsageError, r.where("", key), ": expected > 0, got ", value);
   if (flag == 0) {
     flag = static_cast<int>(value);
@@ -142,13 +142,10 @@ std::vector<std::string> apply_deepspeed_config(const std::string& path, Trainin
     p.loss_scale_window = static_cast<int>(r.integer("fp16", "loss_scale_window", 1000));
     p.hysteresis = static_cast<int>(r.integer("fp16", "hysteresis", 2));
     p.min_loss_scale = r.number("fp16", "min_loss_scale", 1.0);
-    std::ostringstream s;
-    s << "fp16 loss scaler -> "
-      << (p.loss_scale > 0 ? "--loss-scale " + std::to_string(p.loss_scale) : std::string("dynamic"))
-      << ", --initial-loss-scale " << p.initial_loss_scale << " (2^" << power << "), --loss-scale-window "
-      << p.loss_scale_window << ", --hysteresis " << p.hysteresis << ", --min-loss-scale " << p.min_loss_scale
-      << " (the Megatron scaler flags are ignored, as under DeepSpeed)";
-    notes.push_back(s.str());
+    notes.push_back(str("fp16 loss scaler -> ", p.loss_scale > 0 ? str("--loss-scale ", p.loss_scale) : "dynamic",
+                        ", --initial-loss-scale ", p.initial_loss_scale, " (2^", power, "), --loss-scale-window ",
+                        p.loss_scale_window, ", --hysteresis ", p.hysteresis, ", --min-loss-scale ", p.min_loss_scale,
+                        " (the Megatron scaler flags are ignored, as under DeepSpeed)"));
   }
 
   // ZeRO: DeepSpeed's bf16 optimizer keeps its fp32 masters and Adam state sharded over DP even at stage 0.
@@ -166,12 +163,8 @@ std::vector<std::string> apply_deepspeed_config(const std::string& path, Trainin
   if (clip != t.clip_grad) notes.push_back(str("gradient_clipping ", clip, " -> --clip-grad ", clip));
   t.clip_grad = clip;
 
-  if (const json* v = r.find("", "train_micro_batch_size_per_gpu"); v != nullptr)
-    agree(t.micro_batch_size, r.integer("", "train_micro_batch_size_per_gpu", 0), "--micro-batch-size", r,
-          "train_micro_batch_size_per_gpu", notes);
-  if (const json* v = r.find("", "train_batch_size"); v != nullptr)
-    agree(t.global_batch_size, r.integer("", "train_batch_size", 0), "--global-batch-size", r, "train_batch_size",
-          notes);
+  agree(t.micro_batch_size, "--micro-batch-size", r, "train_micro_batch_size_per_gpu", notes);
+  agree(t.global_batch_size, "--global-batch-size", r, "train_batch_size", notes);
   if (r.find("", "gradient_accumulation_steps") != nullptr) {
     const int64_t gas = r.integer("", "gradient_accumulation_steps", 1);
     const int64_t dp = par.data_parallel_size;

@@ -11,8 +11,8 @@
 namespace megaton::cli {
 
 /// Reads the DeepSpeed JSON at `path` and applies it over the parsed flags as DeepSpeed's engine would:
-///   zero_optimization.stage 0 | 1      -> --zero-stage (stage 0 with bf16.enabled -> 1: DeepSpeed's bf16 optimizer
-///                                         shards its fp32 state over DP, a ZeRO-1); 2 and 3 are usage errors
+///   zero_optimization.stage 0 | 1      -> --zero-stage (stage 0 with bf16, the JSON's or --bf16, -> 1: DeepSpeed's
+///                                         bf16 optimizer shards its fp32 state over DP, a ZeRO-1); 2 and 3: errors
 ///   fp16 {enabled, loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale}
 ///                                      -> --fp16, --loss-scale (0 = dynamic), --initial-loss-scale 2^power, ... with
 ///                                         DeepSpeed's defaults (16, 1000, 2, 1) for absent keys; the Megatron scaler

@@ -39,9 +39,6 @@ namespace {
 
 // Reasons to stop, agreed with an all-reduce MAX (the largest code wins).
 enum StopReason { kNone = 0, kExitInterval = 1, kDuration = 2, kKillSwitch = 3, kSignal = 4 };
-// Not agreed, the same on every rank: a normal end of training (final evaluation and save), as Megatron's loop
-// condition `consumed_train_tokens < train_tokens`.
-constexpr int kTokenBudget = -1;
 const char* stop_reason_name(int r) {
   switch (r) {
     case kExitInterval:
@@ -52,8 +49,6 @@ const char* stop_reason_name(int r) {
       return "kill switch file found";
     case kSignal:
       return "SIGTERM/SIGUSR1 received";
-    case kTokenBudget:
-      return "--train-tokens reached";
     default:
       return "done";
   }
@@ -722,7 +717,7 @@ void Trainer::log_iteration(const PendingLog& p, double interval_s, const Logged
   if (tb_ && it % std::max(1, cfg_.logging.tensorboard_log_interval) == 0) {
     const auto& lg = cfg_.logging;
     if (lg.log_learning_rate_to_tensorboard) tb_->add_scalar_vs_progress("learning-rate", p.lr, it, samples, tokens);
-    if (cfg_.logging.log_batch_size_to_tensorboard)
+    if (lg.log_batch_size_to_tensorboard)
       tb_->add_scalar_vs_progress("batch-size", double(p.global_batch), it, samples, tokens);
     if (avg) tb_->add_scalar_vs_progress("lm loss", *avg, it, samples, tokens);
     if (p.loss_scale && lg.log_loss_scale_to_tensorboard)
@@ -861,12 +856,14 @@ int Trainer::run() {
   }
   flush_log();
   optimizer_->finish_update();  // the last iteration's update (--overlap-optimizer-step)
-  if (stop == kNone && token_budget_spent()) stop = kTokenBudget;
-  if (stop <= kNone) evaluate();
-  if (cfg_.checkpoint.save.empty() && stop > kNone)
+  if (stop == kNone) evaluate();
+  if (cfg_.checkpoint.save.empty() && stop != kNone)
     log_.warn0("stopping early without --save: no checkpoint is written");
   save();
-  log_.info0("stopping at iteration ", iteration_, ": ", stop_reason_name(stop));
+  // The token budget is a normal end (final evaluation and save), the same on every rank: Megatron-DeepSpeed's loop
+  // condition `consumed_train_tokens < train_tokens`.
+  log_.info0("stopping at iteration ", iteration_, ": ",
+             stop == kNone && token_budget_spent() ? "--train-tokens reached" : stop_reason_name(stop));
   // A signal means the job was interrupted (time limit, preemption): exit code 7 tells the launcher so; the other
   // triggers are asked-for ends of training and exit 0, as in Megatron.
   return stop == kSignal ? static_cast<int>(ExitCode::kInterrupted) : 0;
