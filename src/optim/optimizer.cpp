@@ -112,13 +112,15 @@ DeviceScalar MixedPrecisionOptimizer::grad_norm_and_clip(bool defer, torch::Tens
   return DeviceScalar(norm);
 }
 
-int64_t MixedPrecisionOptimizer::count_zeros() {
+DeviceScalar MixedPrecisionOptimizer::count_zeros() {
+  // Counted on the device and read with the log line: a host read per run here made every step wait for the GPU
+  // (1.3B on an H100, session 20: +13 ms a step with --log-num-zeros-in-grad --log-params-norm).
   const torch::Tensor& g = dp_.shard_grad();
-  int64_t zeros = 0;
-  for (const auto& v : run_views(g, norm_runs_)) zeros += v.numel() - torch::count_nonzero(v).item<int64_t>();
-  torch::Tensor t = torch::full({1}, static_cast<double>(zeros), g.options().dtype(torch::kFloat64));
-  all_reduce_over_model_and_shard(t, dist::ReduceOp::kSum);
-  return static_cast<int64_t>(t.item<double>());
+  torch::Tensor zeros = torch::zeros({1}, g.options().dtype(torch::kFloat64));  // [1]
+  for (const auto& v : run_views(g, norm_runs_))
+    zeros += static_cast<double>(v.numel()) - torch::count_nonzero(v).to(torch::kFloat64);
+  all_reduce_over_model_and_shard(zeros, dist::ReduceOp::kSum);
+  return DeviceScalar(zeros);
 }
 
 AdamScalars MixedPrecisionOptimizer::next_adam_scalars(const torch::Tensor& grad_scale) {

@@ -67,7 +67,7 @@ OptimizerOptions optimizer_options(const cli::TrainingArgs& t);
 struct StepResult {
   bool updated = false;
   DeviceScalar grad_norm;  // read lazily: the step itself never waits for the GPU (unless fp16's inf check does)
-  std::optional<int64_t> num_zeros;
+  DeviceScalar num_zeros;  // fp64 (exact below 2^53), read lazily as grad_norm; with log_num_zeros_in_grad only
 };
 
 /// Optimizer state of one parameter at its local (TP-shard) shape, fp32: "master", and "exp_avg" + "exp_avg_sq" (adam)
@@ -139,7 +139,7 @@ class MixedPrecisionOptimizer {
   /// Returns the global grad norm, on the device. Clips the grads in place, or, with `defer`, leaves them and returns
   /// the clip coefficient (fp32 [1] on the device; 1 when there is nothing to clip) in `grad_scale` for the fused Adam.
   DeviceScalar grad_norm_and_clip(bool defer, torch::Tensor& grad_scale);
-  int64_t count_zeros();
+  DeviceScalar count_zeros();
   /// The next Adam step's scalars (counts the step). grad_scale: undefined, or fp32 [1] on the device multiplying the
   /// grads first (a deferred clip coefficient).
   AdamScalars next_adam_scalars(const torch::Tensor& grad_scale);

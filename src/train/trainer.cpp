@@ -607,8 +607,8 @@ struct Trainer::PendingLog {
   std::optional<double> loss_scale;
   std::optional<int64_t> num_zeros;
   std::vector<bool> updated;  // per loss in `values`: whether its iteration's step was taken
-  bool has_grad_norm = false, has_params_norm = false;
-  torch::Tensor values;  // fp64 on the host [losses..., grad norm, params norm]; written by the device before `end`
+  bool has_grad_norm = false, has_params_norm = false, has_num_zeros = false;
+  torch::Tensor values;  // fp64 on the host [losses..., grad norm, params norm, num zeros]; written before `end`
   std::map<std::string, TimerReading> timers;
   std::shared_ptr<const DeviceMark> start, end;  // the interval
 };
@@ -624,7 +624,6 @@ void Trainer::capture_log(const StepOutcome& s, int64_t iterations_in_interval) 
   p->total_skipped = optimizer_->skipped_steps();
   p->lr = optimizer_->lr();
   if (optimizer_->grad_scaler()) p->loss_scale = optimizer_->loss_scale();
-  p->num_zeros = s.num_zeros;
   std::vector<torch::Tensor> device_values;  // [1] each
   for (const auto& [loss, updated] : pending_losses_) {
     device_values.push_back(loss.reshape({1}).to(torch::kFloat64));
@@ -638,8 +637,12 @@ void Trainer::capture_log(const StepOutcome& s, int64_t iterations_in_interval) 
     device_values.push_back(optimizer_->params_norm().tensor().reshape({1}).to(torch::kFloat64));
     p->has_params_norm = true;
   }
+  if (s.num_zeros) {
+    device_values.push_back(s.num_zeros.tensor().reshape({1}).to(torch::kFloat64));
+    p->has_num_zeros = true;
+  }
   if (!device_values.empty()) {
-    const torch::Tensor d = torch::cat(device_values);  // [losses + grad norm + params norm]
+    const torch::Tensor d = torch::cat(device_values);  // [losses + grad norm + params norm + num zeros]
     p->values = torch::empty(d.sizes(), torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(d.is_cuda()));
     p->values.copy_(d, /*non_blocking=*/true);
   }
@@ -670,8 +673,9 @@ void Trainer::flush_log() {
       loss_count > 0 ? std::optional<double>(loss_sum / double(loss_count)) : std::nullopt;
   const size_t norms_at = p->updated.size();
   const std::optional<double> grad_norm = p->has_grad_norm ? std::optional<double>(v[norms_at]) : std::nullopt;
-  const std::optional<double> params_norm =
-      p->has_params_norm ? std::optional<double>(v[norms_at + (p->has_grad_norm ? 1 : 0)]) : std::nullopt;
+  const size_t params_at = norms_at + (p->has_grad_norm ? 1 : 0), zeros_at = params_at + (p->has_params_norm ? 1 : 0);
+  const std::optional<double> params_norm = p->has_params_norm ? std::optional<double>(v[params_at]) : std::nullopt;
+  if (p->has_num_zeros) p->num_zeros = static_cast<int64_t>(v[zeros_at]);
   std::map<std::string, double> timer_seconds;
   for (const auto& [name, reading] : p->timers) timer_seconds[name] = reading.seconds();
   log_iteration(*p, interval_s, {avg, grad_norm, params_norm, nan_iterations}, timer_seconds);

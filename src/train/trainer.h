@@ -59,7 +59,7 @@ struct StepOutcome {
   bool updated = false;       // optimizer step taken (false: inf/NaN gradients, the step was skipped)
   torch::Tensor loss;         // [1] on the device: the DP-averaged mean loss (last pipeline stage only; else undefined)
   DeviceScalar grad_norm;     // read when the iteration is logged
-  std::optional<int64_t> num_zeros;
+  DeviceScalar num_zeros;     // likewise (--log-num-zeros-in-grad)
   int64_t global_batch = 0;
 };
 

@@ -4,6 +4,8 @@
 
 #include <cmath>
 #include <mutex>
+#include <string>
+#include <vector>
 
 #include "core/error.h"
 #include "core/torch_compat.h"
@@ -164,24 +166,33 @@ TEST(KernelsAttention, GivenMaskOnCudaMatchesTheExplicitPath) {
   check_documents(torch::kCUDA, torch::kBFloat16, 5e-2);
 }
 
-// The variable-length kernel's forward and backward against the explicit path in fp32 on the same (bf16-rounded)
-// inputs, at a training-like head size: documents of 10, 30 and 24 tokens in one sample, 63 and 1 in the other.
-TEST(KernelsAttention, VarlenDocumentsMatchTheExplicitPathWithGradients) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  if (!compat::kHasVarlenFlash) GTEST_SKIP() << "LibTorch " << compat::torch_version() << " has no varlen flash";
+namespace {
+
+// A variable-length kernel's forward and backward against the explicit path in fp32 on the same (bf16-rounded)
+// inputs, at a training-like head size, over documents with the given lengths in each of two samples of s tokens.
+void check_varlen(ops::VarlenKernel kernel, int64_t s, const std::vector<std::vector<int64_t>>& lengths) {
+  SCOPED_TRACE(std::string(ops::varlen_kernel_name(kernel)) + ", s " + std::to_string(s));
   torch::manual_seed(8);
   const torch::Device dev(torch::kCUDA, 0);
-  const int64_t s = 64, b = 2, np = 2, d = 64;
+  const int64_t b = 2, np = 2, d = 64;
   auto opts = torch::TensorOptions().device(dev).dtype(torch::kBFloat16);
   const torch::Tensor q0 = torch::randn({s, b, np, d}, opts), k0 = torch::randn({s, b, np, d}, opts),
                       v0 = torch::randn({s, b, np, d}, opts), dout = torch::randn({s, b, np * d}, opts);
   torch::Tensor doc = torch::zeros({b, s}, torch::kInt64);  // [b, s]
-  doc[0].narrow(0, 10, 30).fill_(1);
-  doc[0].narrow(0, 40, 24).fill_(2);
-  doc[1][63] = 1;
+  int64_t longest = 0;
+  for (int64_t i = 0; i < b; ++i) {
+    int64_t at = 0, id = 0;
+    for (int64_t n : lengths[size_t(i)]) {
+      doc[i].narrow(0, at, n).fill_(id++);
+      at += n;
+      longest = std::max(longest, n);
+    }
+    ASSERT_EQ(at, s);
+  }
   ops::AttentionOptions o;
   o.documents = ops::Documents(doc, dev);
-  EXPECT_EQ(o.documents.max_length(), 63);
+  o.varlen_kernel = kernel;
+  EXPECT_EQ(o.documents.max_length(), longest);
   ASSERT_TRUE(ops::uses_varlen(q0, o));
   auto run = [&](torch::ScalarType dtype, bool fused) {
     std::vector<torch::Tensor> in;
@@ -200,10 +211,41 @@ TEST(KernelsAttention, VarlenDocumentsMatchTheExplicitPathWithGradients) {
     const double err = (varlen[i] - ref[i]).norm().item<double>() / ref[i].norm().item<double>();
     EXPECT_LT(err, 1e-2) << names[i];
   }
-  // The documents matter: without them the second document of sample 0 reads the first.
+  // The documents matter: without them a later document of sample 0 reads the first.
   ops::AttentionOptions causal;
   EXPECT_GT((ops::causal_attention(q0, k0, v0, causal).to(torch::kFloat32) - varlen[0]).abs().max().item<double>(),
             1e-2);
+}
+
+}  // namespace
+
+// Each variable-length kernel this LibTorch has: short documents (10, 30 and 24 tokens in one sample, 63 and 1 in the
+// other) and documents longer than the head size (200 and 184; one of 384), which a kernel that took the head size
+// for the longest document would get wrong.
+TEST(KernelsAttention, VarlenDocumentsMatchTheExplicitPathWithGradients) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (!compat::kHasVarlenFlash) GTEST_SKIP() << "LibTorch " << compat::torch_version() << " has no varlen flash";
+  for (ops::VarlenKernel kernel : {ops::VarlenKernel::kFlash, ops::VarlenKernel::kCudnn}) {
+    if (!ops::varlen_kernel_available(kernel)) {
+      std::cout << "[ note ] LibTorch " << compat::torch_version() << " has no " << ops::varlen_kernel_name(kernel)
+                << " variable-length kernel: not checked\n";
+      continue;
+    }
+    check_varlen(kernel, 64, {{10, 30, 24}, {63, 1}});
+    check_varlen(kernel, 384, {{200, 184}, {384}});
+  }
+}
+
+TEST(ModelAttention, VarlenKernelFlagAndAvailability) {
+  EXPECT_EQ(ops::parse_varlen_kernel("flash"), ops::VarlenKernel::kFlash);
+  EXPECT_EQ(ops::parse_varlen_kernel("cudnn"), ops::VarlenKernel::kCudnn);
+  EXPECT_THROW(ops::parse_varlen_kernel("fa3"), UsageError);
+  EXPECT_EQ(ops::varlen_kernel_available(ops::VarlenKernel::kFlash), compat::kHasVarlenFlash);
+  // The CPU never takes a variable-length kernel, so an absent one is not asked about there.
+  ops::AttentionOptions o;
+  o.documents = ops::Documents(torch::zeros({1, 8}, torch::kInt64), torch::kCPU);
+  o.varlen_kernel = ops::VarlenKernel::kCudnn;
+  EXPECT_FALSE(ops::uses_varlen(torch::zeros({8, 1, 2, 64}), o));
 }
 
 namespace {
@@ -212,7 +254,8 @@ namespace {
 // passed in (equal generators, equal outputs; the generator advances), and the device's default generator is left as it
 // was. Before the twelfth 2026-12-04 session the fused path held the default generator's mutex across the kernel, which
 // locks it itself: on LibTorch >= 2 the first such call never returned.
-void check_attention_dropout(torch::Device device, torch::ScalarType dtype, bool documents = false) {
+void check_attention_dropout(torch::Device device, torch::ScalarType dtype, bool documents = false,
+                             ops::VarlenKernel kernel = ops::VarlenKernel::kFlash) {
   torch::manual_seed(6);
   auto opts = torch::TensorOptions().device(device).dtype(dtype);
   const int64_t s = 64, b = 2, np = 2, d = 64;
@@ -236,6 +279,7 @@ void check_attention_dropout(torch::Device device, torch::ScalarType dtype, bool
   if (documents) {  // two documents in each sample (on CUDA in bf16: the variable-length kernel)
     const torch::Tensor doc = (torch::arange(s) >= s / 3).to(torch::kInt64).unsqueeze(0).repeat({b, 1});  // [b, s]
     o.documents = ops::Documents(doc, device);
+    o.varlen_kernel = kernel;
   }
   const torch::Tensor a = ops::causal_attention(q, k, v, o);  // [s, b, np*d]
   o.dropout_generator = &g2;
@@ -260,6 +304,9 @@ TEST(KernelsAttention, DropoutDrawsFromTheGivenGeneratorOnCuda) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   check_attention_dropout(torch::Device(torch::kCUDA, 0), torch::kBFloat16);
   check_attention_dropout(torch::Device(torch::kCUDA, 0), torch::kBFloat16, /*documents=*/true);
+  if (ops::varlen_kernel_available(ops::VarlenKernel::kCudnn))
+    check_attention_dropout(torch::Device(torch::kCUDA, 0), torch::kBFloat16, /*documents=*/true,
+                            ops::VarlenKernel::kCudnn);
 }
 
 TEST(ModelAttention, ExplicitPathInBf16StaysCloseToFp32) {
