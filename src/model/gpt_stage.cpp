@@ -122,6 +122,7 @@ LayerContext GptStage::layer_context(int64_t s) {
       alibi_ = alibi_bias(c_.model.num_attention_heads, local * tp_rank_, local, s, c_.device);
     }
     ctx.alibi = alibi_;
+    ctx.alibi_mask_cache = std::make_shared<torch::Tensor>();  // this forward's own
   } else if (pos == PositionType::kRotary) {
     if (!rotary_cos_.defined() || rotary_cos_.size(0) < s)
       std::tie(rotary_cos_, rotary_sin_) = rotary_tables(s, c_.model.kv_channels, c_.device);

@@ -135,6 +135,7 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
   o.training = ctx.training;
   o.dropout_generator = ctx.rng ? &ctx.rng->tp_generator() : nullptr;
   o.alibi = ctx.alibi;
+  o.alibi_mask_cache = ctx.alibi_mask_cache;
   o.documents = ctx.documents;
   o.use_fused = c_.use_fused_attention && !m.no_masked_softmax_fusion;
   o.use_varlen = use_varlen_;

@@ -26,7 +26,9 @@ namespace megaton::model {
 struct LayerContext {
   bool training = false;
   parallel::RngTracker* rng = nullptr;
-  torch::Tensor alibi;       // [heads/tp, 1, s] fp32, or undefined
+  torch::Tensor alibi;  // [heads/tp, 1, s] fp32, or undefined
+  /// The fused attention's ALiBi mask, made by the first layer of this forward for the others (ops::AttentionOptions).
+  std::shared_ptr<torch::Tensor> alibi_mask_cache;
   torch::Tensor rotary_cos;  // [s, 1, 1, head_dim] fp32, or undefined
   torch::Tensor rotary_sin;
   ops::Documents documents;  // --reset-attention-mask's (one forward's, its mask shared by the layers), or none: causal

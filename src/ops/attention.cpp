@@ -56,12 +56,20 @@ torch::Tensor attention_fused(const torch::Tensor& q, const torch::Tensor& k, co
   torch::Tensor vb = v.permute({1, 2, 0, 3});
   torch::Tensor mask;  // undefined: is_causal
   if (o.alibi.defined()) {
-    const auto opts = torch::TensorOptions().dtype(q.scalar_type()).device(q.device());
-    const double inf = std::numeric_limits<float>::infinity();
-    torch::Tensor masked = o.documents.defined()
-                               ? torch::zeros({b, 1, s, s}, opts).masked_fill(o.documents.mask(), -inf)  // [b, 1, s, s]
-                               : torch::full({s, s}, -inf, opts).triu(1).unsqueeze(0).unsqueeze(0);      // [1, 1, s, s]
-    mask = o.alibi.to(q.scalar_type()).narrow(-1, 0, s).unsqueeze(0) + masked;  // [b or 1, np, s, s]
+    const auto make = [&] {
+      const auto opts = torch::TensorOptions().dtype(q.scalar_type()).device(q.device());
+      const double inf = std::numeric_limits<float>::infinity();
+      torch::Tensor masked = o.documents.defined()
+                                 ? torch::zeros({b, 1, s, s}, opts).masked_fill(o.documents.mask(), -inf)  // [b,1,s,s]
+                                 : torch::full({s, s}, -inf, opts).triu(1).unsqueeze(0).unsqueeze(0);      // [1,1,s,s]
+      return o.alibi.to(q.scalar_type()).narrow(-1, 0, s).unsqueeze(0) + masked;  // [b or 1, np, s, s]
+    };
+    const std::vector<int64_t> shape = {o.documents.defined() ? b : 1, np, s, s};
+    torch::Tensor* cache = o.alibi_mask_cache.get();
+    const bool cached = cache != nullptr && cache->defined() && cache->sizes().equals(shape) &&
+                        cache->scalar_type() == q.scalar_type() && cache->device() == q.device();
+    mask = cached ? *cache : make();
+    if (cache != nullptr && !cached) *cache = mask;
   } else if (o.documents.defined()) {
     mask = o.documents.mask().logical_not();  // [b, 1, s, s]: SDPA's boolean masks are true where attention is allowed
   }

@@ -53,6 +53,11 @@ struct AttentionOptions {
   at::Generator* dropout_generator = nullptr;  // required when training with dropout_p > 0
   /// ALiBi bias [heads, 1, s_k] for this rank's heads (float), or undefined.
   torch::Tensor alibi;
+  /// Where the fused path keeps the additive mask it makes of ALiBi's bias (and the causal or the documents' mask),
+  /// [1 or b, heads, s, s] in q's dtype, for the other layers of the same forward: SDPA saves its mask for the
+  /// backward, so one mask per forward instead of one per layer (128 MiB a layer at s 2048, 16 heads, bf16). Null:
+  /// each call makes its own. Holders make a fresh one per forward (GptStage::layer_context).
+  std::shared_ptr<torch::Tensor> alibi_mask_cache;
   /// Attention causal within each of these documents, in place of causal over the whole sample; undefined: causal.
   Documents documents;
   /// Use the fused kernels when LibTorch has them.

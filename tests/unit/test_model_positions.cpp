@@ -219,6 +219,42 @@ void check_varlen(ops::VarlenKernel kernel, int64_t s, const std::vector<std::ve
 
 }  // namespace
 
+// ALiBi's additive mask on the fused path is made once per forward and shared through the cache the layers are given
+// (SDPA keeps it for the backward: one mask per forward, not one per layer), remade when the shape or dtype changes;
+// the same attention as without the cache.
+TEST(KernelsAttention, AlibiMaskIsMadeOncePerForward) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (!compat::kHasSdpa) GTEST_SKIP() << "LibTorch " << compat::torch_version() << " has no fused attention";
+  torch::manual_seed(5);
+  const torch::Device dev(torch::kCUDA, 0);
+  const int64_t s = 16, b = 2, np = 4, d = 32;
+  auto opts = torch::TensorOptions().device(dev).dtype(torch::kBFloat16);
+  const auto q = torch::randn({s, b, np, d}, opts), k = torch::randn({s, b, np, d}, opts),
+             v = torch::randn({s, b, np, d}, opts);
+  ops::AttentionOptions o;
+  o.alibi = model::alibi_bias(np, 0, np, s, dev);
+  const torch::Tensor alone = ops::causal_attention(q, k, v, o);  // no cache
+  o.alibi_mask_cache = std::make_shared<torch::Tensor>();
+  const torch::Tensor first = ops::causal_attention(q, k, v, o);
+  ASSERT_TRUE(o.alibi_mask_cache->defined());
+  EXPECT_EQ(o.alibi_mask_cache->sizes(), (std::vector<int64_t>{1, np, s, s}));
+  const void* made = o.alibi_mask_cache->data_ptr();
+  const torch::Tensor second = ops::causal_attention(q, k, v, o);  // the next layer of the same forward
+  EXPECT_EQ(o.alibi_mask_cache->data_ptr(), made) << "the second layer made a mask of its own";
+  EXPECT_TRUE(torch::equal(first, alone));
+  EXPECT_TRUE(torch::equal(second, alone));
+  // Documents change the mask's shape: it is remade, [b, np, s, s], and not taken for the causal one.
+  const torch::Tensor doc = (torch::arange(s) >= s / 2).to(torch::kInt64).unsqueeze(0).repeat({b, 1});  // [b, s]
+  o.documents = ops::Documents(doc, dev);
+  o.use_varlen = false;
+  const torch::Tensor with_docs = ops::causal_attention(q, k, v, o);
+  EXPECT_EQ(o.alibi_mask_cache->sizes(), (std::vector<int64_t>{b, np, s, s}));
+  ops::AttentionOptions fresh = o;
+  fresh.alibi_mask_cache = nullptr;
+  EXPECT_TRUE(torch::equal(with_docs, ops::causal_attention(q, k, v, fresh)));
+  EXPECT_FALSE(torch::equal(with_docs, alone));
+}
+
 // Each variable-length kernel this LibTorch has: short documents (10, 30 and 24 tokens in one sample, 63 and 1 in the
 // other) and documents longer than the head size (200 and 184; one of 384), which a kernel that took the head size
 // for the longest document would get wrong.
