@@ -10,11 +10,9 @@
 // batch forward, 2.5x that backward, over step_ms). GPT-2 124M: {32, 1024, 12, 64}; GPT 1.3B: {8, 2048, 16, 128}.
 //
 // BM_DocumentMask/{b, s, np, d, doc: tokens per document, backend: -1 ATen's choice, 0 cuDNN, 2 memory-efficient,
-// 9 variable-length flash, 10 variable-length cuDNN (ragged SDPA)}: ops::causal_attention (megaton's attention op) with
-// --reset-attention-mask's documents, s / doc in each sample: through SDPA with their boolean mask (backends -1, 0, 2),
-// or each document alone through the variable-length flash kernel (9, the op's default for documents in bf16 on the
-// GPU) or cuDNN's (10,
-// --varlen-attention-kernel cudnn; an error row where this ATen lacks it); against the same op causal (no
+// 9 variable-length flash}: ops::causal_attention (megaton's attention op) with --reset-attention-mask's documents,
+// s / doc in each sample: through SDPA with their boolean mask (backends -1, 0, 2), or each document alone through the
+// variable-length flash kernel (9, the op's default for documents in bf16 on the GPU); against the same op causal (no
 // documents: ATen's choice, cuDNN's causal kernels on the H200) in the same iteration. Counters: causal_ms, masked_ms
 // (forward + backward), slowdown (masked / causal), useful_tflops (the document-local causal FLOPs over masked_ms: a
 // kernel that skips the blocks across documents does this work only).
@@ -123,8 +121,7 @@ void BM_DocumentMask(benchmark::State& state) {
   megaton::ops::AttentionOptions causal;
   megaton::ops::AttentionOptions masked;
   masked.documents = megaton::ops::Documents(ids, torch::kCUDA);
-  masked.use_varlen = backend == 9 || backend == 10;
-  masked.varlen_kernel = backend == 10 ? megaton::ops::VarlenKernel::kCudnn : megaton::ops::VarlenKernel::kFlash;
+  masked.use_varlen = backend == 9;
   auto step = [&](const megaton::ops::AttentionOptions& opts) {
     return [&, opts] {
       megaton::ops::causal_attention(qkv.select(3, 0), qkv.select(3, 1), qkv.select(3, 2), opts).backward(dout);
@@ -132,9 +129,9 @@ void BM_DocumentMask(benchmark::State& state) {
     };
   };
   auto causal_step = step(causal), masked_step = step(masked);
-  auto on_backend = [&](auto&& fn) {  // fn() with only the chosen SDPA backend enabled (-1: ATen's choice; 9, 10: none)
+  auto on_backend = [&](auto&& fn) {  // fn() with only the chosen SDPA backend enabled (-1: ATen's choice; 9: none)
     std::optional<OnlyBackend> only;
-    if (backend >= 0 && backend < 9) only.emplace(backend);
+    if (backend >= 0 && backend != 9) only.emplace(backend);
     return fn();
   };
   double causal_s = 0, masked_s = 0;
@@ -164,8 +161,8 @@ void BM_DocumentMask(benchmark::State& state) {
 
 BENCHMARK(BM_DocumentMask)
     ->ArgNames({"b", "s", "np", "d", "doc", "backend"})
-    ->ArgsProduct({{32}, {1024}, {12}, {64}, {256, 1024}, {-1, 0, 2, 9, 10}})
-    ->ArgsProduct({{8}, {2048}, {16}, {128}, {512, 2048}, {-1, 0, 2, 9, 10}})
+    ->ArgsProduct({{32}, {1024}, {12}, {64}, {256, 1024}, {-1, 0, 2, 9}})
+    ->ArgsProduct({{8}, {2048}, {16}, {128}, {512, 2048}, {-1, 0, 2, 9}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);

@@ -12,6 +12,7 @@
 #include <functional>
 
 #include "checkpoint/checkpoint.h"
+#include "core/remove_tree.h"
 #include "dist/process_groups.h"
 
 using namespace megaton;
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
     benchmark::RunSpecifiedBenchmarks(&silent);
   }
   MPI_Barrier(MPI_COMM_WORLD);
-  if (world_rank() == 0) fs::remove_all(cfg.dir);
+  if (world_rank() == 0) megaton::remove_tree(cfg.dir);  // not fs::remove_all: src/core/remove_tree.h
   MPI_Finalize();
   return 0;
 }

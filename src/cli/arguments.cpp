@@ -77,9 +77,6 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
        "flash kernel")
       ("no-varlen-attention", po::bool_switch(&a.no_varlen_attention),
        "--reset-attention-mask's documents as Megatron's [b, 1, s, s] mask through SDPA instead (docs/training.md)")
-      ("varlen-attention-kernel", po::value(&a.varlen_attention_kernel)->default_value("flash"),
-       "flash|cudnn: the variable-length kernel for the documents: ATen's flash kernel (FlashAttention-2), or cuDNN's "
-       "SDPA over ragged tensors (LibTorch builds whose ATen has it)")
       ("no-dropout-layernorm-fusion", po::bool_switch(&a.no_dropout_layernorm_fusion),
        "CUDA, bf16/fp16: ATen's fused dropout before the residual add instead of the hidden dropout drawn inside the "
        "LayerNorm kernel that reads the add (one mask bit per element kept for the backward, whose kernel writes the "
@@ -323,8 +320,6 @@ void validate_model(ModelArgs& m) {
                 ")");
   MEGATON_CHECK(!(m.varlen_attention && m.no_varlen_attention), UsageError,
                 "--varlen-attention and --no-varlen-attention contradict each other");
-  MEGATON_CHECK(m.varlen_attention_kernel == "flash" || m.varlen_attention_kernel == "cudnn", UsageError,
-                "--varlen-attention-kernel: expected flash|cudnn, got '", m.varlen_attention_kernel, "'");
   MEGATON_CHECK(!(m.gemm_autotune && m.no_gemm_autotune), UsageError,
                 "--gemm-autotune and --no-gemm-autotune contradict each other");
   MEGATON_CHECK(m.position_embedding_type == "absolute" || m.position_embedding_type == "rotary" ||

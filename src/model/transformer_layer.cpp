@@ -63,7 +63,6 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh;
   fuse_qkv_grad_ = !m.no_qkv_grad_fusion;
   use_varlen_ = !m.no_varlen_attention;
-  varlen_kernel_ = ops::parse_varlen_kernel(m.varlen_attention_kernel);
   // where ops::gemm_epilogue_supported, else ATen
   mlp_epilogues_ = {!m.no_gemm_epilogue_fusion, !m.no_gemm_epilogue_fusion && !m.no_gemm_dgelu_epilogue};
   const std::string p = "layers." + std::to_string(index) + ".";
@@ -139,7 +138,6 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
   o.documents = ctx.documents;
   o.use_fused = c_.use_fused_attention && !m.no_masked_softmax_fusion;
   o.use_varlen = use_varlen_;
-  o.varlen_kernel = varlen_kernel_;
   if (kv != nullptr) {
     MEGATON_CHECK(!ctx.training && !o.documents.defined(), InternalError,
                   "the KV-cache path is for inference only, with the causal mask");

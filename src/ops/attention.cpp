@@ -97,8 +97,8 @@ torch::Tensor attention_varlen(const torch::Tensor& q, const torch::Tensor& k, c
     swap.emplace(q.device(), *o.dropout_generator);
   }
   const torch::Tensor ctx = varlen_causal_attention(packed(q), packed(k), packed(v), o.documents.cu_seqlens(),
-                                                    o.documents.max_length(), p, o.varlen_kernel);  // [b*s, np, d]
-  return ctx.view({b, s, np * d}).transpose(0, 1).contiguous();                                     // [s, b, np*d]
+                                                    o.documents.max_length(), p);  // [b*s, np, d]
+  return ctx.view({b, s, np * d}).transpose(0, 1).contiguous();                    // [s, b, np*d]
 }
 
 void check_documents(const Documents& docs, const torch::Tensor& q) {
@@ -150,14 +150,8 @@ const torch::Tensor& Documents::mask() const {
 
 bool uses_varlen(const torch::Tensor& q, const AttentionOptions& o) {
   const int64_t d = q.size(-1);
-  const bool applies = o.use_fused && o.use_varlen && o.documents.defined() && q.is_cuda() && is_half(q) &&
-                       !o.alibi.defined() && d % 8 == 0 && d <= 256;
-  if (!applies) return false;
-  // Asked for by name and absent: an error, not a silent fall back to the masked kernels.
-  MEGATON_CHECK(o.varlen_kernel == VarlenKernel::kFlash || varlen_kernel_available(o.varlen_kernel), UsageError,
-                "--varlen-attention-kernel ", varlen_kernel_name(o.varlen_kernel), ": LibTorch ",
-                compat::torch_version(), " has no such kernel (use flash, or --no-varlen-attention)");
-  return varlen_kernel_available(o.varlen_kernel);
+  return compat::kHasVarlenFlash && o.use_fused && o.use_varlen && o.documents.defined() && q.is_cuda() && is_half(q) &&
+         !o.alibi.defined() && d % 8 == 0 && d <= 256;
 }
 
 torch::Tensor document_mask(const torch::Tensor& document_ids) {

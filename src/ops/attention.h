@@ -2,8 +2,10 @@
 // V with a causal mask (or, with --reset-attention-mask, causal within each document packed in a sample), where bias
 // is ALiBi's or none. Three paths with the same result:
 //   * variable-length (documents, half precision on the GPU, LibTorch >= 2.2, no ALiBi): ATen's flash kernel over the
-//     packed documents (at::_flash_attention_forward with cumulative lengths), or cuDNN's ragged SDPA, each document
-//     its own causal sequence: the blocks across documents are skipped, not computed and masked;
+//     packed documents (at::_flash_attention_forward with cumulative lengths), each document its own causal sequence:
+//     the blocks across documents are skipped, not computed and masked (cuDNN's ragged SDPA through ATen, tried in
+//     the twentieth 2026-12-05 session, was 60-95x slower and its gradients wrong past 64-token documents:
+//     docs/gpu.md);
 //   * fused: at::scaled_dot_product_attention (LibTorch >= 2.0: flash / memory-efficient / cuDNN on the GPU),
 //     is_causal, or an additive float mask for ALiBi, or the documents' boolean mask (which the causal-only flash
 //     kernels do not take: ATen picks a kernel that does);
@@ -14,8 +16,6 @@
 #include <torch/torch.h>
 
 #include <memory>
-
-#include "ops/attention_varlen.h"
 
 namespace megaton::ops {
 
@@ -65,8 +65,6 @@ struct AttentionOptions {
   /// With documents: the variable-length kernel where it applies (else the fused kernel with the documents' mask).
   /// The default (the model's too since the nineteenth 2026-12-05 session; --no-varlen-attention clears it).
   bool use_varlen = true;
-  /// Which variable-length kernel (--varlen-attention-kernel; flash by default).
-  VarlenKernel varlen_kernel = VarlenKernel::kFlash;
 };
 
 /// Megatron's --reset-attention-mask mask from each token's document index within its sample, document_ids [b, s]

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "core/remove_tree.h"
 
@@ -43,4 +44,26 @@ TEST(RemoveTree, ReportsWhatCouldNotBeRemoved) {
   EXPECT_NE(why.find("locked"), std::string::npos) << why;
   fs::permissions(root / "locked", fs::perms::owner_all);
   EXPECT_TRUE(megaton::remove_tree(root.string()));
+}
+
+// No code calls std::filesystem::remove_all: on the GPU node the call binds to libtorch's exported copy, which crashes
+// on a non-empty directory (the nineteenth session's DeepSpeed JSON tests did, in their TearDown). remove_tree instead.
+TEST(RemoveTree, NothingCallsStdFilesystemRemoveAll) {
+  const fs::path root = MEGATON_SOURCE_DIR;
+  const std::string call = std::string("remove_") + "all(";  // split: this file must not match itself
+  std::vector<std::string> offenders;
+  for (const char* dir : {"src", "tests", "perf"}) {
+    for (const auto& e : fs::recursive_directory_iterator(root / dir)) {
+      const std::string ext = e.path().extension().string();
+      if (!e.is_regular_file() || (ext != ".cpp" && ext != ".h" && ext != ".cu" && ext != ".cuh")) continue;
+      if (e.path().filename() == "remove_tree.h") continue;  // its comment names the call it replaces
+      std::ifstream in(e.path());
+      std::string line;
+      for (int n = 1; std::getline(in, line); ++n)
+        if (line.find(call) != std::string::npos)
+          offenders.push_back(fs::relative(e.path(), root).string() + ":" + std::to_string(n));
+    }
+  }
+  EXPECT_TRUE(offenders.empty()) << "use megaton::remove_tree (src/core/remove_tree.h) instead of remove_all at "
+                                 << ::testing::PrintToString(offenders);
 }

@@ -9,6 +9,7 @@
 
 #include "cli/deepspeed_config.h"
 #include "core/error.h"
+#include "core/remove_tree.h"
 #include "train/train_config.h"
 
 using megaton::UsageError;
@@ -24,7 +25,9 @@ class DeepSpeedConfig : public ::testing::Test {
             ::testing::UnitTest::GetInstance()->current_test_info()->name());
     std::filesystem::create_directories(dir_);
   }
-  void TearDown() override { std::filesystem::remove_all(dir_); }
+  // Not std::filesystem::remove_all: the PyTorch wheel's libtorch exports a copy that segfaults on a non-empty
+  // directory (src/core/remove_tree.h; this test crashed on the GPU node, session 20).
+  void TearDown() override { megaton::remove_tree(dir_.string()); }
 
   std::string write(const std::string& text) {
     const std::string path = (dir_ / ("ds" + std::to_string(n_++) + ".json")).string();

@@ -170,8 +170,8 @@ namespace {
 
 // A variable-length kernel's forward and backward against the explicit path in fp32 on the same (bf16-rounded)
 // inputs, at a training-like head size, over documents with the given lengths in each of two samples of s tokens.
-void check_varlen(ops::VarlenKernel kernel, int64_t s, const std::vector<std::vector<int64_t>>& lengths) {
-  SCOPED_TRACE(std::string(ops::varlen_kernel_name(kernel)) + ", s " + std::to_string(s));
+void check_varlen(int64_t s, const std::vector<std::vector<int64_t>>& lengths) {
+  SCOPED_TRACE("s " + std::to_string(s));
   torch::manual_seed(8);
   const torch::Device dev(torch::kCUDA, 0);
   const int64_t b = 2, np = 2, d = 64;
@@ -191,7 +191,6 @@ void check_varlen(ops::VarlenKernel kernel, int64_t s, const std::vector<std::ve
   }
   ops::AttentionOptions o;
   o.documents = ops::Documents(doc, dev);
-  o.varlen_kernel = kernel;
   EXPECT_EQ(o.documents.max_length(), longest);
   ASSERT_TRUE(ops::uses_varlen(q0, o));
   auto run = [&](torch::ScalarType dtype, bool fused) {
@@ -255,33 +254,14 @@ TEST(KernelsAttention, AlibiMaskIsMadeOncePerForward) {
   EXPECT_FALSE(torch::equal(with_docs, alone));
 }
 
-// Each variable-length kernel this LibTorch has: short documents (10, 30 and 24 tokens in one sample, 63 and 1 in the
-// other) and documents longer than the head size (200 and 184; one of 384), which a kernel that took the head size
-// for the longest document would get wrong.
+// Short documents (10, 30 and 24 tokens in one sample, 63 and 1 in the other) and documents longer than the head size
+// (200 and 184; one of 384), which a kernel that took the head size for the longest document would get wrong (cuDNN's
+// ragged SDPA through ATen 2.11 did, in the twentieth 2026-12-05 session: infinite dq and dk).
 TEST(KernelsAttention, VarlenDocumentsMatchTheExplicitPathWithGradients) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   if (!compat::kHasVarlenFlash) GTEST_SKIP() << "LibTorch " << compat::torch_version() << " has no varlen flash";
-  for (ops::VarlenKernel kernel : {ops::VarlenKernel::kFlash, ops::VarlenKernel::kCudnn}) {
-    if (!ops::varlen_kernel_available(kernel)) {
-      std::cout << "[ note ] LibTorch " << compat::torch_version() << " has no " << ops::varlen_kernel_name(kernel)
-                << " variable-length kernel: not checked\n";
-      continue;
-    }
-    check_varlen(kernel, 64, {{10, 30, 24}, {63, 1}});
-    check_varlen(kernel, 384, {{200, 184}, {384}});
-  }
-}
-
-TEST(ModelAttention, VarlenKernelFlagAndAvailability) {
-  EXPECT_EQ(ops::parse_varlen_kernel("flash"), ops::VarlenKernel::kFlash);
-  EXPECT_EQ(ops::parse_varlen_kernel("cudnn"), ops::VarlenKernel::kCudnn);
-  EXPECT_THROW(ops::parse_varlen_kernel("fa3"), UsageError);
-  EXPECT_EQ(ops::varlen_kernel_available(ops::VarlenKernel::kFlash), compat::kHasVarlenFlash);
-  // The CPU never takes a variable-length kernel, so an absent one is not asked about there.
-  ops::AttentionOptions o;
-  o.documents = ops::Documents(torch::zeros({1, 8}, torch::kInt64), torch::kCPU);
-  o.varlen_kernel = ops::VarlenKernel::kCudnn;
-  EXPECT_FALSE(ops::uses_varlen(torch::zeros({8, 1, 2, 64}), o));
+  check_varlen(64, {{10, 30, 24}, {63, 1}});
+  check_varlen(384, {{200, 184}, {384}});
 }
 
 namespace {
@@ -290,8 +270,7 @@ namespace {
 // passed in (equal generators, equal outputs; the generator advances), and the device's default generator is left as it
 // was. Before the twelfth 2026-12-04 session the fused path held the default generator's mutex across the kernel, which
 // locks it itself: on LibTorch >= 2 the first such call never returned.
-void check_attention_dropout(torch::Device device, torch::ScalarType dtype, bool documents = false,
-                             ops::VarlenKernel kernel = ops::VarlenKernel::kFlash) {
+void check_attention_dropout(torch::Device device, torch::ScalarType dtype, bool documents = false) {
   torch::manual_seed(6);
   auto opts = torch::TensorOptions().device(device).dtype(dtype);
   const int64_t s = 64, b = 2, np = 2, d = 64;
@@ -315,7 +294,6 @@ void check_attention_dropout(torch::Device device, torch::ScalarType dtype, bool
   if (documents) {  // two documents in each sample (on CUDA in bf16: the variable-length kernel)
     const torch::Tensor doc = (torch::arange(s) >= s / 3).to(torch::kInt64).unsqueeze(0).repeat({b, 1});  // [b, s]
     o.documents = ops::Documents(doc, device);
-    o.varlen_kernel = kernel;
   }
   const torch::Tensor a = ops::causal_attention(q, k, v, o);  // [s, b, np*d]
   o.dropout_generator = &g2;
@@ -340,9 +318,6 @@ TEST(KernelsAttention, DropoutDrawsFromTheGivenGeneratorOnCuda) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   check_attention_dropout(torch::Device(torch::kCUDA, 0), torch::kBFloat16);
   check_attention_dropout(torch::Device(torch::kCUDA, 0), torch::kBFloat16, /*documents=*/true);
-  if (ops::varlen_kernel_available(ops::VarlenKernel::kCudnn))
-    check_attention_dropout(torch::Device(torch::kCUDA, 0), torch::kBFloat16, /*documents=*/true,
-                            ops::VarlenKernel::kCudnn);
 }
 
 TEST(ModelAttention, ExplicitPathInBf16StaysCloseToFp32) {
