@@ -253,7 +253,7 @@ void MixedPrecisionOptimizer::sgd_update() {
   }
 }
 
-StepResult MixedPrecisionOptimizer::step() {
+StepResult MixedPrecisionOptimizer::step(bool want_zero_count) {
   finish_update();  // an update still pending (no zero_grad since the last step) goes first
   torch::NoGradGuard no_grad;
   dp_.finish_grad_sync();
@@ -269,9 +269,10 @@ StepResult MixedPrecisionOptimizer::step() {
   // The fused Adam applies the clip coefficient as it reads the grads, saving a pass; the zero count reads the clipped
   // grads (a tiny grad can underflow to 0), so with it the clip stays a pass of its own.
   torch::Tensor grad_scale;  // fp32 [1] on the device when the fused Adam applies the clip
-  const bool defer_clip = fused_adam_ && !options_.log_num_zeros_in_grad;
+  const bool counting = options_.log_num_zeros_in_grad && want_zero_count;
+  const bool defer_clip = fused_adam_ && !counting;
   if (options_.clip_grad > 0) r.grad_norm = grad_norm_and_clip(defer_clip, grad_scale);
-  if (options_.log_num_zeros_in_grad) r.num_zeros = count_zeros();
+  if (counting) r.num_zeros = count_zeros();
   r.updated = true;
   if (options_.kind == "adam") {
     AdamScalars s = next_adam_scalars(grad_scale);

@@ -80,7 +80,10 @@ class MixedPrecisionOptimizer {
   MixedPrecisionOptimizer(parallel::DataParallel& dp, const dist::ProcessGroups& groups, OptimizerOptions options,
                           std::unique_ptr<GradScaler> scaler);
 
-  StepResult step();
+  /// want_zero_count: with log_num_zeros_in_grad, whether this step counts them (the trainer asks at log points only:
+  /// Megatron counts every step and shows the count at log lines; the count costs a pass over the gradients and
+  /// keeps the clip out of the fused Adam).
+  StepResult step(bool want_zero_count = true);
   /// Zeroes the grads for the next iteration; with a deferred update pending, queues it first (on the side stream,
   /// the zeroing behind it).
   void zero_grad();

@@ -84,7 +84,8 @@ class Trainer {
   void report_memory();
   void load();
   void save();
-  StepOutcome train_step();
+  /// log_point: this iteration's values reach a log line (what only a log line shows is computed then only).
+  StepOutcome train_step(bool log_point);
   std::optional<double> evaluate();  // every validation dataset; returns the first one's loss
   std::optional<double> evaluate_dataset(const data::NamedDataset& valid);
   struct PendingLog;  // a log line's values, captured at its iteration's end (trainer.cpp)

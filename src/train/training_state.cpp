@@ -17,6 +17,9 @@ nlohmann::json model_config_json(const model::GptConfig& c) {
           {"embed_layernorm", m.embed_layernorm},
           {"glu_activation", m.glu_activation},
           {"openai_gelu", m.openai_gelu},
+          // Megatron's unfused bias-GELU is the exact (erf) GELU: true only where that is the activation, so a GLU
+          // or --openai-gelu run loads whichever way the flag is given. The HF export reads it (gelu vs gelu_new).
+          {"no_bias_gelu_fusion", m.no_bias_gelu_fusion && m.glu_activation.empty() && !m.openai_gelu},
           {"apply_residual_connection_post_layernorm", m.apply_residual_connection_post_layernorm},
           {"layernorm_epsilon", m.layernorm_epsilon},
           {"untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights}};

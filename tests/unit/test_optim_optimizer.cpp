@@ -405,6 +405,12 @@ TEST(OptimZeros, CountsZeroGradientElements) {
   const auto r = opt.step();
   ASSERT_TRUE(r.num_zeros.has_value());
   EXPECT_EQ(*r.num_zeros, total - nonzero);
+  // A step the trainer will not log counts nothing (and updates the same: the count only reads the gradients).
+  opt.zero_grad();
+  for (size_t i = 0; i < m.params.size(); ++i) dp.main_grad(i).view({-1}).fill_(0.25);
+  const auto quiet = opt.step(/*want_zero_count=*/false);
+  EXPECT_TRUE(quiet.updated);
+  EXPECT_FALSE(quiet.num_zeros.has_value());
 }
 
 TEST(OptimState, RoundTripContinuesIdentically) {
