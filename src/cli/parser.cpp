@@ -62,10 +62,14 @@ std::string closest_option(const std::string& unknown, const po::options_descrip
 }
 
 bool parse_args(const std::string& command, const std::string& summary, int argc, const char* const* argv,
-                po::options_description& options, std::ostream& out, const std::string& positional) {
+                po::options_description& options, std::ostream& out, const std::string& positional,
+                const po::options_description* hidden) {
   po::options_description all("megaton " + command + " options");
   all.add_options()("help,h", po::bool_switch(), "print this help and exit");
   all.add(options);
+  po::options_description parsed;  // what the parser takes: all, and the hidden options
+  parsed.add(all);
+  if (hidden != nullptr) parsed.add(*hidden);
   po::positional_options_description pos;
   if (!positional.empty()) pos.add(positional.c_str(), -1);
   po::variables_map vm;
@@ -73,7 +77,7 @@ bool parse_args(const std::string& command, const std::string& summary, int argc
   for (int i = 1; i < argc; ++i) args.push_back(strip_digit_separators(argv[i]));
   try {
     po::command_line_parser parser(args);
-    parser.options(all).style(po::command_line_style::unix_style ^ po::command_line_style::allow_guessing);
+    parser.options(parsed).style(po::command_line_style::unix_style ^ po::command_line_style::allow_guessing);
     if (!positional.empty()) parser.positional(pos);
     po::store(parser.run(), vm);
     if (vm.count("help") && vm["help"].as<bool>()) {
@@ -82,7 +86,7 @@ bool parse_args(const std::string& command, const std::string& summary, int argc
     }
     po::notify(vm);
   } catch (const po::unknown_option& e) {
-    const std::string hint = closest_option(e.get_option_name(), all);
+    const std::string hint = closest_option(e.get_option_name(), parsed);
     throw UsageError(str("megaton ", command, ": unrecognised option '", e.get_option_name(), "'",
                          hint.empty() ? "" : str(" (did you mean ", hint, "?)"), "; see `megaton ", command,
                          " --help`"));

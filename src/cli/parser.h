@@ -10,9 +10,11 @@ namespace megaton::cli {
 
 /// Returns false when --help was asked (the help text is printed to `out`); throws UsageError on bad flags.
 /// `positional` names an option that takes bare arguments (e.g. "checkpoint" for `megaton inspect DIR`), or "".
+/// `hidden`: options parsed like the others but left out of --help (e.g. flags accepted for compatibility).
 bool parse_args(const std::string& command, const std::string& summary, int argc, const char* const* argv,
                 boost::program_options::options_description& options, std::ostream& out,
-                const std::string& positional = "");
+                const std::string& positional = "",
+                const boost::program_options::options_description* hidden = nullptr);
 
 /// "220_000_000" -> "220000000" (Python's numeric literal underscores, which Megatron's scripts use); any token
 /// that is not entirely such a number is returned unchanged.

@@ -1,10 +1,13 @@
 // megaton plan: predict memory per GPU and time per iteration of every TP x PP x DP layout, micro-batch size and
 // recomputation setting of a model on a cluster, rank them and recommend one (the cost model: src/plan/,
 // docs/plan.md). `megaton plan --check FILE` predicts every measured point of a sweep CSV instead.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <set>
 #include <string>
+#include <vector>
 
 #include "cli/arguments.h"
 #include "cli/parser.h"
@@ -12,6 +15,7 @@
 #include "plan/calibration.h"
 #include "plan/search.h"
 #include "tools/subcommands.h"
+#include "train/train_config.h"
 
 namespace megaton::tools {
 
@@ -101,6 +105,22 @@ int run_check(const std::string& file, const plan::Calibration& given, bool have
 
 }  // namespace
 
+namespace {
+
+// The flags of argv (--name or --name=value) that are in `names`, in order, each once.
+std::vector<std::string> given_flags(int argc, const char* const* argv, const std::set<std::string>& names) {
+  std::vector<std::string> out;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a.rfind("--", 0) != 0) continue;
+    const std::string name = a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2);
+    if (names.count(name) && std::find(out.begin(), out.end(), "--" + name) == out.end()) out.push_back("--" + name);
+  }
+  return out;
+}
+
+}  // namespace
+
 int run_plan(int argc, const char* const* argv) {
   cli::ModelArgs model;
   plan::ModelSpec spec;
@@ -147,13 +167,31 @@ int run_plan(int argc, const char* const* argv) {
       ("recompute", po::value(&recompute)->default_value(recompute), "both | on | off: activation recomputation")
       ("top", po::value(&top)->default_value(top), "rows of the table (0 = all)");
   // clang-format on
+  // A `megaton train` line pasted whole: the train flags the plan does not depend on (data, tokenizer, checkpoints,
+  // logging, the schedule's numbers) are accepted, their values dropped, and named on the output.
+  train::TrainConfig unused;
+  po::options_description train_flags;
+  train::add_train_options(train_flags, unused);
+  po::options_description accepted;
+  std::set<std::string> accepted_names;
+  for (const auto& o : train_flags.options()) {
+    if (d.find_nothrow(o->long_name(), false) != nullptr || o->long_name() == "help") continue;
+    accepted.add(o);
+    accepted_names.insert(o->long_name());
+  }
   if (!cli::parse_args("plan",
                        "megaton plan: predict memory per GPU and time per iteration of parallel layouts\n"
                        "  megaton plan --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
                        "--global-batch-size 512 --bf16 --nodes 4 --gpus-per-node 8\n"
                        "  megaton plan --check perf/results/2026-12-03-h200/sweep.csv",
-                       argc, argv, d, std::cout))
+                       argc, argv, d, std::cout, "", &accepted))
     return 0;
+  const std::vector<std::string> ignored = given_flags(argc, argv, accepted_names);
+  if (!ignored.empty()) {
+    std::string line;
+    for (const std::string& f : ignored) line += (line.empty() ? "" : ", ") + f;
+    std::cout << "ignored (megaton train flags the plan does not depend on): " << line << "\n";
+  }
 
   MEGATON_CHECK(!(bf16 && fp16), UsageError, "--fp16 and --bf16 are exclusive");
   spec.bf16 = bf16, spec.fp16 = fp16;

@@ -47,6 +47,12 @@ expect "bad recompute"        2 "--recompute: expected both\|on\|off" $megaton p
 expect "indivisible batch"    2 "no layout of 8 GPUs" $megaton plan $m13 --global-batch-size 7 --gpus-per-node 8 \
   --tensor-model-parallel-size 1 --pipeline-model-parallel-size 1
 expect "typo"                 2 "did you mean --peak-tflops" $megaton plan $m13 --global-batch-size 64 --peak-tflop 900
+# A whole `megaton train` line: the flags the plan does not depend on are accepted and named, a typo still is not.
+expect "train line"           0 "^ignored \(megaton train flags the plan does not depend on\): --data-path, --vocab-file, --lr, --save" \
+  $megaton plan $m13 --global-batch-size 64 --data-path /no/such_text_document --vocab-file v.json --lr 1e-4 \
+  --save /no/ckpt
+expect "train line table"     0 "^recommendation: " $megaton plan $m13 --global-batch-size 64 --data-path x --train-iters 10
+expect "train line typo"      2 "did you mean --data-path" $megaton plan $m13 --global-batch-size 64 --data-pth x
 expect "missing calibration"  2 "--calibration: cannot open '/nonexistent.csv'" $megaton plan $m13 \
   --global-batch-size 64 --calibration /nonexistent.csv
 
