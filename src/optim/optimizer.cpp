@@ -113,8 +113,8 @@ DeviceScalar MixedPrecisionOptimizer::grad_norm_and_clip(bool defer, torch::Tens
 }
 
 DeviceScalar MixedPrecisionOptimizer::count_zeros() {
-  // Counted on the device and read with the log line: a host read per run here made every step wait for the GPU
-  // (1.3B on an H100, session 20: +13 ms a step with --log-num-zeros-in-grad --log-params-norm).
+  // Counted on the device and read with the log line (a host read per run of parameters here made the step wait for
+  // the GPU). Megatron counts with torch.count_nonzero too.
   const torch::Tensor& g = dp_.shard_grad();
   torch::Tensor zeros = torch::zeros({1}, g.options().dtype(torch::kFloat64));  // [1]
   for (const auto& v : run_views(g, norm_runs_))

@@ -103,10 +103,6 @@ int run_check(const std::string& file, const plan::Calibration& given, bool have
   return 0;
 }
 
-}  // namespace
-
-namespace {
-
 // The flags of argv (--name or --name=value) that are in `names`, in order, each once.
 std::vector<std::string> given_flags(int argc, const char* const* argv, const std::set<std::string>& names) {
   std::vector<std::string> out;
