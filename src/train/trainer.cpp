@@ -819,8 +819,10 @@ int Trainer::run() {
   while (iteration_ < train_iters_ && !token_budget_spent()) {
     if (cfg_.model.gemm_autotune && iteration_ == tune_from) tuner.set_enabled(true);
     profiler.before_step(iteration_);
-    const int64_t next = iteration_ + 1;  // this iteration's number once done; the log test below, ahead
-    const StepOutcome s = train_step(next % std::max(1, t.log_interval) == 0 || next == train_iters_);
+    // Whether this iteration (number iteration_ + 1 once done) ends on a log line: known before it runs, so that what
+    // only a log line shows is computed in that iteration only.
+    const bool log_point = (iteration_ + 1) % std::max(1, t.log_interval) == 0 || iteration_ + 1 == train_iters_;
+    const StepOutcome s = train_step(log_point);
     // The last log point's line: its iteration ran on the device while this one was queued behind it, so waiting
     // for it here leaves the device with work (a log line that drained the queue cost ~1.3 ms of idle GPU at 124M).
     flush_log();
@@ -842,7 +844,7 @@ int Trainer::run() {
       if (!s.updated) ++skipped_in_interval_;
       if (s.loss.defined()) pending_losses_.emplace_back(s.loss, s.updated);
     }
-    if (iteration_ % std::max(1, t.log_interval) == 0 || iteration_ == train_iters_) {
+    if (log_point) {
       capture_log(s, in_interval);  // written after the next iteration is queued (flush_log above)
       in_interval = 0;
     }

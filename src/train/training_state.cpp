@@ -1,6 +1,7 @@
 #include "train/training_state.h"
 
 #include "core/error.h"
+#include "ops/activations.h"
 
 namespace megaton::train {
 
@@ -19,7 +20,7 @@ nlohmann::json model_config_json(const model::GptConfig& c) {
           {"openai_gelu", m.openai_gelu},
           // Megatron's unfused bias-GELU is the exact (erf) GELU: true only where that is the activation, so a GLU
           // or --openai-gelu run loads whichever way the flag is given. The HF export reads it (gelu vs gelu_new).
-          {"no_bias_gelu_fusion", m.no_bias_gelu_fusion && m.glu_activation.empty() && !m.openai_gelu},
+          {"no_bias_gelu_fusion", c.activation() == ops::Activation::kGeluErf},
           {"apply_residual_connection_post_layernorm", m.apply_residual_connection_post_layernorm},
           {"layernorm_epsilon", m.layernorm_epsilon},
           {"untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights}};
