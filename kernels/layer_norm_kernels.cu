@@ -7,128 +7,18 @@
 // groups (512 threads at most); each group strides over the rows on its own; the backward's grid is persistent (as
 // many blocks as fit at once) so that there are few partial sums to add up. How many vectors a thread takes is
 // LayerNormTuning's choice (layer_norm_kernels.h; perf/bench_layer_norm.cpp measures the alternatives).
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
-#include <curand_philox4x32_x.h>
-
 #include <algorithm>
-#include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <type_traits>
 
-#include "kernel_util.cuh"
-#include "layer_norm_kernels.h"
+#include "layer_norm_common.cuh"
 
 namespace megaton::kernels {
 
 namespace {
 
-using util::check;
-using util::from_float;
-using util::optin_smem;
-using util::to_float;
-
-constexpr int kMaxThreads = 512;             // threads per block at most (every kernel's launch bound)
-constexpr int kMaxWarps = kMaxThreads / 32;  // warps per block at most
-constexpr int kReduceCols = 16;              // gamma_beta_kernel: columns per block
-constexpr int kReduceRows = 32;              // gamma_beta_kernel: threads over the partials per column
-
-// One 16-byte load or store: 8 bf16/fp16 or 4 fp32.
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kVec = 16 / sizeof(T);
-  T v[kVec];
-};
-
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int off = 16; off > 0; off >>= 1) v += __shfl_xor_sync(0xffffffffu, v, off);
-  return v;  // the same bits in every lane
-}
-
-// The forward's dropout as its kernels take it (ResidualDropout, host-side values; a kernel without dropout ignores
-// it).
-struct DropArgs {
-  PhiloxSeed philox;
-  uint32_t threshold = 0;  // keep iff the element's 32-bit draw < threshold: floor((1 - p) * 2^32)
-  float scale = 1.f;       // 1 / (1 - p)
-  uint8_t* keep = nullptr;
-};
-
-// The backward's (ResidualDropoutGrad, host-side values).
-struct DropGradArgs {
-  const uint8_t* keep = nullptr;
-  void* dx = nullptr;
-  float scale = 1.f;
-};
-
-// The (seed, counter) of this launch's draws: ATen's at::cuda::philox::unpack, the counter in 4-word blocks.
-struct PhiloxKey {
-  uint2 key;
-  uint64_t block;
-};
-__device__ __forceinline__ PhiloxKey philox_key(const PhiloxSeed& s) {
-  const uint64_t seed = s.seed_ptr != nullptr ? static_cast<uint64_t>(*s.seed_ptr) : s.seed;
-  const uint64_t offset =
-      s.offset_ptr != nullptr ? static_cast<uint64_t>(*s.offset_ptr) + s.offset_intragraph : s.offset;
-  return {make_uint2(static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32)), offset / 4};
-}
-
-// The keep bits of pack q (elements 8 q .. 8 q + 7; bit k for element 8 q + k): the eight words of Philox4x32-10 at
-// counters (block, q) and (block + 1, q), each compared with the threshold.
-__device__ __forceinline__ uint32_t keep_bits8(const PhiloxKey& k, uint64_t q, uint32_t threshold) {
-  const uint32_t q_lo = static_cast<uint32_t>(q), q_hi = static_cast<uint32_t>(q >> 32);
-  const uint64_t b1 = k.block + 1;
-  const uint4 a = curand_Philox4x32_10(
-      make_uint4(static_cast<uint32_t>(k.block), static_cast<uint32_t>(k.block >> 32), q_lo, q_hi), k.key);
-  const uint4 b =
-      curand_Philox4x32_10(make_uint4(static_cast<uint32_t>(b1), static_cast<uint32_t>(b1 >> 32), q_lo, q_hi), k.key);
-  return static_cast<uint32_t>(a.x < threshold) | static_cast<uint32_t>(a.y < threshold) << 1 |
-         static_cast<uint32_t>(a.z < threshold) << 2 | static_cast<uint32_t>(a.w < threshold) << 3 |
-         static_cast<uint32_t>(b.x < threshold) << 4 | static_cast<uint32_t>(b.y < threshold) << 5 |
-         static_cast<uint32_t>(b.z < threshold) << 6 | static_cast<uint32_t>(b.w < threshold) << 7;
-}
-
-// d * keep * scale for the 8 elements of a pack from their keep bits (a dropped element: d * 0, as ATen's masked
-// scale).
-template <typename T>
-__device__ __forceinline__ void drop_scale(const T (&d)[8], uint32_t bits, float scale, T (&out)[8]) {
-#pragma unroll
-  for (int k = 0; k < 8; ++k) out[k] = from_float<T>(to_float(d[k]) * ((bits >> k) & 1u ? scale : 0.f));
-}
-
-// Waits for the `threads` threads (whole warps) of group g only: hardware barrier 1 + g (0 is __syncthreads'; at most
-// 15 groups per block, which kMaxThreads / 64 keeps).
-__device__ __forceinline__ void group_barrier(int g, int threads) {
-  asm volatile("bar.sync %0, %1;" ::"r"(1 + g), "r"(threads) : "memory");
-}
-
-// Sums each of v[0..N) over the calling thread's group of `group` threads (a multiple of 32; groups are consecutive
-// threads); every thread gets the sums. kWarp: group == 32, shuffles only. Otherwise each warp's lane 0 writes its
-// partial sums to red (double-buffered: [2][N][kMaxWarps], `phase` alternates between the halves, so the next call can
-// write while slower threads still read this one's) and the group meets at its barrier.
-template <int N, bool kWarp>
-__device__ __forceinline__ void group_sum(float (&v)[N], float* red, int group, int& phase) {
-#pragma unroll
-  for (int n = 0; n < N; ++n) v[n] = warp_sum(v[n]);
-  if constexpr (kWarp) return;
-  float* buf = red + phase * N * kMaxWarps;
-  phase ^= 1;
-  const int warp = threadIdx.x >> 5, g = threadIdx.x / group;
-  if ((threadIdx.x & 31) == 0) {
-#pragma unroll
-    for (int n = 0; n < N; ++n) buf[n * kMaxWarps + warp] = v[n];
-  }
-  group_barrier(g, group);
-  const int per = group >> 5, first = g * per;
-#pragma unroll
-  for (int n = 0; n < N; ++n) {
-    float s = 0.f;
-    for (int w = 0; w < per; ++w) s += buf[n * kMaxWarps + first + w];
-    v[n] = s;
-  }
-}
+using namespace layer_norm_detail;
 
 // x, y [rows, h]; gamma, beta [h]; mean, rstd [rows]. Caches the thread's P vectors of the row as fp32 (P * kVec <=
 // 32 floats): one read of x, two-pass mean and variance from registers.
@@ -215,48 +105,6 @@ __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  /
       }
     }
   }
-}
-
-// The end of a backward block: its dgamma/dbeta sums (each thread's columns, dg and db) as the block's row of
-// partials in part [2, gridDim.x, h]; several groups per block are folded in a fixed order through `fold` ([2, h]
-// floats of shared memory) first. Every thread of the block calls it.
-template <typename T, int P>
-__device__ __forceinline__ void write_partials(const float (&dg)[P][Pack<T>::kVec], const float (&db)[P][Pack<T>::kVec],
-                                               float* fold, float* part, int h, int units, int group,
-                                               int rows_per_block, int g, int t) {
-  constexpr int V = Pack<T>::kVec;
-  float* pg = part + static_cast<int64_t>(blockIdx.x) * h;                // [h] dgamma partial
-  float* pb = part + (static_cast<int64_t>(gridDim.x) + blockIdx.x) * h;  // [h] dbeta partial
-  if (rows_per_block == 1) {
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int p = t + i * group;
-      if (p < units) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) pg[p * V + k] = dg[i][k], pb[p * V + k] = db[i][k];
-      }
-    }
-    return;
-  }
-  // Fold the groups last to first: group rows_per_block - 1 stores, each earlier group adds in turn.
-  for (int j = rows_per_block - 1; j >= 0; --j) {
-    if (g == j) {
-#pragma unroll
-      for (int i = 0; i < P; ++i) {
-        const int p = t + i * group;
-        if (p < units) {
-#pragma unroll
-          for (int k = 0; k < V; ++k) {
-            const int c = p * V + k;
-            fold[c] = (j == rows_per_block - 1 ? 0.f : fold[c]) + dg[i][k];
-            fold[h + c] = (j == rows_per_block - 1 ? 0.f : fold[h + c]) + db[i][k];
-          }
-        }
-      }
-    }
-    __syncthreads();
-  }
-  for (int c = threadIdx.x; c < h; c += blockDim.x) pg[c] = fold[c], pb[c] = fold[h + c];
 }
 
 // dy, x, dx [rows, h]; gamma [h]; mean, rstd [rows]; part [2, gridDim.x, h] fp32 (dgamma partials, then dbeta).
@@ -388,7 +236,7 @@ __global__ void __launch_bounds__(kMaxThreads, P* R* Pack<T>::kVec <= 8 ? 2 : 1)
       }
     }
   }
-  write_partials<T, P>(dg, db, fold, part, h, units, group, rows_per_block, g, t);
+  write_partials<Pack<T>::kVec, P>(dg, db, fold, part, h, units, group, rows_per_block, g, t);
 }
 
 // Ampere-style asynchronous 16-byte copies (cp.async, sm_80), global -> shared memory, each thread copying only what it
@@ -528,7 +376,7 @@ __global__ void __launch_bounds__(kMaxThreads, 2)
     }
   }
   copy_async_wait<0>();  // the empty groups past the last row (nothing may be in flight at exit)
-  write_partials<T, P>(dg, db, fold, part, h, units, group, rows_per_block, g, t);
+  write_partials<Pack<T>::kVec, P>(dg, db, fold, part, h, units, group, rows_per_block, g, t);
 }
 
 // The dropout's gradient as a pass of its own (LayerNormTuning::backward_dropout_fused = false): out = dx * keep *
@@ -545,72 +393,6 @@ __global__ void __launch_bounds__(256) dropout_grad_kernel(const T* __restrict__
     drop_scale<T>(d.v, keep[q], scale, r.v);
     o[q] = r;
   }
-}
-
-// part [2, partials, h] -> dgamma, dbeta [h]: column c's partials summed in a fixed order, each stored in the
-// element type or into its fp32 main grad (ColumnSumOut). Block (kReduceCols, kReduceRows), grid ceil(h / kReduceCols).
-template <typename T>
-__global__ void __launch_bounds__(kReduceCols* kReduceRows)
-    gamma_beta_kernel(const float* __restrict__ part, int64_t partials, int h, ColumnSumOut dgamma,
-                      ColumnSumOut dbeta) {
-  __shared__ float sg[kReduceRows][kReduceCols + 1], sb[kReduceRows][kReduceCols + 1];
-  const int c = blockIdx.x * kReduceCols + threadIdx.x;
-  float g = 0.f, b = 0.f;
-  if (c < h) {
-    const float* pg = part + c;                 // column c of [partials, h]
-    const float* pb = part + partials * h + c;  // column c of the dbeta partials
-#pragma unroll 4
-    for (int64_t j = threadIdx.y; j < partials; j += kReduceRows) {
-      g += pg[j * h];
-      b += pb[j * h];
-    }
-  }
-  sg[threadIdx.y][threadIdx.x] = g;
-  sb[threadIdx.y][threadIdx.x] = b;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < h) {
-    for (int j = 1; j < kReduceRows; ++j) g += sg[j][threadIdx.x], b += sb[j][threadIdx.x];
-    util::store_column_sum<T>(dgamma, c, g);
-    util::store_column_sum<T>(dbeta, c, b);
-  }
-}
-
-// ~~~ host side ~~~
-
-struct Config {
-  int packs;           // P: 16-byte vectors per thread per row
-  int rows;            // R: rows per pass of a group (the backward's)
-  int group;           // threads per row
-  int rows_per_block;  // groups per block
-  bool early = false;  // the backward loads the residual gradient with x and dy (instantiated for R = 1, <= 8 floats)
-  int stages = 0;      // the backward's shared-memory ring (backward_staged_kernel): 0 (none), 2 or 4 rows
-  int threads() const { return group * rows_per_block; }
-  bool warp() const { return group == 32; }  // a warp per row: shuffles only
-};
-
-// h is supported (layer_norm_supported_width) and a multiple of vec. `floats`: the elements of a row each thread
-// takes (LayerNormTuning), rounded to whole vectors; more when a row would need more than kMaxThreads threads. A row
-// whose threads fit in one warp gets one. rows: the backward's rows per pass (1 for the forward). A block holds as many
-// groups as fit in block_threads (at least one).
-Config choose(int64_t h, int vec, int floats, int rows, int block_threads) {
-  block_threads = std::clamp(block_threads, 32, kMaxThreads);
-  const int units = static_cast<int>(h / vec);
-  int packs = std::min(std::max(1, floats / vec), (units + 31) / 32);
-  packs = std::max(packs, (units + kMaxThreads - 1) / kMaxThreads);  // group <= kMaxThreads
-  if (packs == 5 || packs == 7) ++packs;                             // instantiated: 1, 2, 3, 4, 6, 8
-  const int group = ((units + packs - 1) / packs + 31) / 32 * 32;    // <= kMaxThreads
-  if (packs * vec > 8) rows = 1;                                     // R = 2 is instantiated up to 8 floats
-  // Several rows per block fold their dgamma/dbeta sums through [2, h] floats of shared memory: at most the 48 KiB a
-  // launch gets without opting in (h <= 6144; always so for a warp per row, h <= 1024), else one row per block.
-  // (Forward: the same, harmlessly.)
-  const bool fold_fits = 2 * h * static_cast<int64_t>(sizeof(float)) <= 48 * 1024;
-  return {packs, rows, group, fold_fits ? std::max(1, block_threads / group) : 1};
-}
-
-Config forward_config(int64_t h, int vec, const LayerNormTuning& tuning) {
-  // 0: a warp per row where a warp holds the row at <= 32 elements per thread, else 16 per thread.
-  const int floats = tuning.forward_floats > 0 ? tuning.forward_floats : (h <= 32 * 32 ? 32 : 16);
-  return choose(h, vec, floats, 1, tuning.forward_block);
 }
 
 // The backward's dynamic shared memory: the fold of several groups' sums, and the ring of a staged backward.
@@ -630,37 +412,6 @@ Config backward_config(int64_t h, int vec, const LayerNormTuning& tuning, bool d
     if (backward_smem(c, h) + 2 * 1024 > static_cast<size_t>(optin_smem())) c.stages = 0;
   }
   return c;
-}
-
-void check_args(int64_t rows, int64_t h, std::initializer_list<const void*> pointers, const char* what) {
-  if (!layer_norm_supported_width(h))
-    throw std::invalid_argument(std::string(what) + ": unsupported row width " + std::to_string(h) +
-                                " (need 8 <= h <= 16384, h % 8 == 0)");
-  if (rows < 0) throw std::invalid_argument(std::string(what) + ": negative row count");
-  for (const void* p : pointers)
-    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
-      throw std::invalid_argument(std::string(what) + ": a pointer is not 16-byte aligned");
-}
-
-// Calls go(std::integral_constant<int, P>) for the vectors per thread a Config can pick (choose: 1, 2, 3, 4, 6, 8).
-template <typename Go>
-void with_packs(int packs, Go&& go) {
-  switch (packs) {
-    case 1:
-      return go(std::integral_constant<int, 1>{});
-    case 2:
-      return go(std::integral_constant<int, 2>{});
-    case 3:
-      return go(std::integral_constant<int, 3>{});
-    case 4:
-      return go(std::integral_constant<int, 4>{});
-    case 6:
-      return go(std::integral_constant<int, 6>{});
-    case 8:
-      return go(std::integral_constant<int, 8>{});
-    default:
-      throw std::logic_error("layer_norm: no kernel for " + std::to_string(packs) + " vectors per thread");
-  }
 }
 
 // Calls f(std::integral_constant<int, P>, std::integral_constant<int, R>, std::bool_constant<kWarp>,
@@ -748,26 +499,6 @@ void with_backward_kernel(const Config& c, bool drop, F&& f) {
   });
 }
 
-int64_t ceil_div(int64_t a, int64_t b) {
-  return (a + b - 1) / b;
-}
-
-// 1 / (1 - p): the scale of a kept element, forward and backward alike.
-float keep_scale(float p) {
-  return static_cast<float>(1.0 / (1.0 - static_cast<double>(p)));
-}
-
-// The kernels' view of a ResidualDropout with p > 0.
-DropArgs drop_args(const ResidualDropout& d) {
-  DropArgs a;
-  a.philox = d.philox;
-  const double keep = 1.0 - static_cast<double>(d.p);
-  a.threshold = static_cast<uint32_t>(std::min(4294967295.0, std::floor(keep * 4294967296.0)));
-  a.scale = keep_scale(d.p);
-  a.keep = d.keep;
-  return a;
-}
-
 template <typename T>
 void launch_forward(const void* x, const void* res, void* sum, const void* gamma, const void* beta, void* y,
                     float* mean, float* rstd, int64_t rows, int64_t h, float eps, cudaStream_t stream,
@@ -786,14 +517,6 @@ void launch_forward(const void* x, const void* res, void* sum, const void* gamma
     });
   });
   check(cudaGetLastError(), "layer_norm_forward launch");
-}
-
-// Lets `kernel` take `bytes` of dynamic shared memory (beyond the 48 KiB a launch gets without opting in).
-template <typename K>
-void allow_smem(K kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
-    check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)),
-          "layer_norm_backward shared memory");
 }
 
 // drop: the backward kernel writes the dropout's gradient (a ResidualDropoutGrad, fused).

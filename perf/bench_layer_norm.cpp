@@ -9,6 +9,11 @@
 // BM_LayerNormTuning: the kernels' LayerNormTuning choices, as training calls them (with the residual add).
 // BM_DropoutAddLayerNormVsAten / BM_DropoutAddLayerNormKernels: the hidden dropout drawn in the kernels
 // (--dropout-layernorm-fusion) against ATen's fused dropout before the add; the kernels' parts.
+// BM_MixedAddLayerNormVsAten: --fp32-residual-connection's add and LayerNorm (a bf16 branch on an fp32 residual, bf16
+// weights; kernels/layer_norm_mixed_kernels.cu) through autograd against ATen's mixed path (the promoted add, an fp32
+// LayerNorm of upcast weights, the cast of y), with the hidden dropout (p = 0.1, range(2) = 1) or without. Counter
+// fused_GBps: the bytes the fused pair must move (forward: x 2, r 4, sum 4, y 2; backward: x 4, dy 2, dsum 4, dx 4,
+// the branch's 2 bytes per element).
 // The benchmarks' own times are the fused ones.
 //   build/perf/bench_layer_norm [--benchmark_min_time=1]     (reports an error row without a CUDA device/build)
 #include <benchmark/benchmark.h>
@@ -219,6 +224,30 @@ void BM_DropoutAddLayerNormVsAten(benchmark::State& state) {
 #endif
 }
 
+void BM_MixedAddLayerNormVsAten(benchmark::State& state) {
+  if (skip_without_cuda(state)) return;
+#ifdef MEGATON_HAVE_CUDA
+  const int64_t rows = state.range(0), h = state.range(1);
+  const double p = state.range(2) != 0 ? 0.1 : 0.0;
+  const Inputs in = make_inputs(rows, h);
+  const torch::Tensor r0 = torch::randn(in.x.sizes(), in.x.options().dtype(torch::kFloat32));  // [rows, h] fp32
+  const torch::Tensor dsum = torch::randn_like(r0);
+  at::Generator gen = at::globalContext().defaultGenerator(torch::Device(torch::kCUDA, 0));
+  torch::Tensor x = in.x.clone().requires_grad_(true), r = r0.clone().requires_grad_(true);
+  torch::Tensor w = in.w.clone().requires_grad_(true), b = in.b.clone().requires_grad_(true);
+  auto step = [&](bool fused) {
+    return [&, fused] {
+      for (torch::Tensor* t : {&x, &r, &w, &b}) t->mutable_grad() = torch::Tensor();
+      const ops::AddLayerNorm out = ops::add_layer_norm(x, r, w, b, kEps, fused, {}, {p, &gen, true});
+      torch::autograd::backward({out.sum, out.y}, {dsum, in.dy});
+    };
+  };
+  alternate_aten_fused(state, step);
+  const double bytes = static_cast<double>(rows * h) * (12 + 16);
+  state.counters["fused_GBps"] = bytes / (state.counters["fused_us"] * 1e-6) / 1e9;
+#endif
+}
+
 // The dropout's kernels directly (bf16, p = 0.1): the forward with the draws (fwd_us; the plain forward with the
 // residual add: plain_fwd_us), the backward writing the dropped branch's gradient in its kernel (bwd_fused_us) or in a
 // pass of its own (bwd_separate_us; LayerNormTuning::backward_dropout_fused), the plain backward (plain_bwd_us).
@@ -304,6 +333,13 @@ BENCHMARK(BM_LayerNormAutogradFusedVsAten)
 BENCHMARK(BM_DropoutAddLayerNormVsAten)
     ->Args({32768, 768})
     ->Args({16384, 2048})
+    ->UseManualTime()
+    ->Iterations(100)
+    ->Unit(benchmark::kMicrosecond);
+BENCHMARK(BM_MixedAddLayerNormVsAten)
+    ->Args({32768, 768, 0})
+    ->Args({16384, 2048, 0})
+    ->Args({16384, 2048, 1})
     ->UseManualTime()
     ->Iterations(100)
     ->Unit(benchmark::kMicrosecond);

@@ -62,10 +62,13 @@ fi
 phase idle after the kernel benchmarks
 # A kernel whose GPU test failed must not decide the training numbers: fall back to ATen for it then.
 ln_flag=()
-if grep -q 'FAILED .*KernelsLayerNorm' "$R/kernels.log"; then
+if grep -q 'FAILED .*KernelsLayerNorm\.' "$R/kernels.log"; then
   ln_flag+=(--no-fused-layernorm)
   stamp "the fused LayerNorm failed its GPU tests: training below runs with --no-fused-layernorm"
 fi
+# The mixed kernels (--fp32-residual-connection) run only in A/B runs that ask for that flag.
+grep -q 'FAILED .*KernelsLayerNormMixed' "$R/kernels.log" &&
+  stamp "the fp32-residual LayerNorm kernels failed their GPU tests: --fp32-residual-connection runs below use them anyway"
 synth_dataset "$SYNTH_DATA"
 base=("${TRAIN_BASE[@]}")
 dropout_kernels_failed=$(grep -c 'FAILED .*KernelsDropoutAddLayerNorm' "$R/kernels.log")

@@ -1,7 +1,8 @@
 // LayerNorm as Megatron's MixedFusedLayerNorm computes it: statistics and affine in fp32, output in the input dtype.
 // On CUDA, torch's layer_norm already accumulates half inputs in fp32; on the CPU half inputs are upcast explicitly.
 // In a CUDA build, CUDA tensors that the fused kernels support (ops/layer_norm_cuda.h: x, weight and bias of one
-// dtype, 8 <= h <= 16384, h % 8 == 0) take kernels/layer_norm_kernels.cu instead of ATen.
+// dtype, or an fp32 x with 16-bit weight and bias; 8 <= h <= 16384, h % 8 == 0) take kernels/layer_norm_kernels.cu or
+// kernels/layer_norm_mixed_kernels.cu instead of ATen.
 #pragma once
 #include <torch/torch.h>
 
@@ -18,7 +19,7 @@ struct LayerNormMainGrads {
 
 /// x [.., h], weight/bias [h] -> [.., h] in x's dtype; an fp32 x with 16-bit weight and bias (an fp32 residual stream,
 /// --fp32-residual-connection) gives the weight's dtype, as Megatron's mixed-precision LayerNorm. `use_fused = false`
-/// forces ATen's torch::layer_norm (tests and benchmarks compare the two); CPU tensors and the mixed case take ATen.
+/// forces ATen's torch::layer_norm (tests and benchmarks compare the two); CPU tensors take ATen.
 torch::Tensor layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias, double eps,
                          bool use_fused = true, const LayerNormMainGrads& main_grads = {});
 
@@ -36,7 +37,7 @@ struct HiddenDropout {
 /// The residual add and the LayerNorm after it: sum = x + residual, y = layer_norm(sum). On CUDA tensors the fused
 /// kernel takes, one kernel each way (ops/layer_norm_cuda.h); otherwise x + residual and layer_norm above. With
 /// `dropout` (p > 0): sum = dropout(x) + residual. A 16-bit x on an fp32 residual gives an fp32 sum and a y in the
-/// weight's dtype (ATen's ops).
+/// weight's dtype (in the mixed kernels on CUDA, ATen's ops elsewhere).
 struct AddLayerNorm {
   torch::Tensor sum, y;  // [.., h] each
 };

@@ -9,8 +9,10 @@
 namespace megaton::ops {
 
 /// Whether the fused path handles these tensors: x on a CUDA device, fp32/bf16/fp16, weight and bias [h] of x's dtype
-/// on x's device, 8 <= h <= 16384 with h % 8 == 0, x not empty, and x, when contiguous, 16-byte aligned (a
-/// non-contiguous x is copied, which aligns it). Everything else stays on ATen's torch::layer_norm.
+/// on x's device (or, for an fp32 x, both bf16 or both fp16: --fp32-residual-connection's mixed case, y in the
+/// weight's dtype, kernels/layer_norm_mixed_kernels.h), 8 <= h <= 16384 with h % 8 == 0, x not empty, and x, when
+/// contiguous, 16-byte aligned (a non-contiguous x is copied, which aligns it). Everything else stays on ATen's
+/// torch::layer_norm.
 bool fused_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias);
 
 /// x [.., h] -> [.., h] with autograd (gradients for x, weight and bias). Requires fused_layer_norm_supported.
@@ -18,10 +20,11 @@ bool fused_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& wei
 torch::Tensor fused_layer_norm(const torch::Tensor& x, const torch::Tensor& weight, const torch::Tensor& bias,
                                double eps, const LayerNormMainGrads& main_grads = {});
 
-/// The two halves without autograd. Forward: y [.., h] like x, mean and rstd [rows] fp32 (rows = x.numel() / h). With
-/// `residual` (x's shape, dtype and device): sum = x + residual (rounded as ATen's add) is normalised instead of x and
-/// returned too. With `dropout` (p > 0, a residual, fused_dropout_add_layer_norm_supported): sum = dropout(x) +
-/// residual, the dropout drawn in the kernel (kernels::ResidualDropout) and its keep bits returned.
+/// The two halves without autograd. Forward: y [.., h] like x in the weight's dtype, mean and rstd [rows] fp32 (rows =
+/// x.numel() / h). With `residual` (fused_add_layer_norm_supported): sum = x + residual (rounded as ATen's add; in fp32
+/// for an fp32 residual and a 16-bit x) is normalised instead of x and returned too. With `dropout` (p > 0, a residual,
+/// fused_dropout_add_layer_norm_supported): sum = dropout(x) + residual, the dropout drawn in the kernel
+/// (kernels::ResidualDropout) and its keep bits returned.
 struct FusedLayerNormOutput {
   torch::Tensor y, mean, rstd;
   torch::Tensor sum;   // [.., h] like x, with a residual only
@@ -32,12 +35,14 @@ FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x, const torc
                                               const torch::Tensor& residual = torch::Tensor(),
                                               const HiddenDropout& dropout = {});
 
-/// Backward from the forward's mean and rstd: dx [.., h] like x, dweight [h], dbias [h] in x's dtype. With
-/// `dresidual` (like x): dx + dresidual, summed before rounding. dweight / dbias undefined where they went into
-/// main_grads (main_grad_takes_sums: fp32, contiguous, [h], on x's device). With the forward's `keep` bits and its
-/// dropout probability p > 0: dx_dropout = dx * keep / (1 - p) too (the gradient of the dropout's input).
+/// Backward from the forward's mean and rstd: dx [.., h] like x, dweight [h], dbias [h] in the weight's dtype (dy's).
+/// With `dresidual` (like x): dx + dresidual, summed before rounding. dweight / dbias undefined where they went into
+/// main_grads (main_grad_takes_sums: fp32, contiguous, [h], on x's device). dx_branch, the gradient of the add's other
+/// input where it is not dx itself: with the forward's `keep` bits and its dropout probability p > 0, dx * keep / (1 -
+/// p) (the gradient of the dropout's input); for an fp32 x with a 16-bit weight and a `dresidual` (the mixed add),
+/// dx rounded to the weight's dtype (through the keep bits with p > 0). Undefined otherwise.
 struct FusedLayerNormGrads {
-  torch::Tensor dx, dweight, dbias, dx_dropout;
+  torch::Tensor dx, dweight, dbias, dx_branch;
 };
 FusedLayerNormGrads fused_layer_norm_backward(const torch::Tensor& dy, const torch::Tensor& x,
                                               const torch::Tensor& weight, const torch::Tensor& mean,
@@ -49,7 +54,8 @@ FusedLayerNormGrads fused_layer_norm_backward(const torch::Tensor& dy, const tor
 /// The residual add fused into the LayerNorm that reads its result: sum = x + residual (rounded to x's dtype, as
 /// ATen's add) and y = LayerNorm(sum), with autograd (the backward adds sum's own gradient into the LayerNorm's input
 /// gradient in the same kernel). Requires fused_layer_norm_supported(x, weight, bias) and residual of x's shape, dtype
-/// and device.
+/// and device, or (mixed, --fp32-residual-connection) an fp32 residual with a 16-bit x of the weight's dtype: sum in
+/// fp32 (x upcast exactly), y in the weight's dtype.
 struct FusedAddLayerNormOutput {
   torch::Tensor sum, y;
 };
