@@ -77,6 +77,10 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
        "flash kernel")
       ("no-varlen-attention", po::bool_switch(&a.no_varlen_attention),
        "--reset-attention-mask's documents as Megatron's [b, 1, s, s] mask through SDPA instead (docs/training.md)")
+      ("no-alibi-fold", po::bool_switch(&a.no_alibi_fold),
+       "ALiBi on a GPU in bf16/fp16: its bias as Megatron adds it, rounded to the model's dtype in a [heads, s, s] "
+       "mask through SDPA, instead of folded into 8 extra head dimensions of causal SDPA (exact to ~2^-24, faster; "
+       "docs/model.md)")
       ("no-dropout-layernorm-fusion", po::bool_switch(&a.no_dropout_layernorm_fusion),
        "CUDA, bf16/fp16: ATen's fused dropout before the residual add instead of the hidden dropout drawn inside the "
        "LayerNorm kernel that reads the add (one mask bit per element kept for the backward, whose kernel writes the "

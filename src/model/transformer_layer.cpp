@@ -63,6 +63,7 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh;
   fuse_qkv_grad_ = !m.no_qkv_grad_fusion;
   use_varlen_ = !m.no_varlen_attention;
+  alibi_fold_ = !m.no_alibi_fold;
   // where ops::gemm_epilogue_supported, else ATen
   mlp_epilogues_ = {!m.no_gemm_epilogue_fusion, !m.no_gemm_epilogue_fusion && !m.no_gemm_dgelu_epilogue};
   const std::string p = "layers." + std::to_string(index) + ".";
@@ -138,6 +139,7 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
   o.documents = ctx.documents;
   o.use_fused = c_.use_fused_attention && !m.no_masked_softmax_fusion;
   o.use_varlen = use_varlen_;
+  o.alibi_fold = alibi_fold_;
   if (kv != nullptr) {
     MEGATON_CHECK(!ctx.training && !o.documents.defined(), InternalError,
                   "the KV-cache path is for inference only, with the causal mask");

@@ -89,6 +89,7 @@ class TransformerLayer {
   ops::Activation act_;
   bool bias_gelu_mlp_ = false;  // tanh-GELU MLP: one autograd function, ops::bias_gelu_mlp (when fc1 has a bias)
   bool use_varlen_ = true;      // documents through the variable-length kernel; --no-varlen-attention clears it
+  bool alibi_fold_ = true;      // ALiBi folded into the heads where it applies; --no-alibi-fold clears it
   bool fuse_qkv_grad_ = true;   // QKV gradient and bias gradient in one pass (ops::split_qkv); --no-qkv-grad-fusion
   ops::MlpEpilogues mlp_epilogues_;  // cuBLASLt epilogues (--no-gemm-epilogue-fusion, --no-gemm-dgelu-epilogue)
   torch::Tensor ln1_w_, ln1_b_, ln2_w_, ln2_b_;        // [h]

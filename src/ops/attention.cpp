@@ -48,10 +48,67 @@ class ScopedDefaultGenerator {
   torch::Tensor saved_;
 };
 
+constexpr int64_t kAlibiFoldDims = 8;  // the extra head dimensions of the folded ALiBi bias (a multiple of 8)
+
+// Takes the cached tensor if it has `shape` and q's dtype and device, else makes it and caches it.
+template <typename Make>
+torch::Tensor cached(const std::shared_ptr<torch::Tensor>& cache, const std::vector<int64_t>& shape,
+                     const torch::Tensor& q, Make&& make) {
+  torch::Tensor* c = cache.get();
+  if (c != nullptr && c->defined() && c->sizes().equals(shape) && c->scalar_type() == q.scalar_type() &&
+      c->device() == q.device())
+    return *c;
+  torch::Tensor t = make();
+  if (c != nullptr) *c = t;
+  return t;
+}
+
+// ALiBi's key-only bias b [np, 1, >= s] (fp32) as the extra key columns of uses_alibi_fold: [s, 1, np, 8] in `dtype`,
+// columns 0-2 the three parts of b[h, j] sqrt(d) (each the rounding of what the earlier ones leave: their sum is
+// b sqrt(d) to ~2^-24 relative), the rest zero.
+torch::Tensor alibi_key_columns(const torch::Tensor& alibi, int64_t s, int64_t d, torch::ScalarType dtype) {
+  const int64_t np = alibi.size(0);
+  torch::Tensor left =
+      alibi.narrow(-1, 0, s).reshape({np, s}).t().to(torch::kFloat64) * std::sqrt(double(d));  // [s, np]
+  std::vector<torch::Tensor> cols;
+  for (int i = 0; i < 3; ++i) {
+    const torch::Tensor part = left.to(dtype);
+    cols.push_back(part);
+    left = left - part.to(torch::kFloat64);
+  }
+  for (int64_t i = 3; i < kAlibiFoldDims; ++i) cols.push_back(torch::zeros_like(cols[0]));
+  return torch::stack(cols, -1).unsqueeze(1);  // [s, 1, np, 8]
+}
+
+// ALiBi folded into the heads (attention.h): q' = [q, 1, 1, 1, 0...], k' = [k, the key columns], v as it is, causal,
+// the scale 1/sqrt(d) of the original head size.
+torch::Tensor attention_alibi_folded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
+                                     const AttentionOptions& o, double p) {
+  const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3);
+  const torch::Tensor cols = cached(o.alibi_mask_cache, {s, 1, np, kAlibiFoldDims}, q, [&] {
+    return alibi_key_columns(o.alibi, s, d, q.scalar_type()).to(q.device());
+  });                                                               // [s, 1, np, 8]
+  torch::Tensor ones = torch::ones({kAlibiFoldDims}, q.options());  // [8]: 1, 1, 1, 0, ...
+  ones.narrow(0, 3, kAlibiFoldDims - 3).zero_();
+  const torch::Tensor qf = torch::cat({q, ones.expand({s, b, np, kAlibiFoldDims})}, -1);    // [s, b, np, d + 8]
+  const torch::Tensor kf = torch::cat({k, cols.expand({s, b, np, kAlibiFoldDims})}, -1);    // [s, b, np, d + 8]
+  const auto heads_first = [](const torch::Tensor& t) { return t.permute({1, 2, 0, 3}); };  // [b, np, s, .]
+  return compat::scaled_dot_product_attention(heads_first(qf), heads_first(kf), heads_first(v), torch::Tensor(), p,
+                                              /*is_causal=*/true, 1.0 / std::sqrt(double(d)));  // [b, np, s, d]
+}
+
 torch::Tensor attention_fused(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                               const AttentionOptions& o) {
   const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3);
-  torch::Tensor qb = q.permute({1, 2, 0, 3});  // [b, np, s, d]
+  const double p = o.training ? o.dropout_p : 0.0;
+  std::optional<ScopedDefaultGenerator> swap;  // the dropout's draws from the TP generator
+  if (p > 0.0) {
+    MEGATON_ASSERT(o.dropout_generator != nullptr, "attention dropout without a generator");
+    swap.emplace(q.device(), *o.dropout_generator);
+  }
+  if (uses_alibi_fold(q, o))
+    return attention_alibi_folded(q, k, v, o, p).permute({2, 0, 1, 3}).reshape({s, b, np * d});  // [s, b, np*d]
+  torch::Tensor qb = q.permute({1, 2, 0, 3});                                                    // [b, np, s, d]
   torch::Tensor kb = k.permute({1, 2, 0, 3});
   torch::Tensor vb = v.permute({1, 2, 0, 3});
   torch::Tensor mask;  // undefined: is_causal
@@ -64,24 +121,11 @@ torch::Tensor attention_fused(const torch::Tensor& q, const torch::Tensor& k, co
                                  : torch::full({s, s}, -inf, opts).triu(1).unsqueeze(0).unsqueeze(0);      // [1,1,s,s]
       return o.alibi.to(q.scalar_type()).narrow(-1, 0, s).unsqueeze(0) + masked;  // [b or 1, np, s, s]
     };
-    const std::vector<int64_t> shape = {o.documents.defined() ? b : 1, np, s, s};
-    torch::Tensor* cache = o.alibi_mask_cache.get();
-    const bool cached = cache != nullptr && cache->defined() && cache->sizes().equals(shape) &&
-                        cache->scalar_type() == q.scalar_type() && cache->device() == q.device();
-    mask = cached ? *cache : make();
-    if (cache != nullptr && !cached) *cache = mask;
+    mask = cached(o.alibi_mask_cache, {o.documents.defined() ? b : 1, np, s, s}, q, make);
   } else if (o.documents.defined()) {
     mask = o.documents.mask().logical_not();  // [b, 1, s, s]: SDPA's boolean masks are true where attention is allowed
   }
-  const double p = o.training ? o.dropout_p : 0.0;
-  torch::Tensor ctx;
-  if (p > 0.0) {
-    MEGATON_ASSERT(o.dropout_generator != nullptr, "attention dropout without a generator");
-    ScopedDefaultGenerator swap(q.device(), *o.dropout_generator);
-    ctx = compat::scaled_dot_product_attention(qb, kb, vb, mask, p, !mask.defined());
-  } else {
-    ctx = compat::scaled_dot_product_attention(qb, kb, vb, mask, 0.0, !mask.defined());
-  }
+  const torch::Tensor ctx = compat::scaled_dot_product_attention(qb, kb, vb, mask, p, !mask.defined());
   return ctx.permute({2, 0, 1, 3}).reshape({s, b, np * d});  // [s, b, np*d]
 }
 
@@ -152,6 +196,14 @@ bool uses_varlen(const torch::Tensor& q, const AttentionOptions& o) {
   const int64_t d = q.size(-1);
   return compat::kHasVarlenFlash && o.use_fused && o.use_varlen && o.documents.defined() && q.is_cuda() && is_half(q) &&
          !o.alibi.defined() && d % 8 == 0 && d <= 256;
+}
+
+bool uses_alibi_fold(const torch::Tensor& q, const AttentionOptions& o) {
+  if (!(compat::kHasSdpa && compat::kHasSdpaScale && o.use_fused && o.alibi_fold && o.alibi.defined() &&
+        !o.documents.defined() && q.is_cuda() && is_half(q) && q.size(-1) % 8 == 0))
+    return false;
+  // fp16 holds the key columns' b sqrt(d) (ALiBi's slopes are below 1, b < s) only up to 65504: keep a factor 2.
+  return q.scalar_type() != torch::kFloat16 || double(q.size(0)) * std::sqrt(double(q.size(-1))) < 32768.0;
 }
 
 torch::Tensor document_mask(const torch::Tensor& document_ids) {

@@ -7,8 +7,15 @@
 //     the twentieth 2026-12-05 session, was 60-95x slower and its gradients wrong past 64-token documents:
 //     docs/gpu.md);
 //   * fused: at::scaled_dot_product_attention (LibTorch >= 2.0: flash / memory-efficient / cuDNN on the GPU),
-//     is_causal, or an additive float mask for ALiBi, or the documents' boolean mask (which the causal-only flash
-//     kernels do not take: ATen picks a kernel that does);
+//     is_causal, or the documents' boolean mask (which the causal-only flash kernels do not take: ATen picks a kernel
+//     that does), or for ALiBi either
+//       - folded into the heads (the default on the GPU in half precision without documents, LibTorch >= 2.1): the
+//         key-only bias b[h, j] (Megatron's slope_h * j) as 8 extra head dimensions, q' = [q, 1, 1, 1, 0..] and k' =
+//         [k, three bf16/fp16 parts of b[h, j] sqrt(d), 0..], so that q' k' / sqrt(d) = q k / sqrt(d) + b to ~2^-24
+//         relative, through is_causal: the kernel skips the masked half and reads no [s, s] mask (docs/model.md:
+//         1.25-1.6x faster attention than the mask on an H100, and the bias no longer rounded to 16 bits);
+//       - or as an additive float mask [1 or b, heads, s, s] in q's dtype (with documents, --no-alibi-fold), the
+//         bias rounded to q's dtype as Megatron's baddbmm rounds it;
 //   * explicit (LibTorch 1.13, and on request): baddbmm with Megatron's query-key layer scaling (scores divided by
 //     sqrt(d) * layer_number, the softmax input multiplied back by layer_number in fp32), masked fill -10000, softmax.
 // Attention dropout draws from the TP generator (differs across TP ranks, as Megatron's tracker does).
@@ -53,10 +60,11 @@ struct AttentionOptions {
   at::Generator* dropout_generator = nullptr;  // required when training with dropout_p > 0
   /// ALiBi bias [heads, 1, s_k] for this rank's heads (float), or undefined.
   torch::Tensor alibi;
-  /// Where the fused path keeps the additive mask it makes of ALiBi's bias (and the causal or the documents' mask),
-  /// [1 or b, heads, s, s] in q's dtype, for the other layers of the same forward: SDPA saves its mask for the
-  /// backward, so one mask per forward instead of one per layer (128 MiB a layer at s 2048, 16 heads, bf16). Null:
-  /// each call makes its own. Holders make a fresh one per forward (GptStage::layer_context).
+  /// Where the fused path keeps what it makes of ALiBi's bias for the other layers of the same forward: the additive
+  /// mask (with the causal or the documents' mask), [1 or b, heads, s, s] in q's dtype (SDPA saves its mask for the
+  /// backward, so one mask per forward instead of one per layer: 128 MiB a layer at s 2048, 16 heads, bf16), or the
+  /// folded key columns [s, 1, heads, 8]. Null: each call makes its own. Holders make a fresh one per forward
+  /// (GptStage::layer_context).
   std::shared_ptr<torch::Tensor> alibi_mask_cache;
   /// Attention causal within each of these documents, in place of causal over the whole sample; undefined: causal.
   Documents documents;
@@ -65,6 +73,8 @@ struct AttentionOptions {
   /// With documents: the variable-length kernel where it applies (else the fused kernel with the documents' mask).
   /// The default (the model's too since the nineteenth 2026-12-05 session; --no-varlen-attention clears it).
   bool use_varlen = true;
+  /// ALiBi folded into the heads where it applies (uses_alibi_fold; else its mask). --no-alibi-fold clears it.
+  bool alibi_fold = true;
 };
 
 /// Megatron's --reset-attention-mask mask from each token's document index within its sample, document_ids [b, s]
@@ -73,6 +83,10 @@ torch::Tensor document_mask(const torch::Tensor& document_ids);
 
 /// Whether causal_attention takes the variable-length path for these inputs and options.
 bool uses_varlen(const torch::Tensor& q, const AttentionOptions& o);
+
+/// Whether causal_attention folds ALiBi's bias into the heads for these inputs and options (the fused path, a CUDA q
+/// in bf16/fp16, ALiBi without documents, d % 8 == 0, LibTorch >= 2.1, alibi_fold).
+bool uses_alibi_fold(const torch::Tensor& q, const AttentionOptions& o);
 
 /// q, k, v [s, b, heads, d] -> context [s, b, heads * d].
 torch::Tensor causal_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,

@@ -193,6 +193,17 @@ TEST(Arguments, VarlenAttentionIsTheDefault) {
   EXPECT_NE(error_of({"--varlen-attention", "--no-varlen-attention"}).find("contradict each other"), std::string::npos);
 }
 
+// ALiBi folded into the heads is the default; --no-alibi-fold returns to the 16-bit mask.
+TEST(Arguments, AlibiFoldIsTheDefault) {
+  TrainConfig plain, off;
+  ASSERT_TRUE(parse(base(), plain, 1));
+  EXPECT_FALSE(plain.model.no_alibi_fold);
+  auto a = base();
+  a.push_back("--no-alibi-fold");
+  ASSERT_TRUE(parse(a, off, 1));
+  EXPECT_TRUE(off.model.no_alibi_fold);
+}
+
 // --train-tokens: a token budget beside --train-iters/--train-samples (the stop itself: test_train_stops.sh).
 TEST(Arguments, TrainTokensIsATokenBudget) {
   TrainConfig c;

@@ -232,6 +232,7 @@ TEST(KernelsAttention, AlibiMaskIsMadeOncePerForward) {
              v = torch::randn({s, b, np, d}, opts);
   ops::AttentionOptions o;
   o.alibi = model::alibi_bias(np, 0, np, s, dev);
+  o.alibi_fold = false;                                           // the mask (the fold's cache: below)
   const torch::Tensor alone = ops::causal_attention(q, k, v, o);  // no cache
   o.alibi_mask_cache = std::make_shared<torch::Tensor>();
   const torch::Tensor first = ops::causal_attention(q, k, v, o);
@@ -252,6 +253,75 @@ TEST(KernelsAttention, AlibiMaskIsMadeOncePerForward) {
   fresh.alibi_mask_cache = nullptr;
   EXPECT_TRUE(torch::equal(with_docs, ops::causal_attention(q, k, v, fresh)));
   EXPECT_FALSE(torch::equal(with_docs, alone));
+  // Folded into the heads (the default), the cache holds the key columns [s, 1, np, 8], made once too.
+  ops::AttentionOptions fold;
+  fold.alibi = o.alibi;
+  fold.alibi_mask_cache = std::make_shared<torch::Tensor>();
+  if (!ops::uses_alibi_fold(q, fold)) GTEST_SKIP() << "LibTorch " << compat::torch_version() << " has no SDPA scale";
+  const torch::Tensor f1 = ops::causal_attention(q, k, v, fold);
+  ASSERT_TRUE(fold.alibi_mask_cache->defined());
+  EXPECT_EQ(fold.alibi_mask_cache->sizes(), (std::vector<int64_t>{s, 1, np, 8}));
+  const void* cols = fold.alibi_mask_cache->data_ptr();
+  EXPECT_TRUE(torch::equal(ops::causal_attention(q, k, v, fold), f1));
+  EXPECT_EQ(fold.alibi_mask_cache->data_ptr(), cols) << "the second layer made key columns of its own";
+}
+
+// ALiBi folded into 8 extra head dimensions (ops::uses_alibi_fold, the default on a GPU in bf16/fp16) against the exact
+// bias (the explicit path in fp32 on the same bf16-rounded inputs: the bias slope * j in fp32), forward and gradients,
+// at training head sizes over 512 positions, where the steepest of 4 heads' biases (slope 1/4) reach 128: the 16-bit
+// mask (--no-alibi-fold, Megatron's rounding) is further from the exact bias than the fold. Where the fold applies:
+// not with documents, not in fp32, not when fp16 cannot hold b sqrt(d), not with alibi_fold off.
+TEST(KernelsAttention, AlibiFoldedIntoTheHeadsMatchesTheExactBias) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  if (!compat::kHasSdpaScale) GTEST_SKIP() << "LibTorch " << compat::torch_version() << " has no SDPA scale";
+  const torch::Device dev(torch::kCUDA, 0);
+  const int64_t s = 512, b = 2, np = 4;
+  for (const int64_t d : {64, 128}) {
+    SCOPED_TRACE("d " + std::to_string(d));
+    torch::manual_seed(11);
+    auto opts = torch::TensorOptions().device(dev).dtype(torch::kBFloat16);
+    const torch::Tensor q0 = torch::randn({s, b, np, d}, opts), k0 = torch::randn({s, b, np, d}, opts),
+                        v0 = torch::randn({s, b, np, d}, opts), dout = torch::randn({s, b, np * d}, opts);
+    ops::AttentionOptions o;
+    o.alibi = model::alibi_bias(np, 0, np, s, dev);
+    ASSERT_TRUE(ops::uses_alibi_fold(q0, o));
+    auto run = [&](torch::ScalarType dtype, bool fused, bool fold) {
+      std::vector<torch::Tensor> in;
+      for (const auto& t : {q0, k0, v0}) in.push_back(t.detach().to(dtype).clone().requires_grad_(true));
+      ops::AttentionOptions oo = o;
+      oo.use_fused = fused;
+      oo.alibi_fold = fold;
+      const torch::Tensor out = ops::causal_attention(in[0], in[1], in[2], oo);  // [s, b, np*d]
+      out.backward(dout.to(dtype));
+      return std::vector<torch::Tensor>{out.detach().to(torch::kFloat32), in[0].grad().to(torch::kFloat32),
+                                        in[1].grad().to(torch::kFloat32), in[2].grad().to(torch::kFloat32)};
+    };
+    const auto exact = run(torch::kFloat32, false, false), folded = run(torch::kBFloat16, true, true),
+               masked = run(torch::kBFloat16, true, false);
+    const char* names[] = {"context", "dq", "dk", "dv"};
+    for (size_t i = 0; i < exact.size(); ++i) {
+      const double fold_err = (folded[i] - exact[i]).norm().item<double>() / exact[i].norm().item<double>();
+      const double mask_err = (masked[i] - exact[i]).norm().item<double>() / exact[i].norm().item<double>();
+      EXPECT_LT(fold_err, 1e-2) << names[i];
+      if (i == 0) EXPECT_GT(mask_err, 2 * fold_err) << "the 16-bit mask should round the bias visibly at s " << s;
+    }
+    // The bias matters: without ALiBi the context differs.
+    ops::AttentionOptions none;
+    EXPECT_GT((ops::causal_attention(q0, k0, v0, none).to(torch::kFloat32) - folded[0]).abs().max().item<double>(),
+              1e-1);
+  }
+  ops::AttentionOptions o;
+  o.alibi = model::alibi_bias(4, 0, 4, 16, dev);
+  const auto half = torch::TensorOptions().device(dev).dtype(torch::kFloat16);
+  EXPECT_TRUE(ops::uses_alibi_fold(torch::empty({2048, 1, 4, 128}, half), o));   // 2048 * sqrt(128) < 32768
+  EXPECT_FALSE(ops::uses_alibi_fold(torch::empty({4096, 1, 4, 128}, half), o));  // fp16 cannot hold the columns
+  EXPECT_FALSE(ops::uses_alibi_fold(torch::empty({16, 1, 4, 128}, half.dtype(torch::kFloat32)), o));
+  EXPECT_FALSE(ops::uses_alibi_fold(torch::empty({16, 1, 4, 128}, half).cpu(), o));
+  o.alibi_fold = false;
+  EXPECT_FALSE(ops::uses_alibi_fold(torch::empty({16, 1, 4, 128}, half), o));
+  o.alibi_fold = true;
+  o.documents = ops::Documents(torch::zeros({1, 16}, torch::kInt64), dev);
+  EXPECT_FALSE(ops::uses_alibi_fold(torch::empty({16, 1, 4, 128}, half), o));
 }
 
 // Short documents (10, 30 and 24 tokens in one sample, 63 and 1 in the other) and documents longer than the head size
