@@ -70,6 +70,8 @@ for b, s, h, d in ((32, 1024, 12, 64), (8, 2048, 16, 128)):
     print(tag, f"sdpa masked fwd+bwd {ms:.2f} ms")
     ms = timed(lambda: sdpa_causal().backward(do))
     print(tag, f"sdpa causal fwd+bwd {ms:.2f} ms")
+    for t in (q, k, v):  # the timing loops' accumulated gradients
+        t.grad = None
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
         sdpa_masked().backward(do)
         torch.cuda.synchronize()
@@ -98,6 +100,8 @@ for b, s, h, d in ((32, 1024, 12, 64), (8, 2048, 16, 128)):
             o = o.transpose(1, 2)
             return o[..., :d] if pad_v else o
         try:
+            for t in (q, k, v):
+                t.grad = None
             out = aug()
             out.backward(do)
             g = [t.grad.clone() for t in (q, k, v)]
