@@ -132,6 +132,47 @@ __device__ __forceinline__ void group_sum(float (&v)[N], float* red, int group, 
   }
 }
 
+// The rest of a forward row once the thread holds its P vectors of the row in registers (v, zero past the row's end)
+// and their sum in stat (overwritten): the mean and the two-pass variance, each summed over the group; mean[r] and
+// rstd[r] written by the group's first thread; y = (v - mean) rstd gamma + beta rounded to T, in T's 16-byte vectors.
+template <typename T, int P, bool kWarp>
+__device__ __forceinline__ void normalize_row(const float (&v)[P][Pack<T>::kVec], float (&stat)[1], const Pack<T>* gp,
+                                              const Pack<T>* bp, Pack<T>* yr, float* mean, float* rstd, int64_t r,
+                                              int units, int t, int group, float inv_h, float eps, float* red,
+                                              int& phase) {
+  constexpr int V = Pack<T>::kVec;
+  group_sum<1, kWarp>(stat, red, group, phase);
+  const float mu = stat[0] * inv_h;
+  stat[0] = 0.f;
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    if (t + i * group < units) {
+#pragma unroll
+      for (int k = 0; k < V; ++k) {
+        const float d = v[i][k] - mu;
+        stat[0] += d * d;
+      }
+    }
+  }
+  group_sum<1, kWarp>(stat, red, group, phase);
+  const float rs = rsqrtf(stat[0] * inv_h + eps);
+  if (t == 0) {
+    mean[r] = mu;
+    rstd[r] = rs;
+  }
+#pragma unroll
+  for (int i = 0; i < P; ++i) {
+    const int p = t + i * group;
+    if (p < units) {
+      const Pack<T> gk = gp[p], bk = bp[p];
+      Pack<T> o;
+#pragma unroll
+      for (int k = 0; k < V; ++k) o.v[k] = from_float<T>((v[i][k] - mu) * rs * to_float(gk.v[k]) + to_float(bk.v[k]));
+      yr[p] = o;
+    }
+  }
+}
+
 // The end of a backward block: its dgamma/dbeta sums (each thread's columns, dg and db) as the block's row of
 // partials in part [2, gridDim.x, h]; several groups per block are folded in a fixed order through `fold` ([2, h]
 // floats of shared memory) first. Every thread of the block calls it.
@@ -250,8 +291,9 @@ inline void check_args(int64_t rows, int64_t h, std::initializer_list<const void
       throw std::invalid_argument(std::string(what) + ": a pointer is not 16-byte aligned");
 }
 
-// Calls go(std::integral_constant<int, P>) for the vectors per thread a Config can pick (choose: 1, 2, 3, 4, 6, 8).
-template <typename Go>
+// Calls go(std::integral_constant<int, P>) for the vectors per thread a Config can pick (choose: 1, 2, 3, 4, 6, 8), up
+// to kMaxPacks (the kernels instantiated: a caller whose choices stop at 4 instantiates no more).
+template <int kMaxPacks = 8, typename Go>
 void with_packs(int packs, Go&& go) {
   switch (packs) {
     case 1:
@@ -263,12 +305,15 @@ void with_packs(int packs, Go&& go) {
     case 4:
       return go(std::integral_constant<int, 4>{});
     case 6:
-      return go(std::integral_constant<int, 6>{});
+      if constexpr (kMaxPacks >= 6) return go(std::integral_constant<int, 6>{});
+      break;
     case 8:
-      return go(std::integral_constant<int, 8>{});
+      if constexpr (kMaxPacks >= 8) return go(std::integral_constant<int, 8>{});
+      break;
     default:
-      throw std::logic_error("layer_norm: no kernel for " + std::to_string(packs) + " vectors per thread");
+      break;
   }
+  throw std::logic_error("layer_norm: no kernel for " + std::to_string(packs) + " vectors per thread");
 }
 
 inline int64_t ceil_div(int64_t a, int64_t b) {

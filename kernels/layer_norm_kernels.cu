@@ -73,37 +73,8 @@ __global__ void __launch_bounds__(kMaxThreads, P* Pack<T>::kVec > 24 ? 1 : 2)  /
         for (int k = 0; k < V; ++k) v[i][k] = 0.f;
       }
     }
-    group_sum<1, kWarp>(stat, red, group, phase);
-    const float mu = stat[0] * inv_h;
-    stat[0] = 0.f;
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      if (t + i * group < units) {
-#pragma unroll
-        for (int k = 0; k < V; ++k) {
-          const float d = v[i][k] - mu;
-          stat[0] += d * d;
-        }
-      }
-    }
-    group_sum<1, kWarp>(stat, red, group, phase);
-    const float rs = rsqrtf(stat[0] * inv_h + eps);
-    if (t == 0) {
-      mean[r] = mu;
-      rstd[r] = rs;
-    }
-    auto* yr = reinterpret_cast<Pack<T>*>(y + off);  // [units]
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int p = t + i * group;
-      if (p < units) {
-        const Pack<T> gk = gp[p], bk = bp[p];
-        Pack<T> o;
-#pragma unroll
-        for (int k = 0; k < V; ++k) o.v[k] = from_float<T>((v[i][k] - mu) * rs * to_float(gk.v[k]) + to_float(bk.v[k]));
-        yr[p] = o;
-      }
-    }
+    normalize_row<T, P, kWarp>(v, stat, gp, bp, reinterpret_cast<Pack<T>*>(y + off), mean, rstd, r, units, t, group,
+                               inv_h, eps, red, phase);
   }
 }
 

@@ -45,8 +45,8 @@ __global__ void __launch_bounds__(kMaxThreads, P* kElems > 24 ? 1 : 2)
   const int units = h / kElems, rows_per_block = blockDim.x / group;
   const int g = threadIdx.x / group, t = threadIdx.x - g * group;
   const float inv_h = 1.f / static_cast<float>(h);
-  const auto* gp = reinterpret_cast<const Vec8<W>*>(gamma);  // [units]
-  const auto* bp = reinterpret_cast<const Vec8<W>*>(beta);   // [units]
+  const auto* gp = reinterpret_cast<const Pack<W>*>(gamma);  // [units] (Pack<W>: 8 elements, as Vec8<W>)
+  const auto* bp = reinterpret_cast<const Pack<W>*>(beta);   // [units]
   int phase = 0;
   for (int64_t r = static_cast<int64_t>(blockIdx.x) * rows_per_block + g; r < rows;
        r += static_cast<int64_t>(gridDim.x) * rows_per_block) {
@@ -84,38 +84,8 @@ __global__ void __launch_bounds__(kMaxThreads, P* kElems > 24 ? 1 : 2)
         for (int k = 0; k < kElems; ++k) v[i][k] = 0.f;
       }
     }
-    group_sum<1, kWarp>(stat, red, group, phase);
-    const float mu = stat[0] * inv_h;
-    stat[0] = 0.f;
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      if (t + i * group < units) {
-#pragma unroll
-        for (int k = 0; k < kElems; ++k) {
-          const float d = v[i][k] - mu;
-          stat[0] += d * d;
-        }
-      }
-    }
-    group_sum<1, kWarp>(stat, red, group, phase);
-    const float rs = rsqrtf(stat[0] * inv_h + eps);
-    if (t == 0) {
-      mean[r] = mu;
-      rstd[r] = rs;
-    }
-    auto* yr = reinterpret_cast<Vec8<W>*>(y + off);  // [units]
-#pragma unroll
-    for (int i = 0; i < P; ++i) {
-      const int p = t + i * group;
-      if (p < units) {
-        const Vec8<W> gk = gp[p], bk = bp[p];
-        Vec8<W> o;
-#pragma unroll
-        for (int k = 0; k < kElems; ++k)
-          o.v[k] = from_float<W>((v[i][k] - mu) * rs * to_float(gk.v[k]) + to_float(bk.v[k]));
-        yr[p] = o;
-      }
-    }
+    normalize_row<W, P, kWarp>(v, stat, gp, bp, reinterpret_cast<Pack<W>*>(y + off), mean, rstd, r, units, t, group,
+                               inv_h, eps, red, phase);
   }
 }
 
@@ -230,23 +200,6 @@ __global__ void __launch_bounds__(kMaxThreads, P* kElems <= 8 ? 2 : 1)  // <= 64
 
 // ~~~ host side ~~~
 
-// The vectors per thread these kernels are instantiated for (choose's picks up to kMaxFloats elements: 1..4).
-template <typename Go>
-void with_packs4(int packs, Go&& go) {
-  switch (packs) {
-    case 1:
-      return go(std::integral_constant<int, 1>{});
-    case 2:
-      return go(std::integral_constant<int, 2>{});
-    case 3:
-      return go(std::integral_constant<int, 3>{});
-    case 4:
-      return go(std::integral_constant<int, 4>{});
-    default:
-      throw std::logic_error("layer_norm_mixed: no kernel for " + std::to_string(packs) + " vectors per thread");
-  }
-}
-
 // Elements per thread as the tuning asks, at most kMaxFloats (so that P <= 4 for every supported width: h / 8 <=
 // 2048 vectors over at most 512 threads).
 LayerNormTuning clamped(const LayerNormTuning& tuning) {
@@ -268,7 +221,7 @@ size_t mixed_backward_smem(const Config& c, int64_t h) {
 // Calls f(kernel) with the backward kernel of `c`, `branch` and `drop`, all of one signature.
 template <typename W, typename F>
 void with_mixed_backward_kernel(const Config& c, bool branch, bool drop, F&& f) {
-  with_packs4(c.packs, [&](auto packs) {
+  with_packs<kMaxFloats / kElems>(c.packs, [&](auto packs) {
     constexpr int P = decltype(packs)::value;
     auto pick = [&](auto warp) {
       constexpr bool kW = decltype(warp)::value;
@@ -289,7 +242,7 @@ void launch_mixed_forward(const void* x, const float* res, float* sum, const voi
   const int64_t blocks = std::min<int64_t>(ceil_div(rows, c.rows_per_block), 1 << 30);
   const bool drop = dropout.p > 0.f;
   const DropArgs args = drop ? drop_args(dropout) : DropArgs{};
-  with_packs4(c.packs, [&](auto packs) {
+  with_packs<kMaxFloats / kElems>(c.packs, [&](auto packs) {
     constexpr int P = decltype(packs)::value;
     auto launch = [&](auto kernel) {
       kernel<<<static_cast<unsigned>(blocks), c.threads(), 0, stream>>>(
