@@ -20,6 +20,9 @@ namespace {
 
 // Causal attention of s new queries over S = past + s keys (query i sits at position past + i): the explicit path of
 // ops::causal_attention_explicit with the causal mask shifted by `past`. q [s, b, np, d], k, v [S, b, np, d].
+// ALiBi's bias is added as the training forward on this device adds it: exactly (in fp32, with the scores in fp32)
+// where a forward over the S positions would fold it into the heads (ops::uses_alibi_fold), else rounded to q's dtype
+// in Megatron's baddbmm.
 torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                const ops::AttentionOptions& o) {
   const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3), S = k.size(0), past = S - s;
@@ -28,7 +31,11 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, c
   torch::Tensor q2 = q.reshape({s, b * np, d}).transpose(0, 1);     // [b*np, s, d]
   torch::Tensor k2 = k.reshape({S, b * np, d}).permute({1, 2, 0});  // [b*np, d, S]
   torch::Tensor scores;                                             // [b*np, s, S]
-  if (o.alibi.defined()) {
+  if (o.alibi.defined() && ops::uses_alibi_fold(k, o)) {
+    const torch::Tensor bias = o.alibi.narrow(-1, 0, S).repeat({b, 1, 1});  // [b*np, 1, S] fp32
+    scores = torch::baddbmm(bias, q2.to(torch::kFloat32), k2.to(torch::kFloat32), /*beta=*/1.0 / coeff,
+                            /*alpha=*/1.0 / norm_factor);  // fp32: (q k / sqrt(d) + bias) / coeff
+  } else if (o.alibi.defined()) {
     torch::Tensor bias = o.alibi.to(q.scalar_type()).narrow(-1, 0, S).repeat({b, 1, 1}).expand({b * np, s, S});
     scores = torch::baddbmm(bias, q2, k2, /*beta=*/1.0 / coeff, /*alpha=*/1.0 / norm_factor);
   } else {

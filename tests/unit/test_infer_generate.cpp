@@ -23,7 +23,7 @@ TEST(InferKvCache, PiecewiseCachedForwardEqualsFullForward) {
       m.set_training(false);
       torch::NoGradGuard ng;
       const auto ids = modeltest::tokens(3, 11, 257);  // [b, s]
-      const auto full = m.forward(ids);                 // [s, b, V]
+      const auto full = m.forward(ids);                // [s, b, V]
       model::KvCache cache;
       std::vector<torch::Tensor> parts;
       for (auto [from, len] : std::vector<std::pair<int64_t, int64_t>>{{0, 5}, {5, 1}, {6, 1}, {7, 4}}) {
@@ -32,9 +32,44 @@ TEST(InferKvCache, PiecewiseCachedForwardEqualsFullForward) {
       }
       const auto pieced = torch::cat(parts, 0);
       // Compare the real vocabulary (padding columns are -inf in both).
-      EXPECT_LT(modeltest::rel_err(pieced.narrow(-1, 0, 257), full.narrow(-1, 0, 257)), 1e-5) << positions << " " << glu;
+      EXPECT_LT(modeltest::rel_err(pieced.narrow(-1, 0, 257), full.narrow(-1, 0, 257)), 1e-5)
+          << positions << " " << glu;
     }
   }
+}
+
+// On a GPU in bf16 the full forward folds ALiBi into the heads (exact bias); the KV cache's explicit attention adds the
+// bias in fp32 there too, so feeding 200 positions in pieces gives the full forward's logits to bf16 accuracy, closer
+// than the cache with Megatron's 16-bit bias (--no-alibi-fold's) gets to them.
+TEST(KernelsKvCache, AlibiCachedForwardMatchesTheFoldedForward) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  const auto groups = parallel::single_rank_groups();
+  auto c = infertest::byte_config("alibi");
+  c.model.num_attention_heads = 4;  // head size 8: the fold needs d % 8 == 0
+  c.model.kv_channels = 8;
+  c.model.seq_length = c.model.max_position_embeddings = 256;
+  c.dtype = torch::kBFloat16;
+  c.device = torch::Device(torch::kCUDA, 0);
+  torch::NoGradGuard ng;
+  const auto ids = modeltest::tokens(2, 200, 257).to(c.device);  // [b, s]
+  auto pieced = [&](model::GptStage& m) {
+    model::KvCache cache;
+    std::vector<torch::Tensor> parts;
+    for (auto [from, len] : std::vector<std::pair<int64_t, int64_t>>{{0, 120}, {120, 1}, {121, 1}, {122, 78}})
+      parts.push_back(m.forward_cached(ids.narrow(1, from, len), cache));
+    return torch::cat(parts, 0).narrow(-1, 0, 257).to(torch::kFloat32);
+  };
+  model::GptStage fold(c, groups);
+  fold.set_training(false);
+  const torch::Tensor full = fold.forward(ids).narrow(-1, 0, 257).to(torch::kFloat32);  // [s, b, V]
+  const double exact = modeltest::rel_err(pieced(fold), full);
+  auto cm = c;
+  cm.model.no_alibi_fold = true;
+  model::GptStage masked(cm, groups);  // the same seed: the same weights
+  masked.set_training(false);
+  const double rounded = modeltest::rel_err(pieced(masked), full);
+  EXPECT_LT(exact, 2e-2);
+  EXPECT_GT(rounded, exact) << "the 16-bit bias should be further from the folded forward";
 }
 
 TEST(InferKvCache, CachedForwardRefusesTrainingMode) {
