@@ -87,6 +87,16 @@ StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c,
       p.hidden_dropout_in_kernels ? cal.hidden_dropout_fused_ps_per_element : cal.hidden_dropout_ps_per_element;
   p.dropout_ms = (hidden_ps * hidden_elements + cal.attention_dropout_ps_per_element * score_elements) * layers * M *
                  recompute_factor * 1e-9;
+  // ALiBi over this rank's causal scores, and --fp32-residual-connection over the [s, b, h] stream (both measured as
+  // whole-step differences: they hold every kernel the flag changes).
+  if (m.position_embedding_type == "alibi") {
+    p.alibi_folded = train::alibi_folds(m, spec.bf16 || spec.fp16, spec.fp16);
+    const double d = m.kv_channels > 0 ? m.kv_channels : h / m.num_attention_heads;
+    const double ps = p.alibi_folded ? cal.alibi_fold_ps_per_element : cal.alibi_mask_ps_per_element_dim * d;
+    p.alibi_ms = ps * b * (m.num_attention_heads / l.tp) * s * s / 2.0 * layers * M * recompute_factor * 1e-9;
+  }
+  if (m.fp32_residual_connection)
+    p.fp32_residual_ms = cal.fp32_residual_ps_per_element * s * b * h * layers * M * recompute_factor * 1e-9;
 
   // Links: TP inside a node; DP and PP groups cross nodes when their ranks do (Megatron order: TP, DP, PP).
   const bool one_node = l.world() <= c.gpus_per_node;
@@ -100,7 +110,8 @@ StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c,
   p.tp_comm_ms = ring_allreduce_ms(act_bytes, l.tp, tp_bw) * tp_calls * layers * M;
 
   // PP: 1F1B runs M + PP - 1 slots; the bubble is (PP - 1) / M of the busy time of a stage.
-  const double per_stage_busy = p.compute_ms + p.overhead_ms + p.elementwise_ms + p.dropout_ms + p.tp_comm_ms;
+  const double per_stage_busy =
+      p.compute_ms + p.overhead_ms + p.elementwise_ms + p.dropout_ms + p.alibi_ms + p.fp32_residual_ms + p.tp_comm_ms;
   p.bubble_ms = (l.pp - 1) / M * per_stage_busy;
   if (l.pp > 1) p.pp_p2p_ms = 2.0 * (M + l.pp - 2) * act_bytes / (pp_bw * 1e9) * 1e3;
 
@@ -119,8 +130,9 @@ StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c,
   // The optimizer step: per-parameter work (sharded over DP under ZeRO-1) and a constant.
   p.optimizer_ms = cal.optimizer_ns_per_param * params / (spec.zero_stage >= 1 ? l.dp : 1) * 1e-6 + cal.fixed_ms;
 
-  p.total_ms = p.compute_ms + p.overhead_ms + p.elementwise_ms + p.dropout_ms + p.tp_comm_ms + p.bubble_ms +
-               p.pp_p2p_ms + p.dp_comm_ms + p.zero_gather_ms + p.embedding_ms + p.optimizer_ms;
+  p.total_ms = p.compute_ms + p.overhead_ms + p.elementwise_ms + p.dropout_ms + p.alibi_ms + p.fp32_residual_ms +
+               p.tp_comm_ms + p.bubble_ms + p.pp_p2p_ms + p.dp_comm_ms + p.zero_gather_ms + p.embedding_ms +
+               p.optimizer_ms;
   p.tflops_per_gpu = p.model_flops / (p.total_ms * 1e-3 * l.world()) / 1e12;
   p.tokens_per_s = double(spec.global_batch) * s / (p.total_ms * 1e-3);
   return p;

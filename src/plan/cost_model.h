@@ -51,6 +51,15 @@ struct Calibration {
   double hidden_dropout_ps_per_element = 2.97;
   double hidden_dropout_fused_ps_per_element = 0.96;
   double attention_dropout_ps_per_element = 1.77;
+  // ALiBi and --fp32-residual-connection, measured (not fitted) on an H100 in the twenty-first 2026-12-05 session
+  // (docs/plan.md): 30-iteration A/Bs against the same model with learned positions / a 16-bit residual stream. ALiBi
+  // folded into the heads (the default in bf16/fp16, train::alibi_folds), per causal score element b (np/tp) s^2 / 2 of
+  // a layer: 3.91 / 4.14 ps at 1.3B / 124M. Through its 16-bit mask (--no-alibi-fold, fp32) the kernel computes the
+  // whole square: per causal score element and head dimension, 0.0637 / 0.0776 ps (8.15 / 4.97 ps per score).
+  // --fp32-residual-connection per [s, b, h] element of a layer: 6.71 / 5.96 ps.
+  double alibi_fold_ps_per_element = 4.0;
+  double alibi_mask_ps_per_element_dim = 0.071;
+  double fp32_residual_ps_per_element = 6.3;
   std::string source = "built-in: fitted to perf/results/2026-12-04-h200-session12/sweep.csv";
 
   /// Achieved fraction of peak for a per-GPU GEMM of `gflop` GFLOP: eff_max * g / (g + gemm_half_gflop).
@@ -68,12 +77,15 @@ struct StepPrediction {
   double hardware_flops = 0;  // x 4/3 with recomputation
   double gemm_gflop = 0;      // the per-GPU GEMM size the efficiency is read at
   double efficiency = 0;
-  double compute_ms = 0;      // hardware FLOPs per GPU / (efficiency x peak)
-  double overhead_ms = 0;     // layer_overhead_ms x layers per stage x micro-batches
-  double elementwise_ms = 0;  // elementwise_ps_per_element x s b (h + f/TP) x layers per stage x micro-batches
-  double dropout_ms = 0;      // hidden (2 s b h a layer) and attention (b np/TP s^2 / 2 a layer) dropout, when on
+  double compute_ms = 0;        // hardware FLOPs per GPU / (efficiency x peak)
+  double overhead_ms = 0;       // layer_overhead_ms x layers per stage x micro-batches
+  double elementwise_ms = 0;    // elementwise_ps_per_element x s b (h + f/TP) x layers per stage x micro-batches
+  double dropout_ms = 0;        // hidden (2 s b h a layer) and attention (b np/TP s^2 / 2 a layer) dropout, when on
+  double alibi_ms = 0;          // ALiBi's bias over b np/TP s^2 / 2 scores a layer (folded or masked), when on
+  bool alibi_folded = false;    // the ALiBi constant: the fold's (else the mask's)
+  double fp32_residual_ms = 0;  // --fp32-residual-connection's wider stream, s b h a layer
   bool hidden_dropout_in_kernels = false;  // the hidden dropout's constant: the LayerNorm kernels' (else ATen's)
-  double bubble_ms = 0;       // (PP - 1) / M x (compute + overhead + elementwise + dropout + TP all-reduce)
+  double bubble_ms = 0;       // (PP - 1) / M x (compute + overhead + elementwise + dropout + ALiBi + fp32 stream + TP)
   double tp_comm_ms = 0;      // TP all-reduces of [s, b, h] per layer over the intra-node link
   double pp_p2p_ms = 0;       // activations and their gradients between stages
   double dp_comm_ms = 0;      // exposed part of the DP gradient all-reduce / reduce-scatter

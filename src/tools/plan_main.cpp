@@ -30,30 +30,34 @@ std::string fmt(const char* f, double v) {
 }
 
 void print_calibration(const plan::Calibration& c, std::ostream& os) {
-  char buf[512];
+  char buf[1024];
   std::snprintf(buf, sizeof(buf),
                 "calibration (%s): GEMM efficiency %.3f x g / (g + %.3g GFLOP), layer overhead %.3g ms, "
                 "elementwise %.3g ps/element, optimizer %.3g ns/param + %.3g ms, DP overlap %.2f; dropout (measured) "
-                "hidden %.3g in the LayerNorm kernels (%.3g by ATen), attention %.3g ps/element\n",
+                "hidden %.3g in the LayerNorm kernels (%.3g by ATen), attention %.3g ps/element; ALiBi (measured) "
+                "%.3g ps/score folded (%.3g ps/score/head-dim masked), fp32 residual stream %.3g ps/element\n",
                 c.source.c_str(), c.eff_max, c.gemm_half_gflop, c.layer_overhead_ms, c.elementwise_ps_per_element,
                 c.optimizer_ns_per_param, c.fixed_ms, c.dp_overlap, c.hidden_dropout_fused_ps_per_element,
-                c.hidden_dropout_ps_per_element, c.attention_dropout_ps_per_element);
+                c.hidden_dropout_ps_per_element, c.attention_dropout_ps_per_element, c.alibi_fold_ps_per_element,
+                c.alibi_mask_ps_per_element_dim, c.fp32_residual_ps_per_element);
   os << buf;
 }
 
 void print_breakdown(const plan::StepPrediction& p, std::ostream& os) {
-  char buf[768];
+  char buf[1024];
   std::snprintf(buf, sizeof(buf),
                 "  time: compute %.1f ms (%.3g PFLOP/GPU at %.0f%% of peak, GEMM %.3g GFLOP) + layer overhead %.1f + "
-                "elementwise %.1f + dropout %.1f + TP all-reduce %.1f + PP bubble %.1f + PP p2p %.1f + DP grads %.1f + "
+                "elementwise %.1f + dropout %.1f + ALiBi %.1f + fp32 stream %.1f + TP all-reduce %.1f + PP bubble %.1f "
+                "+ PP p2p %.1f + DP grads %.1f + "
                 "ZeRO "
                 "all-gather %.1f + embedding "
                 "%.1f + optimizer %.1f = %.1f ms\n"
                 "  memory: weights %.2f + grads %.2f + optimizer %.2f + activations %.2f = %.2f GiB of %.1f usable\n",
                 p.compute_ms, p.hardware_flops / p.layout.world() / 1e15, 100 * p.efficiency, p.gemm_gflop,
-                p.overhead_ms, p.elementwise_ms, p.dropout_ms, p.tp_comm_ms, p.bubble_ms, p.pp_p2p_ms, p.dp_comm_ms,
-                p.zero_gather_ms, p.embedding_ms, p.optimizer_ms, p.total_ms, p.memory.weights_gib, p.memory.grads_gib,
-                p.memory.optimizer_gib, p.memory.activations_gib, p.memory.total_gib(), p.usable_gib);
+                p.overhead_ms, p.elementwise_ms, p.dropout_ms, p.alibi_ms, p.fp32_residual_ms, p.tp_comm_ms,
+                p.bubble_ms, p.pp_p2p_ms, p.dp_comm_ms, p.zero_gather_ms, p.embedding_ms, p.optimizer_ms, p.total_ms,
+                p.memory.weights_gib, p.memory.grads_gib, p.memory.optimizer_gib, p.memory.activations_gib,
+                p.memory.total_gib(), p.usable_gib);
   os << buf;
 }
 

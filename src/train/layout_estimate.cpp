@@ -1,12 +1,21 @@
 #include "train/layout_estimate.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <sstream>
 
 #include "core/error.h"
 
 namespace megaton::train {
+
+namespace {
+
+int64_t head_size(const cli::ModelArgs& m) {
+  return m.kv_channels > 0 ? m.kv_channels : m.hidden_size / m.num_attention_heads;
+}
+
+}  // namespace
 
 ParamCounts count_parameters(const cli::ModelArgs& m, int64_t V) {
   const int64_t h = m.hidden_size, f = m.ffn_hidden_size,
@@ -55,8 +64,15 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
   // s^2 score term is not stored): s b h (10 + 24/t) bytes in 16-bit. Recomputation keeps only each layer's input
   // (2 s b h) and, while one layer is recomputed in backward, that layer's full set once.
   const double s = m.seq_length, b = t.micro_batch_size, h = m.hidden_size;
-  const double full_layer = s * b * h * (10.0 + 24.0 / tp);
-  const double per_layer = m.checkpoint_activations ? 2.0 * s * b * h : full_layer;
+  // --fp32-residual-connection keeps the layer's two LayerNorm inputs (the residual sums) in fp32: 4 s b h more bytes
+  // (measured: 1.3B +3.1 GB, twenty-first 2026-12-05 session). ALiBi folded into the heads: SDPA keeps q and k with
+  // their 8 extra columns, 2 s b (np/t)(d + 8) 16-bit values (1.3B +3.2 GB, 124M +1.3 GB measured).
+  const bool half = prec.fp16 || prec.bf16;
+  const double fp32_stream = m.fp32_residual_connection ? 4.0 * s * b * h : 0.0;
+  const double alibi_fold =
+      alibi_folds(m, half, prec.fp16) ? 4.0 * s * b * (m.num_attention_heads / tp) * (head_size(m) + 8.0) : 0.0;
+  const double full_layer = s * b * h * (10.0 + 24.0 / tp) + fp32_stream + alibi_fold;
+  const double per_layer = m.checkpoint_activations ? (m.fp32_residual_connection ? 4.0 : 2.0) * s * b * h : full_layer;
   const int micro = std::max(1, t.num_micro_batches);
   int layers_per_mb = first_stage_layers;  // layers of one micro-batch's stashed activations
   int in_flight = std::min(pp, micro);     // 1F1B: the first stage holds pp micro-batches
@@ -75,6 +91,13 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
       (per_layer * layers_per_mb * in_flight + (m.checkpoint_activations ? full_layer : 0.0)) * (wbytes / 2.0) / gib +
       logits / gib;
   return e;
+}
+
+bool alibi_folds(const cli::ModelArgs& m, bool half_precision, bool fp16) {
+  if (m.position_embedding_type != "alibi" || !half_precision || m.no_alibi_fold || m.no_masked_softmax_fusion)
+    return false;
+  const int64_t d = head_size(m);
+  return d % 8 == 0 && (!fp16 || double(m.seq_length) * std::sqrt(double(d)) < 32768.0);
 }
 
 std::string describe_layout(const cli::ModelArgs& m, const cli::ParallelArgs& p, const cli::TrainingArgs& t,

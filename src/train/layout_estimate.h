@@ -11,10 +11,10 @@
 namespace megaton::train {
 
 struct ParamCounts {
-  int64_t embedding = 0;      // word (padded vocab) + learned positions (+ embedding LayerNorm)
-  int64_t per_layer = 0;      // one transformer layer
-  int64_t final_norm = 0;     // final LayerNorm
-  int64_t total = 0;          // the whole model, tied embedding counted once
+  int64_t embedding = 0;   // word (padded vocab) + learned positions (+ embedding LayerNorm)
+  int64_t per_layer = 0;   // one transformer layer
+  int64_t final_norm = 0;  // final LayerNorm
+  int64_t total = 0;       // the whole model, tied embedding counted once
 };
 
 ParamCounts count_parameters(const cli::ModelArgs& m, int64_t padded_vocab);
@@ -25,12 +25,17 @@ std::vector<int> layers_per_stage(int num_layers, int pp);
 /// Megatron's model FLOPs of one iteration without recomputation: 72 B s l h^2 (1 + s/6h + V/12lh) (issue 9).
 double model_flops_per_iteration(const cli::ModelArgs& m, int64_t padded_vocab, int64_t global_batch);
 
+/// Whether a GPU run of `m` in bf16/fp16 (`half_precision`) folds ALiBi into the heads, as ops::uses_alibi_fold
+/// decides (ALiBi, the fused attention, no --no-alibi-fold, head size % 8 == 0; fp16 only while s sqrt(d) < 32768;
+/// LibTorch >= 2.1, which the GPU builds have). --reset-attention-mask's documents (not in ModelArgs) keep the mask.
+bool alibi_folds(const cli::ModelArgs& m, bool half_precision, bool fp16);
+
 struct MemoryEstimate {
-  int64_t params_on_rank = 0;   // parameters held by the busiest rank (first stage, with the embedding)
-  double weights_gib = 0;       // model weights in the training dtype
-  double grads_gib = 0;         // fp32 gradient accumulation buffers
-  double optimizer_gib = 0;     // fp32 master weights + Adam moments (divided by DP under ZeRO-1)
-  double activations_gib = 0;   // stashed activations of the in-flight micro-batches
+  int64_t params_on_rank = 0;  // parameters held by the busiest rank (first stage, with the embedding)
+  double weights_gib = 0;      // model weights in the training dtype
+  double grads_gib = 0;        // fp32 gradient accumulation buffers
+  double optimizer_gib = 0;    // fp32 master weights + Adam moments (divided by DP under ZeRO-1)
+  double activations_gib = 0;  // stashed activations of the in-flight micro-batches
   double total_gib() const { return weights_gib + grads_gib + optimizer_gib + activations_gib; }
 };
 

@@ -169,6 +169,70 @@ TEST(Plan, DropoutTermFollowsTheMeasuredKernels) {
               24 * (9.4 + 14.9) * 1e-3, 0.10 * 24 * (9.4 + 14.9) * 1e-3);
 }
 
+TEST(Plan, AlibiAndFp32ResidualTermsFollowTheMeasuredRuns) {
+  // The twenty-first 2026-12-05 session's A/Bs on an H100 (perf/gpu/results/2026-12-05-h100-session21-run{1,4}/, 30
+  // iterations, medians, no dropout), each flag's step minus the defaults': ALiBi folded 1.3B 277.9 - 252.7, 124M
+  // 67.6 - 57.6 ms; through the mask (--no-alibi-fold) 305.2 - 252.7 and 69.6 - 57.6; --fp32-residual-connection
+  // 259.1 - 253.7 and 60.2 - 58.4. The terms reproduce them (the fold within 5%, the stream 12%, the mask 15%: one
+  // constant for both head sizes), count only this rank's heads under TP, grow by 4/3 with recomputation, and are
+  // absent without the flags.
+  const Cluster h100 = node(1, 1, 80);
+  ModelSpec big = gpt_1p3b(8), small;
+  small.model.num_layers = 12, small.model.hidden_size = 768, small.model.num_attention_heads = 12;
+  small.model.seq_length = 1024;
+  megaton::cli::validate_model(small.model);
+  small.global_batch = 32;
+  for (ModelSpec* m : {&big, &small}) m->model.hidden_dropout = 0.0, m->model.attention_dropout = 0.0;
+  struct Case {
+    ModelSpec spec;
+    int mb;
+    double fold, mask, stream;  // measured ms
+  };
+  for (const Case& c : {Case{big, 8, 277.9 - 252.7, 305.2 - 252.7, 259.1 - 253.7},
+                        Case{small, 32, 67.6 - 57.6, 69.6 - 57.6, 60.2 - 58.4}}) {
+    const Layout l{1, 1, 1, c.mb, false};
+    const StepPrediction plain = predict(c.spec, l, h100, Calibration());
+    EXPECT_EQ(plain.alibi_ms, 0.0);
+    EXPECT_EQ(plain.fp32_residual_ms, 0.0);
+    ModelSpec alibi = c.spec;
+    alibi.model.position_embedding_type = "alibi";
+    const StepPrediction fold = predict(alibi, l, h100, Calibration());
+    EXPECT_TRUE(fold.alibi_folded);
+    EXPECT_NEAR(fold.alibi_ms, c.fold, 0.05 * c.fold);
+    EXPECT_NEAR(fold.total_ms - plain.total_ms, fold.alibi_ms, 1e-9);
+    ModelSpec masked = alibi;
+    masked.model.no_alibi_fold = true;
+    const StepPrediction mask = predict(masked, l, h100, Calibration());
+    EXPECT_FALSE(mask.alibi_folded);
+    EXPECT_NEAR(mask.alibi_ms, c.mask, 0.15 * c.mask);
+    ModelSpec fp32 = alibi;  // fp32 has no fold
+    fp32.bf16 = false;
+    EXPECT_FALSE(predict(fp32, l, h100, Calibration()).alibi_folded);
+    ModelSpec stream = c.spec;
+    stream.model.fp32_residual_connection = true;
+    EXPECT_NEAR(predict(stream, l, h100, Calibration()).fp32_residual_ms, c.stream, 0.12 * c.stream);
+    // Memory: the fold keeps q and k with 8 more columns, the fp32 stream its two LayerNorm inputs at 4 bytes (runs
+    // 21.4 / 21.1, the peak allocated above the defaults': 1.3B 3192 / 3136 MiB, 124M 1282 / 1200 MiB).
+    const double fold_gib = fold.memory.activations_gib - plain.memory.activations_gib;
+    const double stream_gib =
+        predict(stream, l, h100, Calibration()).memory.activations_gib - plain.memory.activations_gib;
+    const double want_fold = (c.mb == 8 ? 3192.0 : 1282.0) / 1024, want_stream = (c.mb == 8 ? 3136.0 : 1200.0) / 1024;
+    EXPECT_NEAR(fold_gib, want_fold, 0.08 * want_fold);
+    EXPECT_NEAR(stream_gib, want_stream, 0.08 * want_stream);
+  }
+  ModelSpec alibi = big;
+  alibi.model.position_embedding_type = "alibi";
+  const StepPrediction one = predict(alibi, Layout{1, 1, 1, 8, false}, h100, Calibration());
+  EXPECT_NEAR(predict(alibi, Layout{2, 1, 1, 8, false}, node(1, 2, 80), Calibration()).alibi_ms, one.alibi_ms / 2,
+              1e-9);
+  EXPECT_NEAR(predict(alibi, Layout{1, 1, 1, 8, true}, h100, Calibration()).alibi_ms, one.alibi_ms * 4.0 / 3.0, 1e-9);
+  ModelSpec fp16 = alibi;  // fp16 folds only while s sqrt(d) < 32768: 2048 sqrt(128) = 23170
+  fp16.bf16 = false, fp16.fp16 = true;
+  EXPECT_TRUE(predict(fp16, Layout{1, 1, 1, 8, false}, h100, Calibration()).alibi_folded);
+  fp16.model.seq_length = 4096;
+  EXPECT_FALSE(predict(fp16, Layout{1, 1, 1, 8, false}, h100, Calibration()).alibi_folded);
+}
+
 TEST(Plan, MeasuredPointsCarryTheirDropout) {
   // The sweep's dropout columns reach the prediction; a CSV without them (every sweep before 2026-12-04 ran without
   // dropout) reads as dropout 0, not as the flags' defaults of 0.1.
