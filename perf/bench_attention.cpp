@@ -16,14 +16,21 @@
 // documents: ATen's choice, cuDNN's causal kernels on the H200) in the same iteration. Counters: causal_ms, masked_ms
 // (forward + backward), slowdown (masked / causal), useful_tflops (the document-local causal FLOPs over masked_ms: a
 // kernel that skips the blocks across documents does this work only).
+//
+// BM_AlibiFoldVsMask/{b, s, np, d}: ops::causal_attention with ALiBi (Megatron's slopes for np heads), folded into the
+// heads (the default: 8 extra q/k columns, causal SDPA) against its 16-bit additive mask (--no-alibi-fold, SDPA over
+// the whole square), and the causal op without ALiBi, forward + backward in the same iteration. Counters: causal_ms,
+// fold_ms, mask_ms, speedup (mask / fold), fold_cost (fold / causal). The iteration's time is the fold's.
 //   build/perf/bench_attention     (an error row without CUDA or a LibTorch without backend switches, < 2.3)
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <memory>
 #include <optional>
 
 #include "bench_gpu_seconds.h"
 #include "core/torch_compat.h"
+#include "model/positions.h"
 #include "ops/attention.h"
 
 #if MEGATON_TORCH_AT_LEAST(2, 3)
@@ -157,7 +164,58 @@ void BM_DocumentMask(benchmark::State& state) {
 #endif
 }
 
+void BM_AlibiFoldVsMask(benchmark::State& state) {
+  if (megaton::perf::skip_without_cuda(state)) return;
+#if !defined(MEGATON_HAVE_CUDA)
+  state.SkipWithError("not a CUDA build");
+#else
+  const int64_t b = state.range(0), s = state.range(1), np = state.range(2), d = state.range(3);
+  const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  torch::Tensor qkv = torch::randn({s, b, np, 3, d}, o).requires_grad_();  // [s, b, np, 3, d]
+  torch::Tensor dout = torch::randn({s, b, np * d}, o);                    // [s, b, np*d]
+  megaton::ops::AttentionOptions causal, fold, mask;
+  fold.alibi = mask.alibi = megaton::model::alibi_bias(int(np), 0, int(np), s, torch::kCUDA);  // [np, 1, s]
+  mask.alibi_fold = false;
+  if (!megaton::ops::uses_alibi_fold(qkv.select(3, 0), fold)) {
+    state.SkipWithError("the fold does not apply here (LibTorch < 2.1 or d % 8 != 0)");
+    return;
+  }
+  // Each way keeps what it makes of the bias (the mask, the key columns) across calls, as a forward's later layers
+  // reuse the first layer's: the steady per-layer cost.
+  fold.alibi_mask_cache = std::make_shared<torch::Tensor>();
+  mask.alibi_mask_cache = std::make_shared<torch::Tensor>();
+  auto step = [&](const megaton::ops::AttentionOptions& opts) {
+    return [&, opts] {
+      megaton::ops::causal_attention(qkv.select(3, 0), qkv.select(3, 1), qkv.select(3, 2), opts).backward(dout);
+      qkv.mutable_grad().reset();
+    };
+  };
+  auto causal_step = step(causal), fold_step = step(fold), mask_step = step(mask);
+  causal_step(), fold_step(), mask_step();  // warm-up
+  double causal_s = 0, fold_s = 0, mask_s = 0;
+  for (auto _ : state) {
+    causal_s = megaton::perf::gpu_seconds(causal_step, 10);
+    mask_s = megaton::perf::gpu_seconds(mask_step, 10);
+    fold_s = megaton::perf::gpu_seconds(fold_step, 10);
+    state.SetIterationTime(fold_s);
+  }
+  state.counters["causal_ms"] = causal_s * 1e3;
+  state.counters["fold_ms"] = fold_s * 1e3;
+  state.counters["mask_ms"] = mask_s * 1e3;
+  state.counters["speedup"] = mask_s / fold_s;
+  state.counters["fold_cost"] = fold_s / causal_s;
+#endif
+}
+
 }  // namespace
+
+BENCHMARK(BM_AlibiFoldVsMask)
+    ->ArgNames({"b", "s", "np", "d"})
+    ->Args({32, 1024, 12, 64})
+    ->Args({8, 2048, 16, 128})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_DocumentMask)
     ->ArgNames({"b", "s", "np", "d", "doc", "backend"})
