@@ -3,21 +3,9 @@ model's head size d and q, k at d' = d + 8 and wider (the fold's extra columns p
 1.3B attention shapes, against d' = d (no ALiBi). Prints ms per call and the kernels' names.
     python3 perf/gpu/probe_alibi_dims.py
 """
-import time
-
 import torch
 
-
-def timed(fn, reps=30):
-    for _ in range(3):
-        fn()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / reps * 1e3
-
+from probe_util import timed
 
 print("torch", torch.__version__, torch.cuda.get_device_name(0))
 for b, s, h, d in ((32, 1024, 12, 64), (8, 2048, 16, 128)):
@@ -32,7 +20,7 @@ for b, s, h, d in ((32, 1024, 12, 64), (8, 2048, 16, 128)):
             o.backward(do)
 
         try:
-            ms = timed(step)
+            ms = timed(step, reps=30, warmup=3)
             with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CUDA]) as prof:
                 step()
                 torch.cuda.synchronize()

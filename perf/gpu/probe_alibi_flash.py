@@ -6,9 +6,10 @@ the masked SDPA. Prints one line per finding.
     python3 perf/gpu/probe_alibi_flash.py
 """
 import math
-import time
 
 import torch
+
+from probe_util import timed
 
 aten = torch.ops.aten
 print("torch", torch.__version__, torch.cuda.get_device_name(0))
@@ -20,16 +21,6 @@ def slopes(n):
     # Megatron-DeepSpeed's get_slopes for a power-of-two head count
     start = 2 ** (-(2 ** -(math.log2(n) - 3)))
     return torch.tensor([start * start**i for i in range(n)], dtype=torch.float32)
-
-
-def timed(fn, reps=20):
-    fn()
-    torch.cuda.synchronize()
-    t = time.perf_counter()
-    for _ in range(reps):
-        fn()
-    torch.cuda.synchronize()
-    return (time.perf_counter() - t) / reps * 1e3
 
 
 for b, s, h, d in ((32, 1024, 12, 64), (8, 2048, 16, 128)):
