@@ -2,7 +2,7 @@
 // layer_norm_kernels.cu's (a warp or a group of warps per row, each thread owning the same vectors of every row, the
 // backward's dgamma/dbeta summed per thread in registers into per-block partials), with 8-element vectors: a 16-bit
 // vector is one 16-byte load, an fp32 one two. The backward is the plain one (one row per pass, the residual
-// gradient loaded with x and dy before the reduction), without the staged ring of the one-type kernels.
+// gradient read after the reduction), without the staged ring of the one-type kernels.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
