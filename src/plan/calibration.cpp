@@ -97,9 +97,14 @@ std::vector<MeasuredPoint> read_measured_points(const std::string& path, const s
     m.hidden_dropout = r.num("hidden_dropout", 0.0), m.attention_dropout = r.num("attention_dropout", 0.0);
     // The flags the run was given beyond the configuration's keys (sweep.py's `extra`): those the cost model reads.
     std::istringstream extra(r.text("extra_args", ""));
+    const std::string positions = "--position-embedding-type";
     for (std::string flag; extra >> flag;) {
       if (flag == "--no-dropout-layernorm-fusion") m.no_dropout_layernorm_fusion = true;
       if (flag == "--no-fused-layernorm") m.no_fused_layernorm = true;
+      if (flag == "--no-alibi-fold") m.no_alibi_fold = true;
+      if (flag == "--fp32-residual-connection") m.fp32_residual_connection = true;
+      if (flag == positions) extra >> m.position_embedding_type;  // "--position-embedding-type alibi"
+      if (flag.rfind(positions + "=", 0) == 0) m.position_embedding_type = flag.substr(positions.size() + 1);
     }
     try {
       cli::validate_model(m);

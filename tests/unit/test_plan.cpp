@@ -260,6 +260,39 @@ TEST(Plan, MeasuredPointsCarryTheirDropout) {
   }
 }
 
+TEST(Plan, MeasuredPointsCarryTheirPositionsAndStream) {
+  // A sweep row's extra_args with ALiBi (either spelling), --no-alibi-fold or --fp32-residual-connection reach the
+  // prediction's terms; an unknown position type is refused naming the file and line.
+  const std::string path = testing::TempDir() + "plan_alibi.csv";
+  std::ofstream(path) << "num_layers,hidden_size,num_attention_heads,seq_length,global_batch_size,micro_batch_size,tp,"
+                         "pp,dp,ms_per_iter,peak_tflops,extra_args\n"
+                         "24,2048,16,2048,8,8,1,1,1,278,989,--position-embedding-type alibi\n"
+                         "24,2048,16,2048,8,8,1,1,1,305,989,--position-embedding-type=alibi --no-alibi-fold\n"
+                         "24,2048,16,2048,8,8,1,1,1,259,989,--fp32-residual-connection\n";
+  const auto pts = read_measured_points(path, "--check");
+  ASSERT_EQ(pts.size(), 3u);
+  const Calibration cal;
+  const StepPrediction fold = predict(pts[0].spec, pts[0].layout, pts[0].cluster, cal),
+                       mask = predict(pts[1].spec, pts[1].layout, pts[1].cluster, cal),
+                       stream = predict(pts[2].spec, pts[2].layout, pts[2].cluster, cal);
+  EXPECT_TRUE(fold.alibi_folded);
+  EXPECT_GT(fold.alibi_ms, 0.0);
+  EXPECT_FALSE(mask.alibi_folded);
+  EXPECT_GT(mask.alibi_ms, fold.alibi_ms);
+  EXPECT_EQ(stream.alibi_ms, 0.0);
+  EXPECT_GT(stream.fp32_residual_ms, 0.0);
+  const std::string bad = testing::TempDir() + "plan_bad_positions.csv";
+  std::ofstream(bad) << "num_layers,hidden_size,num_attention_heads,seq_length,global_batch_size,micro_batch_size,tp,"
+                        "pp,dp,ms_per_iter,peak_tflops,extra_args\n"
+                        "24,2048,16,2048,8,8,1,1,1,278,989,--position-embedding-type sinusoidal\n";
+  try {
+    read_measured_points(bad, "--check");
+    ADD_FAILURE() << "an unknown position type was accepted";
+  } catch (const megaton::DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("plan_bad_positions.csv:2"), std::string::npos) << e.what();
+  }
+}
+
 TEST(Plan, BubbleGrowsWithPipelineAndShrinksWithMicroBatches) {
   const Cluster c = node(1, 8, 1000);
   const Calibration cal;
