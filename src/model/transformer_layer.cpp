@@ -31,7 +31,7 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, c
   torch::Tensor q2 = q.reshape({s, b * np, d}).transpose(0, 1);     // [b*np, s, d]
   torch::Tensor k2 = k.reshape({S, b * np, d}).permute({1, 2, 0});  // [b*np, d, S]
   torch::Tensor scores;                                             // [b*np, s, S]
-  if (o.alibi.defined() && ops::uses_alibi_fold(k, o)) {
+  if (ops::uses_alibi_fold(k, o)) {
     const torch::Tensor bias = o.alibi.narrow(-1, 0, S).repeat({b, 1, 1});  // [b*np, 1, S] fp32
     scores = torch::baddbmm(bias, q2.to(torch::kFloat32), k2.to(torch::kFloat32), /*beta=*/1.0 / coeff,
                             /*alpha=*/1.0 / norm_factor);  // fp32: (q k / sqrt(d) + bias) / coeff

@@ -9,6 +9,7 @@
 
 #include "core/error.h"
 #include "core/torch_compat.h"
+#include "ops/alibi_fold.h"
 #include "ops/attention_varlen.h"
 
 namespace megaton::ops {
@@ -199,11 +200,9 @@ bool uses_varlen(const torch::Tensor& q, const AttentionOptions& o) {
 }
 
 bool uses_alibi_fold(const torch::Tensor& q, const AttentionOptions& o) {
-  if (!(compat::kHasSdpa && compat::kHasSdpaScale && o.use_fused && o.alibi_fold && o.alibi.defined() &&
-        !o.documents.defined() && q.is_cuda() && is_half(q) && q.size(-1) % 8 == 0))
-    return false;
-  // fp16 holds the key columns' b sqrt(d) (ALiBi's slopes are below 1, b < s) only up to 65504: keep a factor 2.
-  return q.scalar_type() != torch::kFloat16 || double(q.size(0)) * std::sqrt(double(q.size(-1))) < 32768.0;
+  return compat::kHasSdpa && compat::kHasSdpaScale && o.use_fused && o.alibi_fold && o.alibi.defined() &&
+         !o.documents.defined() && q.is_cuda() && is_half(q) &&
+         alibi_fold_fits(q.scalar_type() == torch::kFloat16, q.size(0), q.size(-1));
 }
 
 torch::Tensor document_mask(const torch::Tensor& document_ids) {

@@ -89,17 +89,21 @@ struct FusedAddLayerNorm : torch::autograd::Function<FusedAddLayerNorm> {
   }
 };
 
+// The residual's dtype the fused add takes beside x: x's own, or fp32 with a 16-bit x of the weight's dtype (mixed:
+// an fp32 residual stream in a 16-bit model).
+bool residual_type_fits(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight) {
+  const auto dtype = x.scalar_type();
+  return residual.scalar_type() == dtype ||
+         (residual.scalar_type() == torch::kFloat32 && dtype != torch::kFloat32 && weight.scalar_type() == dtype);
+}
+
 }  // namespace
 
 bool fused_add_layer_norm_supported(const torch::Tensor& x, const torch::Tensor& residual, const torch::Tensor& weight,
                                     const torch::Tensor& bias) {
-  if (!fused_layer_norm_supported(x, weight, bias) || !residual.defined() || residual.sizes() != x.sizes() ||
-      residual.device() != x.device() || (residual.is_contiguous() && !aligned16(residual)))
-    return false;
-  const auto dtype = x.scalar_type();
-  // One type, or an fp32 residual stream with a 16-bit x of the weight's type (mixed).
-  return residual.scalar_type() == dtype ||
-         (residual.scalar_type() == torch::kFloat32 && dtype != torch::kFloat32 && weight.scalar_type() == dtype);
+  return fused_layer_norm_supported(x, weight, bias) && residual.defined() && residual.sizes() == x.sizes() &&
+         residual_type_fits(x, residual, weight) && residual.device() == x.device() &&
+         (!residual.is_contiguous() || aligned16(residual));
 }
 
 bool fused_dropout_add_layer_norm_supported(const torch::Tensor& x, const HiddenDropout& dropout) {
@@ -153,10 +157,8 @@ FusedLayerNormOutput fused_layer_norm_forward(const torch::Tensor& x_in, const t
                                               const HiddenDropout& dropout) {
   MEGATON_ASSERT(fused_layer_norm_supported(x_in, weight, bias), "fused layer norm: unsupported input ", x_in.sizes(),
                  " ", c10::toString(x_in.scalar_type()), " on ", x_in.device());
-  MEGATON_ASSERT(!residual.defined() ||
-                     (residual.sizes() == x_in.sizes() && residual.device() == x_in.device() &&
-                      (residual.scalar_type() == x_in.scalar_type() ||
-                       (residual.scalar_type() == torch::kFloat32 && weight.scalar_type() == x_in.scalar_type()))),
+  MEGATON_ASSERT(!residual.defined() || (residual.sizes() == x_in.sizes() && residual.device() == x_in.device() &&
+                                         residual_type_fits(x_in, residual, weight)),
                  "fused add + layer norm: residual ", residual.sizes(), " ",
                  residual.defined() ? c10::toString(residual.scalar_type()) : "", " does not match x ", x_in.sizes(),
                  " ", c10::toString(x_in.scalar_type()));

@@ -91,8 +91,8 @@ StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c,
   // whole-step differences: they hold every kernel the flag changes).
   if (m.position_embedding_type == "alibi") {
     p.alibi_folded = train::alibi_folds(m, spec.bf16 || spec.fp16, spec.fp16);
-    const double d = m.kv_channels > 0 ? m.kv_channels : h / m.num_attention_heads;
-    const double ps = p.alibi_folded ? cal.alibi_fold_ps_per_element : cal.alibi_mask_ps_per_element_dim * d;
+    const double ps =
+        p.alibi_folded ? cal.alibi_fold_ps_per_element : cal.alibi_mask_ps_per_element_dim * m.kv_channels;
     p.alibi_ms = ps * b * (m.num_attention_heads / l.tp) * s * s / 2.0 * layers * M * recompute_factor * 1e-9;
   }
   if (m.fp32_residual_connection)

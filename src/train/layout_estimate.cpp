@@ -1,21 +1,13 @@
 #include "train/layout_estimate.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstdio>
 #include <sstream>
 
 #include "core/error.h"
+#include "ops/alibi_fold.h"
 
 namespace megaton::train {
-
-namespace {
-
-int64_t head_size(const cli::ModelArgs& m) {
-  return m.kv_channels > 0 ? m.kv_channels : m.hidden_size / m.num_attention_heads;
-}
-
-}  // namespace
 
 ParamCounts count_parameters(const cli::ModelArgs& m, int64_t V) {
   const int64_t h = m.hidden_size, f = m.ffn_hidden_size,
@@ -70,7 +62,7 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
   const bool half = prec.fp16 || prec.bf16;
   const double fp32_stream = m.fp32_residual_connection ? 4.0 * s * b * h : 0.0;
   const double alibi_fold =
-      alibi_folds(m, half, prec.fp16) ? 4.0 * s * b * (m.num_attention_heads / tp) * (head_size(m) + 8.0) : 0.0;
+      alibi_folds(m, half, prec.fp16) ? 4.0 * s * b * (m.num_attention_heads / tp) * (m.kv_channels + 8.0) : 0.0;
   const double full_layer = s * b * h * (10.0 + 24.0 / tp) + fp32_stream + alibi_fold;
   const double per_layer = m.checkpoint_activations ? (m.fp32_residual_connection ? 4.0 : 2.0) * s * b * h : full_layer;
   const int micro = std::max(1, t.num_micro_batches);
@@ -94,10 +86,8 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
 }
 
 bool alibi_folds(const cli::ModelArgs& m, bool half_precision, bool fp16) {
-  if (m.position_embedding_type != "alibi" || !half_precision || m.no_alibi_fold || m.no_masked_softmax_fusion)
-    return false;
-  const int64_t d = head_size(m);
-  return d % 8 == 0 && (!fp16 || double(m.seq_length) * std::sqrt(double(d)) < 32768.0);
+  return m.position_embedding_type == "alibi" && half_precision && !m.no_alibi_fold && !m.no_masked_softmax_fusion &&
+         ops::alibi_fold_fits(fp16, m.seq_length, m.kv_channels);
 }
 
 std::string describe_layout(const cli::ModelArgs& m, const cli::ParallelArgs& p, const cli::TrainingArgs& t,

@@ -25,9 +25,9 @@ std::vector<int> layers_per_stage(int num_layers, int pp);
 /// Megatron's model FLOPs of one iteration without recomputation: 72 B s l h^2 (1 + s/6h + V/12lh) (issue 9).
 double model_flops_per_iteration(const cli::ModelArgs& m, int64_t padded_vocab, int64_t global_batch);
 
-/// Whether a GPU run of `m` in bf16/fp16 (`half_precision`) folds ALiBi into the heads, as ops::uses_alibi_fold
-/// decides (ALiBi, the fused attention, no --no-alibi-fold, head size % 8 == 0; fp16 only while s sqrt(d) < 32768;
-/// LibTorch >= 2.1, which the GPU builds have). --reset-attention-mask's documents (not in ModelArgs) keep the mask.
+/// Whether a GPU run of `m` (validated: kv_channels set) in bf16/fp16 (`half_precision`) folds ALiBi into the heads,
+/// as ops::uses_alibi_fold decides (ALiBi, the fused attention, no --no-alibi-fold, ops::alibi_fold_fits; LibTorch
+/// >= 2.1, which the GPU builds have). --reset-attention-mask's documents (not in ModelArgs) keep the mask.
 bool alibi_folds(const cli::ModelArgs& m, bool half_precision, bool fp16);
 
 struct MemoryEstimate {
