@@ -1,6 +1,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <array>
 #include <stdexcept>
 #include <string>
 
@@ -66,20 +67,21 @@ template <typename T, Mode kMode, int U, int kBlocks>
 __global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocks)
     bias_grad_kernel(const T* __restrict__ d_act, const T* __restrict__ pre, T* __restrict__ d_pre,
                      float* __restrict__ partial, int64_t rows, int64_t cols, const T* __restrict__ dk,
-                     const T* __restrict__ dv, int64_t head_dim) {
+                     const T* __restrict__ dv, int64_t head_dim, int64_t stride_q, int64_t stride_k, int64_t stride_v) {
   constexpr bool kGelu = kMode == Mode::kGelu;
   __shared__ float sums[kRowThreads][kBlockCols];
   const int64_t col = static_cast<int64_t>(blockIdx.x) * kBlockCols + threadIdx.x * kVec;
   const int64_t stride = static_cast<int64_t>(gridDim.y) * kRowThreads;
   // Where this thread's 8 columns come from: d_act itself, or (interleave) the part and column they gather from
-  // (head_dim % 8 == 0: the 8 stay within one head's part).
+  // (head_dim % 8 == 0: the 8 stay within one head's part; a part's heads are stride_p >= head_dim apart).
   const T* src = d_act;
   int64_t src_ld = cols, src_col = col;
   if constexpr (kMode == Mode::kInterleave) {
     const int64_t head = col / (3 * head_dim), within = col - head * 3 * head_dim, part = within / head_dim;
+    const int64_t head_stride = part == 0 ? stride_q : (part == 1 ? stride_k : stride_v);
     src = part == 0 ? d_act : (part == 1 ? dk : dv);
-    src_ld = cols / 3;
-    src_col = head * head_dim + within - part * head_dim;
+    src_ld = cols / (3 * head_dim) * head_stride;  // heads * head_stride
+    src_col = head * head_stride + within - part * head_dim;
   }
   float acc[kVec] = {};
   if (col < cols) {
@@ -142,11 +144,12 @@ bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
-// The interleave's other two parts (dk, dv) and the head size; unused by the other modes.
+// The interleave's other two parts (dk, dv), the head size and each part's head stride; unused by the other modes.
 struct Parts {
   const void* dk = nullptr;
   const void* dv = nullptr;
   int64_t head_dim = 0;
+  std::array<int64_t, 3> head_strides{};
 };
 
 template <typename T, Mode kMode, int U, int kBlocks>
@@ -156,7 +159,8 @@ void launch(const void* d_act, const void* pre, void* d_pre, const ColumnSumOut&
   const dim3 block(kColThreads, kRowThreads);
   bias_grad_kernel<T, kMode, U, kBlocks><<<grid, block, 0, stream>>>(
       static_cast<const T*>(d_act), static_cast<const T*>(pre), static_cast<T*>(d_pre), workspace, rows, cols,
-      static_cast<const T*>(parts.dk), static_cast<const T*>(parts.dv), parts.head_dim);
+      static_cast<const T*>(parts.dk), static_cast<const T*>(parts.dv), parts.head_dim, parts.head_strides[0],
+      parts.head_strides[1], parts.head_strides[2]);
   util::check(cudaGetLastError(), kMode == Mode::kGelu         ? "gelu_backward_bias_grad launch"
                                   : kMode == Mode::kInterleave ? "qkv_interleave_bias_grad launch"
                                                                : "bias_grad launch");
@@ -247,17 +251,24 @@ void bias_grad(const void* dy, const ColumnSumOut& db, float* workspace, int64_t
 
 void qkv_interleave_bias_grad(const void* dq, const void* dk, const void* dv, void* d_qkv, const ColumnSumOut& db,
                               float* workspace, int64_t partials, FloatType type, int64_t rows, int64_t heads,
-                              int64_t head_dim, cudaStream_t stream) {
+                              int64_t head_dim, cudaStream_t stream, const std::array<int64_t, 3>& head_strides) {
   const int64_t cols = 3 * heads * head_dim;
   check_shape("qkv_interleave_bias_grad", rows, cols, partials);
   if (heads <= 0 || head_dim <= 0 || head_dim % kVec != 0)
     throw std::invalid_argument("qkv_interleave_bias_grad: heads " + std::to_string(heads) + ", head_dim " +
                                 std::to_string(head_dim) + " (a positive multiple of 8)");
+  std::array<int64_t, 3> strides = head_strides;
+  for (int64_t& st : strides) {
+    if (st == 0) st = head_dim;
+    if (st < head_dim || st % kVec != 0)
+      throw std::invalid_argument("qkv_interleave_bias_grad: head stride " + std::to_string(st) + " for head_dim " +
+                                  std::to_string(head_dim) + " (a multiple of 8, >= head_dim)");
+  }
   if (!aligned16(dq) || !aligned16(dk) || !aligned16(dv) || !aligned16(d_qkv))
     throw std::invalid_argument("qkv_interleave_bias_grad: dq, dk, dv and d_qkv must be 16-byte aligned");
   dispatch_half("qkv_interleave_bias_grad", type, [&](auto zero) {
     launch<decltype(zero), Mode::kInterleave, kInterleaveRows, kInterleaveBlocksPerSm>(
-        dq, nullptr, d_qkv, db, workspace, partials, rows, cols, stream, Parts{dk, dv, head_dim});
+        dq, nullptr, d_qkv, db, workspace, partials, rows, cols, stream, Parts{dk, dv, head_dim, strides});
   });
 }
 

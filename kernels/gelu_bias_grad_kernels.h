@@ -12,6 +12,7 @@
 #pragma once
 #include <cuda_runtime_api.h>
 
+#include <array>
 #include <cstdint>
 #include <vector>
 
@@ -61,8 +62,11 @@ void bias_grad(const void* dy, const ColumnSumOut& db, float* workspace, int64_t
 /// the [rows, heads, 3, d] layout of Megatron's query_key_value output, and db [3 heads d] its column sums (fp32
 /// partials in a fixed order as above; the workspace as for cols = 3 heads d at kBiasGradBlocksPerSm). bf16 or fp16,
 /// every pointer 16-byte aligned, d % 8 == 0. Throws as gelu_backward_bias_grad.
+/// head_strides: where a part's heads are wider than d (the folded ALiBi's dq and dk of d + 8 columns, narrowed to d):
+/// part p is [rows, heads, head_strides[p]] with its first d columns read; 0 (the default) means d. Each a multiple
+/// of 8, >= d.
 void qkv_interleave_bias_grad(const void* dq, const void* dk, const void* dv, void* d_qkv, const ColumnSumOut& db,
                               float* workspace, int64_t partials, FloatType type, int64_t rows, int64_t heads,
-                              int64_t head_dim, cudaStream_t stream);
+                              int64_t head_dim, cudaStream_t stream, const std::array<int64_t, 3>& head_strides = {});
 
 }  // namespace megaton::kernels

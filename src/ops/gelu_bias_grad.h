@@ -42,8 +42,9 @@ std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_fused(const torc
                                                                       const MainGrad& main = {});
 /// bias_grad's kernel; requires gelu_bias_grad_fused_supported(dy, dy).
 torch::Tensor bias_grad_fused(const torch::Tensor& dy, const MainGrad& main = {});
-/// Whether qkv_interleave_bias_grad_fused takes these: CUDA, bf16 or fp16, one dtype and device, contiguous [.., np,
-/// d] of one shape, d % 8 == 0.
+/// Whether qkv_interleave_bias_grad_fused takes these: CUDA, bf16 or fp16, one dtype and device, [.., np, d] of one
+/// shape, d % 8 == 0, each contiguous or the first d columns of a contiguous [.., np, d'] (d' % 8 == 0: the folded
+/// ALiBi's dq and dk, ops/attention.h).
 bool qkv_interleave_fused_supported(const torch::Tensor& dq, const torch::Tensor& dk, const torch::Tensor& dv);
 /// dq, dk, dv [.., np, d] -> (d_qkv [.., np, 3, d], db [np 3 d]): the QKV gradient in Megatron's interleaved layout and
 /// its column sums (the QKV bias gradient) in one pass (kernels/gelu_bias_grad_kernels.h); requires

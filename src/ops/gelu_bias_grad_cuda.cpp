@@ -63,12 +63,40 @@ std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_fused(const torc
   return {d_pre, db};
 }
 
+namespace {
+
+// A part [.., np, d] of the QKV gradient as the interleave kernel reads it: rows of np heads, each head_stride elements
+// wide with its first d used (contiguous: d; the folded ALiBi's dq, dk narrowed from d + 8: d + 8). 0 where the part
+// is laid out otherwise (a stride that is not a multiple of 8, gaps between rows, a last dim that is not dense).
+int64_t interleave_head_stride(const torch::Tensor& part) {
+  const int64_t np = part.size(-2), d = part.size(-1);
+  int64_t head_stride = part.stride(-2);
+  if (np == 1) {  // one head: its stride is the rows' (or d for a single row)
+    head_stride = d;
+    for (int64_t i = part.dim() - 3; i >= 0; --i) {
+      if (part.size(i) != 1) {
+        head_stride = part.stride(i);
+        break;
+      }
+    }
+  }
+  if (part.stride(-1) != 1 || head_stride < d || head_stride % 8 != 0) return 0;
+  int64_t expected = np * head_stride;  // the stride of the rows, the dims before [np, d] taken as one
+  for (int64_t i = part.dim() - 3; i >= 0; --i) {
+    if (part.size(i) != 1 && part.stride(i) != expected) return 0;
+    expected *= part.size(i);
+  }
+  return head_stride;
+}
+
+}  // namespace
+
 bool qkv_interleave_fused_supported(const torch::Tensor& dq, const torch::Tensor& dk, const torch::Tensor& dv) {
   const auto t = dq.scalar_type();
   if (!dq.is_cuda() || (t != torch::kBFloat16 && t != torch::kFloat16) || dq.dim() < 2 || dq.numel() == 0) return false;
   for (const torch::Tensor* p : {&dq, &dk, &dv}) {
-    if (p->device() != dq.device() || p->scalar_type() != t || p->sizes() != dq.sizes() || !p->is_contiguous() ||
-        !aligned16(*p))
+    if (p->device() != dq.device() || p->scalar_type() != t || p->sizes() != dq.sizes() ||
+        interleave_head_stride(*p) == 0 || !aligned16(*p))
       return false;
   }
   return dq.size(-1) % 8 == 0;
@@ -87,8 +115,9 @@ std::pair<torch::Tensor, torch::Tensor> qkv_interleave_bias_grad_fused(const tor
   torch::Tensor db = column_sums(
       rows_view, "qkv_interleave_bias_grad", kernels::kBiasGradBlocksPerSm, main,
       [&](const kernels::ColumnSumOut& out, float* ws, int64_t partials, kernels::FloatType type, cudaStream_t s) {
-        kernels::qkv_interleave_bias_grad(dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), d_qkv.data_ptr(), out, ws,
-                                          partials, type, rows, np, d, s);
+        kernels::qkv_interleave_bias_grad(
+            dq.data_ptr(), dk.data_ptr(), dv.data_ptr(), d_qkv.data_ptr(), out, ws, partials, type, rows, np, d, s,
+            {interleave_head_stride(dq), interleave_head_stride(dk), interleave_head_stride(dv)});
       });
   return {d_qkv, db};
 }
