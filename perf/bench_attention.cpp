@@ -19,7 +19,9 @@
 //
 // BM_AlibiFoldVsMask/{b, s, np, d}: ops::causal_attention with ALiBi (Megatron's slopes for np heads), folded into the
 // heads (the default: 8 extra q/k columns, causal SDPA) against its 16-bit additive mask (--no-alibi-fold, SDPA over
-// the whole square), and the causal op without ALiBi, forward + backward in the same iteration. Counters: causal_ms,
+// the whole square), and the causal op without ALiBi, forward + backward in the same iteration; q, k, v come from
+// ops::split_qkv with the projection's bias, as in the model, so the backward includes the QKV gradient and its bias
+// gradient. Counters: causal_ms,
 // fold_ms, mask_ms, speedup (mask / fold), fold_cost (fold / causal). The iteration's time is the fold's.
 //   build/perf/bench_attention     (an error row without CUDA or a LibTorch without backend switches, < 2.3)
 #include <benchmark/benchmark.h>
@@ -32,6 +34,7 @@
 #include "core/torch_compat.h"
 #include "model/positions.h"
 #include "ops/attention.h"
+#include "ops/qkv_split.h"
 
 #if MEGATON_TORCH_AT_LEAST(2, 3)
 #define MEGATON_SDPA_BACKEND_SWITCHES 1
@@ -120,6 +123,7 @@ void BM_DocumentMask(benchmark::State& state) {
   const int backend = int(state.range(5));
   const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
   torch::Tensor qkv = torch::randn({s, b, np, 3, d}, o).requires_grad_();  // [s, b, np, 3, d]
+  torch::Tensor bias = torch::zeros({np * 3 * d}, o).requires_grad_();     // [np 3 d]
   torch::Tensor dout = torch::randn({s, b, np * d}, o);                    // [s, b, np*d]
   const torch::Tensor ids =
       torch::div(torch::arange(s, torch::TensorOptions().dtype(torch::kInt64).device(torch::kCUDA)), doc, "floor")
@@ -131,8 +135,10 @@ void BM_DocumentMask(benchmark::State& state) {
   masked.use_varlen = backend == 9;
   auto step = [&](const megaton::ops::AttentionOptions& opts) {
     return [&, opts] {
-      megaton::ops::causal_attention(qkv.select(3, 0), qkv.select(3, 1), qkv.select(3, 2), opts).backward(dout);
+      const auto [q, k, v] = megaton::ops::split_qkv(qkv, bias);  // [s, b, np, d] each
+      megaton::ops::causal_attention(q, k, v, opts).backward(dout);
       qkv.mutable_grad().reset();
+      bias.mutable_grad().reset();
     };
   };
   auto causal_step = step(causal), masked_step = step(masked);
@@ -172,6 +178,7 @@ void BM_AlibiFoldVsMask(benchmark::State& state) {
   const int64_t b = state.range(0), s = state.range(1), np = state.range(2), d = state.range(3);
   const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
   torch::Tensor qkv = torch::randn({s, b, np, 3, d}, o).requires_grad_();  // [s, b, np, 3, d]
+  torch::Tensor bias = torch::zeros({np * 3 * d}, o).requires_grad_();     // [np 3 d]
   torch::Tensor dout = torch::randn({s, b, np * d}, o);                    // [s, b, np*d]
   megaton::ops::AttentionOptions causal, fold, mask;
   fold.alibi = mask.alibi = megaton::model::alibi_bias(int(np), 0, int(np), s, torch::kCUDA);  // [np, 1, s]
@@ -186,8 +193,10 @@ void BM_AlibiFoldVsMask(benchmark::State& state) {
   mask.alibi_mask_cache = std::make_shared<torch::Tensor>();
   auto step = [&](const megaton::ops::AttentionOptions& opts) {
     return [&, opts] {
-      megaton::ops::causal_attention(qkv.select(3, 0), qkv.select(3, 1), qkv.select(3, 2), opts).backward(dout);
+      const auto [q, k, v] = megaton::ops::split_qkv(qkv, bias);  // [s, b, np, d] each
+      megaton::ops::causal_attention(q, k, v, opts).backward(dout);
       qkv.mutable_grad().reset();
+      bias.mutable_grad().reset();
     };
   };
   auto causal_step = step(causal), fold_step = step(fold), mask_step = step(mask);
