@@ -7,6 +7,8 @@
 //                                     what ops::accumulate_weight_grad_cuda runs without --gemm-autotune
 //   BM_GeluAuxAlgos/{tokens, h}       fc1 with bias + GELU in the epilogue (ops::lt::linear_gelu_aux, f = 4h)
 //   BM_DgeluAlgos/{tokens, h}         fc2's input gradient times the GELU derivative (ops::lt::linear_dgelu)
+//   BM_MlpGemmOrientations/{tokens, h} both in other orientations and without their epilogues (ops::lt::mlp_probe):
+//                                     the fastest algorithm of each, <probe>_ms and <probe>_tflops
 // Counters: tuned_ms (what training runs with --gemm-autotune: the algorithm ops::gemm_tuner() keeps once its trial
 // is over; the benchmark's own time), default_ms (wgrad only: cublasGemmEx, the tuner's baseline), lt0_ms (the
 // heuristic's first), best_ms and best_algo (the fastest offered, timed here), algos (how many), speedup (default_ms
@@ -17,6 +19,8 @@
 
 #include <functional>
 #include <limits>
+#include <string>
+#include <utility>
 
 #include "bench_gemm_inputs.h"
 #include "bench_gpu_seconds.h"
@@ -130,6 +134,48 @@ void BM_DgeluAlgos(benchmark::State& state) {
 #endif
 }
 
+// Which kernels cuBLASLt has for the MLP's epilogue GEMMs (fc1 + GELU_AUX_BIAS at ~640 model-TFLOP/s and fc2's DGELU
+// at ~605 in the 1.3B step, against ~750 for its plain GEMMs: docs/gpu.md): each ops::lt::MlpProbe orientation's
+// fastest offered algorithm, ms per call (counters <probe>_ms, <probe>_tflops).
+void BM_MlpGemmOrientations(benchmark::State& state) {
+  if (perf::skip_without_cuda(state)) return;
+#ifdef MEGATON_HAVE_CUDA
+  const int64_t tokens = state.range(0), h = state.range(1), f = 4 * h;
+  const auto o = perf::bf16_cuda();
+  torch::Tensor x = torch::randn({tokens, h}, o), w1 = torch::randn({f, h}, o) * 0.02, b = torch::randn({f}, o) * 0.02;
+  torch::Tensor w2 = torch::randn({h, f}, o) * 0.02, w2t = w2.t().contiguous();
+  torch::Tensor out = torch::empty({tokens, f}, o), aux = torch::randn({tokens, f}, o);
+  using P = ops::lt::MlpProbe;
+  const std::pair<P, const char*> probes[] = {{P::kFc1GeluAux, "fc1_gelu_aux"},    {P::kFc1Plain, "fc1_plain"},
+                                              {P::kFc1GeluAuxT, "fc1_gelu_aux_t"}, {P::kDgelu, "dgelu"},
+                                              {P::kDgeluPlain, "dgelu_plain"},     {P::kDgeluT, "dgelu_t"},
+                                              {P::kDgeluTW, "dgelu_tw"},           {P::kDgeluPlainT, "dgelu_plain_t"}};
+  const double flops = 2.0 * double(tokens) * double(h) * double(f);
+  for (auto _ : state) {
+    double dgelu = 0;  // the iteration's time: the DGELU GEMM as training runs it
+    for (const auto& [probe, name] : probes) {
+      const bool fc1 = probe == P::kFc1GeluAux || probe == P::kFc1Plain || probe == P::kFc1GeluAuxT;
+      const torch::Tensor& w = fc1 ? w1 : (probe == P::kDgeluTW || probe == P::kDgeluPlainT ? w2t : w2);
+      int count = 0;
+      double best = std::numeric_limits<double>::infinity();
+      // x is the fc1 input and, having dy's shape [T, h], stands for dy too
+      if (ops::lt::mlp_probe(probe, x, w, b, out, aux, 0, &count)) {
+        for (int i = 0; i < count; ++i) {
+          auto call = [&] { ops::lt::mlp_probe(probe, x, w, b, out, aux, i); };
+          call();  // warm-up (kernel loading)
+          best = std::min(best, perf::gpu_seconds(call, kReps));
+        }
+      }
+      if (probe == P::kDgelu) dgelu = best;
+      state.counters[std::string(name) + "_ms"] = best * 1e3;
+      state.counters[std::string(name) + "_tflops"] = count > 0 ? flops / best * 1e-12 : 0.0;
+      state.counters[std::string(name) + "_algos"] = count;
+    }
+    state.SetIterationTime(dgelu);
+  }
+#endif
+}
+
 }  // namespace
 
 // {in, out, tokens}: the four weights of a layer (QKV, attention output, fc1, fc2) at GPT-2 124M (micro-batch 32 x
@@ -153,6 +199,13 @@ BENCHMARK(BM_GeluAuxAlgos)
     ->Iterations(1)
     ->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DgeluAlgos)
+    ->Args({32768, 768})
+    ->Args({16384, 2048})
+    ->UseManualTime()
+    ->Iterations(1)
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK(BM_MlpGemmOrientations)
     ->Args({32768, 768})
     ->Args({16384, 2048})
     ->UseManualTime()

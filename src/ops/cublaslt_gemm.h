@@ -51,6 +51,25 @@ void wgrad_fp32_tuned(const torch::Tensor& dy, const torch::Tensor& x, torch::Te
 /// dy [T, out], x [T, in] -> dw [out, in], db [out] (preallocated).
 bool wgrad_bgrad(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor& dw, torch::Tensor& db);
 
+/// The MLP's two epilogue GEMMs, in other orientations and without their epilogues: which kernels cuBLASLt has for
+/// them (perf/bench_gemm_algos.cpp's BM_MlpGemmOrientations; training does not call this). Row-major operands, T
+/// tokens, f = 4h: x [T, h], w1 [f, h], b [f]; dy [T, h], w2 [h, f], w2t = w2^T contiguous [f, h]; out and aux hold
+/// T f elements, [T, f] or, for the transposed (..T) ones, [f, T].
+enum class MlpProbe {
+  kFc1GeluAux,   // out = gelu(x w1^T + b), aux = the pre-activation: linear_gelu_aux's GEMM (TN)
+  kFc1Plain,     // out = x w1^T (TN)
+  kFc1GeluAuxT,  // out^T = gelu(w1 x^T), aux^T, without the bias (cuBLASLt adds it along D's other dim) (TN)
+  kDgelu,        // out = (dy w2) * gelu'(aux): linear_dgelu's GEMM (NN)
+  kDgeluPlain,   // out = dy w2 (NN)
+  kDgeluT,       // out^T = (dy w2)^T * gelu'(aux^T), from w2 (TT)
+  kDgeluTW,      // the same from w2t (TN)
+  kDgeluPlainT,  // out^T = (dy w2)^T, from w2t (TN)
+};
+/// One MlpProbe GEMM by the algo-th algorithm of cuBLASLt's heuristic; a = x or dy, w = w1, w2 or w2t as above, b
+/// used by kFc1GeluAux only. count as for linear_dgelu. False where no algo-th algorithm is offered.
+bool mlp_probe(MlpProbe what, const torch::Tensor& a, const torch::Tensor& w, const torch::Tensor& b,
+               torch::Tensor& out, torch::Tensor& aux, int algo, int* count = nullptr);
+
 }  // namespace megaton::ops::lt
 
 #endif  // MEGATON_HAVE_CUDA

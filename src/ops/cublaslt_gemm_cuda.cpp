@@ -390,4 +390,42 @@ bool wgrad_bgrad(const torch::Tensor& dy, const torch::Tensor& x, torch::Tensor&
   return run(g);
 }
 
+bool mlp_probe(MlpProbe what, const torch::Tensor& a, const torch::Tensor& w, const torch::Tensor& b,
+               torch::Tensor& out, torch::Tensor& aux, int algo, int* count) {
+  const int64_t tokens = a.size(0), h = a.size(1), f = 4 * h;
+  Gemm g;
+  switch (what) {
+    case MlpProbe::kFc1GeluAux:  // as linear_gelu_aux
+    case MlpProbe::kFc1Plain:
+      g = product(CUBLAS_OP_T, CUBLAS_OP_N, f, tokens, h, w, h, a, h, out, f);
+      if (what == MlpProbe::kFc1GeluAux) {
+        g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+        g.bias = b.data_ptr();
+        g.aux = aux.data_ptr(), g.aux_ld = f;
+      }
+      break;
+    case MlpProbe::kFc1GeluAuxT:  // out_cm [T, f] = x_cm^T [T, h] . w1_cm [h, f]
+      g = product(CUBLAS_OP_T, CUBLAS_OP_N, tokens, f, h, a, h, w, h, out, tokens);
+      g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX;
+      g.aux = aux.data_ptr(), g.aux_ld = tokens;
+      break;
+    case MlpProbe::kDgelu:  // as linear_dgelu
+    case MlpProbe::kDgeluPlain:
+      g = product(CUBLAS_OP_N, CUBLAS_OP_N, f, tokens, h, w, f, a, h, out, f);
+      if (what == MlpProbe::kDgelu) g.epilogue = CUBLASLT_EPILOGUE_DGELU, g.aux = aux.data_ptr(), g.aux_ld = f;
+      break;
+    case MlpProbe::kDgeluT:  // out_cm [T, f] = dy_cm^T [T, h] . w2_cm^T [h, f]
+      g = product(CUBLAS_OP_T, CUBLAS_OP_T, tokens, f, h, a, h, w, f, out, tokens);
+      g.epilogue = CUBLASLT_EPILOGUE_DGELU, g.aux = aux.data_ptr(), g.aux_ld = tokens;
+      break;
+    case MlpProbe::kDgeluTW:  // out_cm [T, f] = dy_cm^T [T, h] . w2t_cm [h, f]
+    case MlpProbe::kDgeluPlainT:
+      g = product(CUBLAS_OP_T, CUBLAS_OP_N, tokens, f, h, a, h, w, h, out, tokens);
+      if (what == MlpProbe::kDgeluTW) g.epilogue = CUBLASLT_EPILOGUE_DGELU, g.aux = aux.data_ptr(), g.aux_ld = tokens;
+      break;
+  }
+  g.algo = algo;
+  return run(g, count);
+}
+
 }  // namespace megaton::ops::lt
