@@ -12,7 +12,7 @@
 #   6. the unit tests through ctest -j (UNIT_FILTER: a ctest -R regex; UNIT_EXCLUDE: -E, default ^Kernels), if time is left -> unit_tests.log
 #   7. perf/sweep over perf/sweep/configs/h200-1gpu.txt with the time left, and `megaton plan --check` -> sweep/
 # Everything is packed into OUTDIR/results.tgz (the device tool returns at most 8 files) beside OUTDIR/summary.txt.
-# Env: BENCHES (default: every kernel benchmark), BENCH_FILTER (--benchmark_filter for each of them; default: all), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none; an empty set is skipped), AB_REPEAT (set: the defaults run again after the B runs, compared too), TRAIN_FLAGS (flags added to the profiled runs, e.g. "--position-embedding-type alibi"), SKIP ("" or words of: bench dropout (8 iterations of each config with the default dropout, profiled) train (the profiled runs) dropout_ab (30 iterations of each config with the default dropout, without and with DROPOUT_AB_FLAGS, default --no-dropout-layernorm-fusion) ckpt peer protocol generate unit sweep), UNIT_FILTER, GPU_SCRIPT_TESTS (ctest -R of the script tests with a GPU branch run by the unit step, "test_train_overlap_optimizer"), BATCHES (generation batch sizes, "1 8 32").
+# Env: BENCHES (default: every kernel benchmark), BENCH_FILTER (--benchmark_filter for each of them; default: all), CONFIGS ("124M 1.3B"), AB_FLAGS ("--no-gemm-epilogue-fusion;--no-fused-layernorm": flag sets, each an A/B against the defaults; empty: none; an empty set is skipped), AB_REPEAT (set: the defaults run again after the B runs, compared too), TRAIN_FLAGS (flags added to the profiled runs, e.g. "--position-embedding-type alibi"), KERNEL_FILTER (the --gtest_filter of the kernel tests, default Kernels*), SKIP ("" or words of: bench dropout (8 iterations of each config with the default dropout, profiled) train (the profiled runs) dropout_ab (30 iterations of each config with the default dropout, without and with DROPOUT_AB_FLAGS, default --no-dropout-layernorm-fusion) ckpt peer protocol generate unit sweep), UNIT_FILTER, GPU_SCRIPT_TESTS (ctest -R of the script tests with a GPU branch run by the unit step, "test_train_overlap_optimizer"), BATCHES (generation batch sizes, "1 8 32").
 set -uo pipefail
 OUT=$(realpath -m "${1:?usage: session_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-560}
@@ -41,7 +41,7 @@ done
 source "$BUILD/env.sh"
 
 {
-  capped 120 "$BUILD/tests/megaton_unit_tests" --gtest_filter='Kernels*'; echo "[kernel tests exit code $?]"
+  capped 120 "$BUILD/tests/megaton_unit_tests" --gtest_filter="${KERNEL_FILTER:-Kernels*}"; echo "[kernel tests exit code $?]"
   for b in $benches; do
     [ -x "$BUILD/perf/$b" ] && { capped 90 "$BUILD/perf/$b" --benchmark_min_time=0.3 \
       ${BENCH_FILTER:+--benchmark_filter="$BENCH_FILTER"}; echo "[$b exit code $?]"; }

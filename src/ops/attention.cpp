@@ -10,6 +10,7 @@
 #include "core/error.h"
 #include "core/torch_compat.h"
 #include "ops/alibi_fold.h"
+#include "ops/alibi_fold_heads.h"
 #include "ops/attention_varlen.h"
 
 namespace megaton::ops {
@@ -85,14 +86,13 @@ torch::Tensor alibi_key_columns(const torch::Tensor& alibi, int64_t s, int64_t d
 // the scale 1/sqrt(d) of the original head size.
 torch::Tensor attention_alibi_folded(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& v,
                                      const AttentionOptions& o, double p) {
-  const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3);
+  const int64_t s = q.size(0), np = q.size(2), d = q.size(3);
   const torch::Tensor cols = cached(o.alibi_mask_cache, {s, 1, np, kAlibiFoldDims}, q, [&] {
     return alibi_key_columns(o.alibi, s, d, q.scalar_type()).to(q.device());
   });                                                               // [s, 1, np, 8]
   torch::Tensor ones = torch::ones({kAlibiFoldDims}, q.options());  // [8]: 1, 1, 1, 0, ...
   ones.narrow(0, 3, kAlibiFoldDims - 3).zero_();
-  const torch::Tensor qf = torch::cat({q, ones.expand({s, b, np, kAlibiFoldDims})}, -1);    // [s, b, np, d + 8]
-  const torch::Tensor kf = torch::cat({k, cols.expand({s, b, np, kAlibiFoldDims})}, -1);    // [s, b, np, d + 8]
+  const auto [qf, kf] = fold_heads(q, k, ones, cols);                                       // [s, b, np, d + 8] each
   const auto heads_first = [](const torch::Tensor& t) { return t.permute({1, 2, 0, 3}); };  // [b, np, s, .]
   return compat::scaled_dot_product_attention(heads_first(qf), heads_first(kf), heads_first(v), torch::Tensor(), p,
                                               /*is_causal=*/true, 1.0 / std::sqrt(double(d)));  // [b, np, s, d]

@@ -1,0 +1,63 @@
+// The CUDA path of ops::fold_heads: kernels/alibi_fold_kernels.cu on the current stream.
+#include <c10/cuda/CUDAGuard.h>
+#include <c10/cuda/CUDAStream.h>
+
+#include <stdexcept>
+
+#include "alibi_fold_kernels.h"  // kernels/
+#include "core/error.h"
+#include "ops/alibi_fold_heads.h"
+#include "ops/aligned.h"
+
+namespace megaton::ops {
+
+namespace {
+
+// q or k [s, b, np, d] as the kernel reads it: rows ([s, b] flattened) one stride apart, heads another; a row stride
+// of -1 where the layout is otherwise (d not dense, s and b not one stride, strides not multiples of 8).
+kernels::HeadsView heads_view(const torch::Tensor& t) {
+  const int64_t s = t.size(0), b = t.size(1);
+  int64_t row = b > 1 ? t.stride(1) : t.stride(0);
+  if (t.stride(3) != 1 || (s > 1 && b > 1 && t.stride(0) != b * t.stride(1))) row = -1;
+  if (row % 8 != 0 || t.stride(2) % 8 != 0) row = -1;
+  return {t.data_ptr(), row, t.stride(2)};
+}
+
+}  // namespace
+
+bool fold_heads_fused_supported(const torch::Tensor& q, const torch::Tensor& k, const torch::Tensor& q_extra,
+                                const torch::Tensor& k_extra) {
+  const auto t = q.scalar_type();
+  if (!q.is_cuda() || (t != torch::kBFloat16 && t != torch::kFloat16) || q.dim() != 4 || q.numel() == 0 ||
+      q.size(3) % 8 != 0 || k.sizes() != q.sizes())
+    return false;
+  for (const torch::Tensor* p : {&k, &q_extra, &k_extra}) {
+    if (p->device() != q.device() || p->scalar_type() != t) return false;
+  }
+  if (!q_extra.is_contiguous() || q_extra.numel() != 8 || !k_extra.is_contiguous() || k_extra.dim() != 4 ||
+      k_extra.size(0) != q.size(0) || k_extra.size(1) != 1 || k_extra.size(2) != q.size(2) || k_extra.size(3) != 8)
+    return false;
+  return heads_view(q).row_stride >= 0 && heads_view(k).row_stride >= 0 && aligned16(q) && aligned16(k) &&
+         aligned16(q_extra) && aligned16(k_extra);
+}
+
+std::pair<torch::Tensor, torch::Tensor> fold_heads_fused(const torch::Tensor& q, const torch::Tensor& k,
+                                                         const torch::Tensor& q_extra, const torch::Tensor& k_extra) {
+  MEGATON_ASSERT(fold_heads_fused_supported(q, k, q_extra, k_extra), "fold_heads_fused: q ", q.sizes(), " ",
+                 c10::toString(q.scalar_type()), ", k ", k.sizes(), ", q_extra ", q_extra.sizes(), ", k_extra ",
+                 k_extra.sizes());
+  const c10::cuda::CUDAGuard guard(q.device());
+  const int64_t s = q.size(0), b = q.size(1), np = q.size(2), d = q.size(3);
+  torch::Tensor qf = torch::empty({s, b, np, d + 8}, q.options());  // [s, b, np, d + 8]
+  torch::Tensor kf = torch::empty_like(qf);
+  try {
+    kernels::alibi_fold_heads(heads_view(q), heads_view(k), q_extra.data_ptr(), k_extra.data_ptr(), qf.data_ptr(),
+                              kf.data_ptr(), s * b, b, np, d,
+                              c10::cuda::getCurrentCUDAStream(q.device().index()).stream());
+  } catch (const std::exception& e) {
+    throw RuntimeError(str("fold_heads_fused: ", e.what()));
+  }
+  return {qf, kf};
+}
+
+}  // namespace megaton::ops
