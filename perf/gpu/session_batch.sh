@@ -187,7 +187,8 @@ stamp "resume exit code $?: $(grep -o 'loaded .* at iteration [0-9]*\|iteration 
 rm -rf /tmp/ckpt124
 fi
 if wants train; then
-  python3 "$SRC/perf/gpu/check_tfevents.py" "$R/tb_124M" "lm loss" "forward-backward-time" > "$R/tb.log" 2>&1
+  first_config=${CONFIGS%% *}  # the profiled runs' TensorBoard directory of the first config run
+  python3 "$SRC/perf/gpu/check_tfevents.py" "$R/tb_$first_config" "lm loss" "forward-backward-time" > "$R/tb.log" 2>&1
   stamp "TensorBoard reads megaton's events: exit code $? ($(grep -c . "$R/tb.log") lines)"
 fi
 
