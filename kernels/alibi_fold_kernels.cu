@@ -8,6 +8,7 @@ namespace megaton::kernels {
 
 namespace {
 
+using util::aligned16;
 constexpr int kVec = 8;  // 16-bit elements per 16-byte vector
 
 // One thread per 16-byte vector of the outputs: (row, head, vector v < d / 8 + 1) of q' then of k'. v < d / 8 copies
@@ -35,10 +36,6 @@ __global__ void alibi_fold_heads_kernel(HeadsView q, HeadsView k, const uint4* _
     }
     (is_k ? k_out : q_out)[o] = value;
   }
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 }  // namespace

@@ -12,6 +12,7 @@ namespace megaton::kernels {
 
 namespace {
 
+using util::aligned16;
 using util::from_float;
 using util::to_float;
 
@@ -138,10 +139,6 @@ __global__ void sum_partials_kernel(const float* __restrict__ partial, int64_t p
   float s = 0.0f;
   for (int64_t p = 0; p < partials; ++p) s += partial[p * cols + c];
   util::store_column_sum<T>(db, c, s);
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }
 
 // The interleave's other two parts (dk, dv), the head size and each part's head stride; unused by the other modes.

@@ -54,6 +54,11 @@ inline void check(cudaError_t e, const char* what) {
   if (e != cudaSuccess) throw std::runtime_error(std::string(what) + ": " + cudaGetErrorString(e));
 }
 
+/// Whether p starts on a 16-byte boundary (the kernels' vector loads and stores).
+inline bool aligned16(const void* p) {
+  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
+}
+
 /// The current device's per-block opt-in shared memory in bytes, or 0 when it cannot be read.
 inline int optin_smem() {
   int device = 0, optin = 0;
