@@ -27,6 +27,7 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
+#include <functional>
 #include <memory>
 #include <optional>
 
@@ -69,6 +70,28 @@ class OnlyBackend {
   }
   at::Context& ctx_;
   Choice saved_{};
+};
+#endif
+
+#ifdef MEGATON_HAVE_CUDA
+// One layer's attention as the model runs it, bf16 on the GPU: q, k, v from ops::split_qkv of qkv [s, b, np, 3, d]
+// with the projection's bias, so a step's backward includes the QKV gradient and its bias gradient.
+struct LayerAttention {
+  torch::Tensor qkv, bias, dout;  // [s, b, np, 3, d], [np 3 d], [s, b, np*d]
+  LayerAttention(int64_t b, int64_t s, int64_t np, int64_t d)
+      : qkv(torch::randn({s, b, np, 3, d}, options()).requires_grad_()),
+        bias(torch::zeros({np * 3 * d}, options()).requires_grad_()),
+        dout(torch::randn({s, b, np * d}, options())) {}
+  static torch::TensorOptions options() { return torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16); }
+  // A forward + backward of ops::causal_attention with `opts`, the gradients dropped after.
+  std::function<void()> step(const megaton::ops::AttentionOptions& opts) {
+    return [this, opts] {
+      const auto [q, k, v] = megaton::ops::split_qkv(qkv, bias);  // [s, b, np, d] each
+      megaton::ops::causal_attention(q, k, v, opts).backward(dout);
+      qkv.mutable_grad().reset();
+      bias.mutable_grad().reset();
+    };
+  }
 };
 #endif
 
@@ -121,10 +144,7 @@ void BM_DocumentMask(benchmark::State& state) {
 #else
   const int64_t b = state.range(0), s = state.range(1), np = state.range(2), d = state.range(3), doc = state.range(4);
   const int backend = int(state.range(5));
-  const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
-  torch::Tensor qkv = torch::randn({s, b, np, 3, d}, o).requires_grad_();  // [s, b, np, 3, d]
-  torch::Tensor bias = torch::zeros({np * 3 * d}, o).requires_grad_();     // [np 3 d]
-  torch::Tensor dout = torch::randn({s, b, np * d}, o);                    // [s, b, np*d]
+  LayerAttention layer(b, s, np, d);
   const torch::Tensor ids =
       torch::div(torch::arange(s, torch::TensorOptions().dtype(torch::kInt64).device(torch::kCUDA)), doc, "floor")
           .unsqueeze(0)
@@ -133,15 +153,7 @@ void BM_DocumentMask(benchmark::State& state) {
   megaton::ops::AttentionOptions masked;
   masked.documents = megaton::ops::Documents(ids, torch::kCUDA);
   masked.use_varlen = backend == 9;
-  auto step = [&](const megaton::ops::AttentionOptions& opts) {
-    return [&, opts] {
-      const auto [q, k, v] = megaton::ops::split_qkv(qkv, bias);  // [s, b, np, d] each
-      megaton::ops::causal_attention(q, k, v, opts).backward(dout);
-      qkv.mutable_grad().reset();
-      bias.mutable_grad().reset();
-    };
-  };
-  auto causal_step = step(causal), masked_step = step(masked);
+  auto causal_step = layer.step(causal), masked_step = layer.step(masked);
   auto on_backend = [&](auto&& fn) {  // fn() with only the chosen SDPA backend enabled (-1: ATen's choice; 9: none)
     std::optional<OnlyBackend> only;
     if (backend >= 0 && backend != 9) only.emplace(backend);
@@ -176,14 +188,11 @@ void BM_AlibiFoldVsMask(benchmark::State& state) {
   state.SkipWithError("not a CUDA build");
 #else
   const int64_t b = state.range(0), s = state.range(1), np = state.range(2), d = state.range(3);
-  const auto o = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
-  torch::Tensor qkv = torch::randn({s, b, np, 3, d}, o).requires_grad_();  // [s, b, np, 3, d]
-  torch::Tensor bias = torch::zeros({np * 3 * d}, o).requires_grad_();     // [np 3 d]
-  torch::Tensor dout = torch::randn({s, b, np * d}, o);                    // [s, b, np*d]
+  LayerAttention layer(b, s, np, d);
   megaton::ops::AttentionOptions causal, fold, mask;
   fold.alibi = mask.alibi = megaton::model::alibi_bias(int(np), 0, int(np), s, torch::kCUDA);  // [np, 1, s]
   mask.alibi_fold = false;
-  if (!megaton::ops::uses_alibi_fold(qkv.select(3, 0), fold)) {
+  if (!megaton::ops::uses_alibi_fold(layer.qkv.select(3, 0), fold)) {
     state.SkipWithError("the fold does not apply here (LibTorch < 2.1 or d % 8 != 0)");
     return;
   }
@@ -191,15 +200,7 @@ void BM_AlibiFoldVsMask(benchmark::State& state) {
   // reuse the first layer's: the steady per-layer cost.
   fold.alibi_mask_cache = std::make_shared<torch::Tensor>();
   mask.alibi_mask_cache = std::make_shared<torch::Tensor>();
-  auto step = [&](const megaton::ops::AttentionOptions& opts) {
-    return [&, opts] {
-      const auto [q, k, v] = megaton::ops::split_qkv(qkv, bias);  // [s, b, np, d] each
-      megaton::ops::causal_attention(q, k, v, opts).backward(dout);
-      qkv.mutable_grad().reset();
-      bias.mutable_grad().reset();
-    };
-  };
-  auto causal_step = step(causal), fold_step = step(fold), mask_step = step(mask);
+  auto causal_step = layer.step(causal), fold_step = layer.step(fold), mask_step = layer.step(mask);
   causal_step(), fold_step(), mask_step();  // warm-up
   double causal_s = 0, fold_s = 0, mask_s = 0;
   for (auto _ : state) {

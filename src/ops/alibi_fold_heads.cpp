@@ -13,9 +13,12 @@ using torch::autograd::variable_list;
 
 constexpr int64_t kExtra = 8;  // the extra columns a head
 
-// [q, q_extra] and [k, k_extra] through ATen.
-std::pair<torch::Tensor, torch::Tensor> fold_heads_cat(const torch::Tensor& q, const torch::Tensor& k,
-                                                       const torch::Tensor& q_extra, const torch::Tensor& k_extra) {
+// [q, q_extra] and [k, k_extra] without autograd: by the kernel where it takes them, else through ATen.
+std::pair<torch::Tensor, torch::Tensor> fold_heads_values(const torch::Tensor& q, const torch::Tensor& k,
+                                                          const torch::Tensor& q_extra, const torch::Tensor& k_extra) {
+#ifdef MEGATON_HAVE_CUDA
+  if (fold_heads_fused_supported(q, k, q_extra, k_extra)) return fold_heads_fused(q, k, q_extra, k_extra);
+#endif
   const int64_t s = q.size(0), b = q.size(1), np = q.size(2);
   return {torch::cat({q, q_extra.expand({s, b, np, kExtra})}, -1),   // [s, b, np, d + 8]
           torch::cat({k, k_extra.expand({s, b, np, kExtra})}, -1)};  // [s, b, np, d + 8]
@@ -25,13 +28,7 @@ struct FoldHeads : torch::autograd::Function<FoldHeads> {
   static variable_list forward(AutogradContext* ctx, const torch::Tensor& q, const torch::Tensor& k,
                                const torch::Tensor& q_extra, const torch::Tensor& k_extra) {
     ctx->saved_data["d"] = q.size(-1);
-#ifdef MEGATON_HAVE_CUDA
-    if (fold_heads_fused_supported(q, k, q_extra, k_extra)) {
-      auto [qf, kf] = fold_heads_fused(q, k, q_extra, k_extra);
-      return {qf, kf};
-    }
-#endif
-    auto [qf, kf] = fold_heads_cat(q, k, q_extra, k_extra);
+    auto [qf, kf] = fold_heads_values(q, k, q_extra, k_extra);
     return {qf, kf};
   }
 
@@ -51,12 +48,8 @@ std::pair<torch::Tensor, torch::Tensor> fold_heads(const torch::Tensor& q, const
                      k_extra.size(3) == kExtra,
                  "fold_heads: q ", q.sizes(), ", k ", k.sizes(), ", q_extra ", q_extra.sizes(), ", k_extra ",
                  k_extra.sizes());
-  if (!(q.requires_grad() || k.requires_grad()) || !torch::GradMode::is_enabled()) {
-#ifdef MEGATON_HAVE_CUDA
-    if (fold_heads_fused_supported(q, k, q_extra, k_extra)) return fold_heads_fused(q, k, q_extra, k_extra);
-#endif
-    return fold_heads_cat(q, k, q_extra, k_extra);
-  }
+  if (!(q.requires_grad() || k.requires_grad()) || !torch::GradMode::is_enabled())
+    return fold_heads_values(q, k, q_extra, k_extra);
   variable_list out = FoldHeads::apply(q, k, q_extra.detach(), k_extra.detach());
   return {out[0], out[1]};
 }

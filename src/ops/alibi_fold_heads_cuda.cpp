@@ -2,25 +2,23 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <optional>
 #include <stdexcept>
 
 #include "alibi_fold_kernels.h"  // kernels/
 #include "core/error.h"
 #include "ops/alibi_fold_heads.h"
 #include "ops/aligned.h"
+#include "ops/heads_layout.h"
 
 namespace megaton::ops {
 
 namespace {
 
-// q or k [s, b, np, d] as the kernel reads it: rows ([s, b] flattened) one stride apart, heads another; a row stride
-// of -1 where the layout is otherwise (d not dense, s and b not one stride, strides not multiples of 8).
+// q or k [s, b, np, d] as the kernel reads it (ops/heads_layout.h); a row stride of -1 where it cannot.
 kernels::HeadsView heads_view(const torch::Tensor& t) {
-  const int64_t s = t.size(0), b = t.size(1);
-  int64_t row = b > 1 ? t.stride(1) : t.stride(0);
-  if (t.stride(3) != 1 || (s > 1 && b > 1 && t.stride(0) != b * t.stride(1))) row = -1;
-  if (row % 8 != 0 || t.stride(2) % 8 != 0) row = -1;
-  return {t.data_ptr(), row, t.stride(2)};
+  const std::optional<HeadsLayout> l = heads_layout(t);
+  return {t.data_ptr(), l ? l->row_stride : -1, l ? l->head_stride : 0};
 }
 
 }  // namespace

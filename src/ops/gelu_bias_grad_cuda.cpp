@@ -3,6 +3,7 @@
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
 
+#include <optional>
 #include <stdexcept>
 
 #include "core/error.h"
@@ -10,6 +11,7 @@
 #include "gelu_bias_grad_kernels.h"  // kernels/
 #include "ops/aligned.h"
 #include "ops/gelu_bias_grad.h"
+#include "ops/heads_layout.h"
 
 namespace megaton::ops {
 
@@ -66,27 +68,11 @@ std::pair<torch::Tensor, torch::Tensor> gelu_backward_bias_grad_fused(const torc
 namespace {
 
 // A part [.., np, d] of the QKV gradient as the interleave kernel reads it: rows of np heads, each head_stride elements
-// wide with its first d used (contiguous: d; the folded ALiBi's dq, dk narrowed from d + 8: d + 8). 0 where the part
-// is laid out otherwise (a stride that is not a multiple of 8, gaps between rows, a last dim that is not dense).
+// wide with its first d used (contiguous: d; the folded ALiBi's dq, dk narrowed from d + 8: d + 8), the rows dense
+// (np head strides apart). 0 where the part is laid out otherwise.
 int64_t interleave_head_stride(const torch::Tensor& part) {
-  const int64_t np = part.size(-2), d = part.size(-1);
-  int64_t head_stride = part.stride(-2);
-  if (np == 1) {  // one head: its stride is the rows' (or d for a single row)
-    head_stride = d;
-    for (int64_t i = part.dim() - 3; i >= 0; --i) {
-      if (part.size(i) != 1) {
-        head_stride = part.stride(i);
-        break;
-      }
-    }
-  }
-  if (part.stride(-1) != 1 || head_stride < d || head_stride % 8 != 0) return 0;
-  int64_t expected = np * head_stride;  // the stride of the rows, the dims before [np, d] taken as one
-  for (int64_t i = part.dim() - 3; i >= 0; --i) {
-    if (part.size(i) != 1 && part.stride(i) != expected) return 0;
-    expected *= part.size(i);
-  }
-  return head_stride;
+  const std::optional<HeadsLayout> l = heads_layout(part);
+  return l && l->row_stride == part.size(-2) * l->head_stride ? l->head_stride : 0;
 }
 
 }  // namespace
