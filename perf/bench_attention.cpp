@@ -17,6 +17,13 @@
 // (forward + backward), slowdown (masked / causal), useful_tflops (the document-local causal FLOPs over masked_ms: a
 // kernel that skips the blocks across documents does this work only).
 //
+// BM_SdpaLayout/{b, s, np, d, layout}: causal SDPA (ATen's choice of backend, cuDNN on Hopper) forward + backward
+// with q, k, v laid out in memory as 0: views of one [s, b, np, 3, d] QKV output (megaton's), 1: views of one
+// [b, s, 3, np, d] (the PyTorch peer's [B, T, 3C] split), 2: three contiguous [b, s, np, d], 3: three contiguous
+// [b, np, s, d], 4: three contiguous [s, b, np, d]. The gradients come from torch::autograd::grad (no accumulation,
+// no stack into the QKV gradient): the kernels' own time for that layout. Counters fwd_ms, step_ms, tflops (causal
+// FLOPs as BM_SdpaBackend's). Whether a layout change around the attention would pay.
+//
 // BM_AlibiFoldVsMask/{b, s, np, d}: ops::causal_attention with ALiBi (Megatron's slopes for np heads), folded into the
 // heads (the default: 8 extra q/k columns, causal SDPA) against its 16-bit additive mask (--no-alibi-fold, SDPA over
 // the whole square), and the causal op without ALiBi, forward + backward in the same iteration; q, k, v come from
@@ -30,6 +37,7 @@
 #include <functional>
 #include <memory>
 #include <optional>
+#include <vector>
 
 #include "bench_gpu_seconds.h"
 #include "core/torch_compat.h"
@@ -182,6 +190,68 @@ void BM_DocumentMask(benchmark::State& state) {
 #endif
 }
 
+void BM_SdpaLayout(benchmark::State& state) {
+  if (megaton::perf::skip_without_cuda(state)) return;
+#if !defined(MEGATON_HAVE_CUDA)
+  state.SkipWithError("not a CUDA build");
+#else
+  const int64_t b = state.range(0), s = state.range(1), np = state.range(2), d = state.range(3);
+  const int64_t layout = state.range(4);
+  const auto o = LayerAttention::options();
+  torch::Tensor base;  // layouts 0 and 1: the one QKV output q, k, v are views of
+  if (layout == 0) base = torch::randn({s, b, np, 3, d}, o);
+  if (layout == 1) base = torch::randn({b, s, 3, np, d}, o);
+  std::vector<torch::Tensor> heads;  // q, k, v: [b, np, s, d] views, leaves that require grad
+  for (int64_t i = 0; i < 3; ++i) {
+    torch::Tensor t;
+    switch (layout) {
+      case 0:
+        t = base.select(3, i).permute({1, 2, 0, 3});
+        break;
+      case 1:
+        t = base.select(2, i).transpose(1, 2);
+        break;
+      case 2:
+        t = torch::randn({b, s, np, d}, o).transpose(1, 2);
+        break;
+      case 3:
+        t = torch::randn({b, np, s, d}, o);
+        break;
+      default:
+        t = torch::randn({s, b, np, d}, o).permute({1, 2, 0, 3});
+        break;
+    }
+    heads.push_back(t.detach().requires_grad_());
+  }
+  auto forward = [&] {
+    return megaton::compat::scaled_dot_product_attention(heads[0], heads[1], heads[2], torch::Tensor(), 0.0, true);
+  };
+  torch::Tensor dout;
+  {
+    torch::AutoGradMode grad(true);
+    dout = torch::randn_like(forward());  // the output's own strides
+  }
+  auto step = [&] {
+    torch::AutoGradMode grad(true);
+    torch::autograd::grad({forward()}, heads, {dout});
+  };
+  step();  // warm-up
+  double fwd = 0, total = 0;
+  for (auto _ : state) {
+    {
+      torch::NoGradGuard no_grad;
+      fwd = megaton::perf::gpu_seconds(forward, 10);
+    }
+    total = megaton::perf::gpu_seconds(step, 10);
+    state.SetIterationTime(total);
+  }
+  const double flops = 2.0 * double(b * np) * double(s) * double(s) * double(d) * 3.5;  // causal: fwd 2 s^2 d, bwd 2.5x
+  state.counters["fwd_ms"] = fwd * 1e3;
+  state.counters["step_ms"] = total * 1e3;
+  state.counters["tflops"] = flops / total * 1e-12;
+#endif
+}
+
 void BM_AlibiFoldVsMask(benchmark::State& state) {
   if (megaton::perf::skip_without_cuda(state)) return;
 #if !defined(MEGATON_HAVE_CUDA)
@@ -223,6 +293,14 @@ BENCHMARK(BM_AlibiFoldVsMask)
     ->ArgNames({"b", "s", "np", "d"})
     ->Args({32, 1024, 12, 64})
     ->Args({8, 2048, 16, 128})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
+
+BENCHMARK(BM_SdpaLayout)
+    ->ArgNames({"b", "s", "np", "d", "layout"})
+    ->ArgsProduct({{32}, {1024}, {12}, {64}, {0, 1, 2, 3, 4}})
+    ->ArgsProduct({{8}, {2048}, {16}, {128}, {0, 1, 2, 3, 4}})
     ->UseManualTime()
     ->Iterations(3)
     ->Unit(benchmark::kMillisecond);
