@@ -92,9 +92,9 @@ torch::Tensor attention_alibi_folded(const torch::Tensor& q, const torch::Tensor
   });                                                               // [s, 1, np, 8]
   torch::Tensor ones = torch::ones({kAlibiFoldDims}, q.options());  // [8]: 1, 1, 1, 0, ...
   ones.narrow(0, 3, kAlibiFoldDims - 3).zero_();
-  const auto [qf, kf] = fold_heads(q, k, ones, cols);                                       // [s, b, np, d + 8] each
+  const FoldedHeads f = fold_heads(q, k, v, ones, cols);  // q', k' [s, b, np, d + 8], v [s, b, np, d]
   const auto heads_first = [](const torch::Tensor& t) { return t.permute({1, 2, 0, 3}); };  // [b, np, s, .]
-  return compat::scaled_dot_product_attention(heads_first(qf), heads_first(kf), heads_first(v), torch::Tensor(), p,
+  return compat::scaled_dot_product_attention(heads_first(f.q), heads_first(f.k), heads_first(f.v), torch::Tensor(), p,
                                               /*is_causal=*/true, 1.0 / std::sqrt(double(d)));  // [b, np, s, d]
 }
 
