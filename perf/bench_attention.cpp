@@ -82,6 +82,28 @@ class OnlyBackend {
 #endif
 
 #ifdef MEGATON_HAVE_CUDA
+// The timing loop of BM_SdpaBackend and BM_SdpaLayout: forward() alone without autograd, step() (forward + backward)
+// with it, 10 calls each; counters fwd_ms, step_ms, tflops (causal FLOPs of `heads` = b np heads of s x d).
+template <typename Forward, typename Step>
+void time_causal_sdpa(benchmark::State& state, Forward&& forward, Step&& step, int64_t heads, int64_t s, int64_t d) {
+  double fwd = 0, total = 0;
+  for (auto _ : state) {
+    {
+      torch::NoGradGuard no_grad;
+      fwd = megaton::perf::gpu_seconds(forward, 10);
+    }
+    {
+      torch::AutoGradMode grad(true);
+      total = megaton::perf::gpu_seconds(step, 10);
+    }
+    state.SetIterationTime(total);
+  }
+  const double flops = 2.0 * double(heads) * double(s) * double(s) * double(d) * 3.5;  // causal: fwd 2 s^2 d, bwd 2.5x
+  state.counters["fwd_ms"] = fwd * 1e3;
+  state.counters["step_ms"] = total * 1e3;
+  state.counters["tflops"] = flops / total * 1e-12;
+}
+
 // One layer's attention as the model runs it, bf16 on the GPU: q, k, v from ops::split_qkv of qkv [s, b, np, 3, d]
 // with the projection's bias, so a step's backward includes the QKV gradient and its bias gradient.
 struct LayerAttention {
@@ -128,20 +150,7 @@ void BM_SdpaBackend(benchmark::State& state) {
     state.SkipWithError(e.what());
     return;
   }
-  double fwd = 0, total = 0;
-  for (auto _ : state) {
-    torch::NoGradGuard no_grad;
-    fwd = megaton::perf::gpu_seconds(forward, 10);
-    {
-      torch::AutoGradMode grad(true);
-      total = megaton::perf::gpu_seconds(step, 10);
-    }
-    state.SetIterationTime(total);
-  }
-  const double flops = 2.0 * double(b * np) * double(s) * double(s) * double(d) * 3.5;  // causal: fwd 2 s^2 d, bwd 2.5x
-  state.counters["fwd_ms"] = fwd * 1e3;
-  state.counters["step_ms"] = total * 1e3;
-  state.counters["tflops"] = flops / total * 1e-12;
+  time_causal_sdpa(state, forward, step, b * np, s, d);
 #endif
 }
 
@@ -236,19 +245,7 @@ void BM_SdpaLayout(benchmark::State& state) {
     torch::autograd::grad({forward()}, heads, {dout});
   };
   step();  // warm-up
-  double fwd = 0, total = 0;
-  for (auto _ : state) {
-    {
-      torch::NoGradGuard no_grad;
-      fwd = megaton::perf::gpu_seconds(forward, 10);
-    }
-    total = megaton::perf::gpu_seconds(step, 10);
-    state.SetIterationTime(total);
-  }
-  const double flops = 2.0 * double(b * np) * double(s) * double(s) * double(d) * 3.5;  // causal: fwd 2 s^2 d, bwd 2.5x
-  state.counters["fwd_ms"] = fwd * 1e3;
-  state.counters["step_ms"] = total * 1e3;
-  state.counters["tflops"] = flops / total * 1e-12;
+  time_causal_sdpa(state, forward, step, b * np, s, d);
 #endif
 }
 
