@@ -51,13 +51,14 @@ struct Calibration {
   double hidden_dropout_ps_per_element = 2.97;
   double hidden_dropout_fused_ps_per_element = 0.96;
   double attention_dropout_ps_per_element = 1.77;
-  // ALiBi and --fp32-residual-connection, measured (not fitted) on an H100 in the twenty-first 2026-12-05 session
-  // (docs/plan.md): 30-iteration A/Bs against the same model with learned positions / a 16-bit residual stream. ALiBi
-  // folded into the heads (the default in bf16/fp16, train::alibi_folds), per causal score element b (np/tp) s^2 / 2 of
-  // a layer: 3.91 / 4.14 ps at 1.3B / 124M. Through its 16-bit mask (--no-alibi-fold, fp32) the kernel computes the
+  // ALiBi and --fp32-residual-connection, measured (not fitted) on an H100 (docs/plan.md): 30-iteration A/Bs against
+  // the same model with learned positions / a 16-bit residual stream. ALiBi folded into the heads (the default in
+  // bf16/fp16, train::alibi_folds), per causal score element b (np/tp) s^2 / 2 of a layer: 2.17 / 1.82 ps at 1.3B /
+  // 124M (twenty-third 2026-12-06 session, with ops::fold_heads' kernel; 3.91 / 4.14 in the twenty-first, through
+  // ATen's cat). The rest measured in the twenty-first session. Through its 16-bit mask (--no-alibi-fold, fp32) the kernel computes the
   // whole square: per causal score element and head dimension, 0.0637 / 0.0776 ps (8.15 / 4.97 ps per score).
   // --fp32-residual-connection per [s, b, h] element of a layer: 6.71 / 5.96 ps.
-  double alibi_fold_ps_per_element = 4.0;
+  double alibi_fold_ps_per_element = 2.0;
   double alibi_mask_ps_per_element_dim = 0.071;
   double fp32_residual_ps_per_element = 6.3;
   std::string source = "built-in: fitted to perf/results/2026-12-04-h200-session12/sweep.csv";

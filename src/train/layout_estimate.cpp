@@ -57,12 +57,13 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
   // (2 s b h) and, while one layer is recomputed in backward, that layer's full set once.
   const double s = m.seq_length, b = t.micro_batch_size, h = m.hidden_size;
   // --fp32-residual-connection keeps the layer's two LayerNorm inputs (the residual sums) in fp32: 4 s b h more bytes
-  // (measured: 1.3B +3.1 GB, twenty-first 2026-12-05 session). ALiBi folded into the heads: SDPA keeps q and k with
-  // their 8 extra columns, 2 s b (np/t)(d + 8) 16-bit values (1.3B +3.2 GB, 124M +1.3 GB measured).
+  // (measured: 1.3B +3.1 GB, twenty-first 2026-12-05 session). ALiBi folded into the heads: SDPA keeps q', k' and v
+  // in one [s, b, np/t, 3, d + 8] buffer (ops::fold_heads) in place of the QKV output, 3 x 8 more 16-bit columns a
+  // head (twenty-third session, H100: +288 / +215 MiB of activations at 1.3B / 124M, the position embedding's 72 /
+  // 13.5 MiB of parameter state less).
   const bool half = prec.fp16 || prec.bf16;
   const double fp32_stream = m.fp32_residual_connection ? 4.0 * s * b * h : 0.0;
-  const double alibi_fold =
-      alibi_folds(m, half, prec.fp16) ? 4.0 * s * b * (m.num_attention_heads / tp) * (m.kv_channels + 8.0) : 0.0;
+  const double alibi_fold = alibi_folds(m, half, prec.fp16) ? 48.0 * s * b * (m.num_attention_heads / tp) : 0.0;
   const double full_layer = s * b * h * (10.0 + 24.0 / tp) + fp32_stream + alibi_fold;
   const double per_layer = m.checkpoint_activations ? (m.fp32_residual_connection ? 4.0 : 2.0) * s * b * h : full_layer;
   const int micro = std::max(1, t.num_micro_batches);

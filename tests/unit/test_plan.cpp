@@ -170,12 +170,12 @@ TEST(Plan, DropoutTermFollowsTheMeasuredKernels) {
 }
 
 TEST(Plan, AlibiAndFp32ResidualTermsFollowTheMeasuredRuns) {
-  // The twenty-first 2026-12-05 session's A/Bs on an H100 (perf/gpu/results/2026-12-05-h100-session21-run{1,4}/, 30
-  // iterations, medians, no dropout), each flag's step minus the defaults': ALiBi folded 1.3B 277.9 - 252.7, 124M
-  // 67.6 - 57.6 ms; through the mask (--no-alibi-fold) 305.2 - 252.7 and 69.6 - 57.6; --fp32-residual-connection
-  // 259.1 - 253.7 and 60.2 - 58.4. The terms reproduce them (the fold within 5%, the stream 12%, the mask 15%: one
-  // constant for both head sizes), count only this rank's heads under TP, grow by 4/3 with recomputation, and are
-  // absent without the flags.
+  // A/Bs on an H100 (30 iterations, medians, no dropout), each flag's step minus the defaults': ALiBi folded (the
+  // twenty-third 2026-12-06 session, perf/gpu/results/2026-12-06-h100-session23-run1/) 1.3B 271.8 - 257.8, 124M
+  // 63.2 - 58.8 ms; the twenty-first session's (perf/gpu/results/2026-12-05-h100-session21-run{1,4}/) through the
+  // mask (--no-alibi-fold) 305.2 - 252.7 and 69.6 - 57.6, --fp32-residual-connection 259.1 - 253.7 and 60.2 - 58.4.
+  // The terms reproduce them (the fold within 10%, the stream 12%, the mask 15%: one constant for both head sizes),
+  // count only this rank's heads under TP, grow by 4/3 with recomputation, and are absent without the flags.
   const Cluster h100 = node(1, 1, 80);
   ModelSpec big = gpt_1p3b(8), small;
   small.model.num_layers = 12, small.model.hidden_size = 768, small.model.num_attention_heads = 12;
@@ -188,8 +188,8 @@ TEST(Plan, AlibiAndFp32ResidualTermsFollowTheMeasuredRuns) {
     int mb;
     double fold, mask, stream;  // measured ms
   };
-  for (const Case& c : {Case{big, 8, 277.9 - 252.7, 305.2 - 252.7, 259.1 - 253.7},
-                        Case{small, 32, 67.6 - 57.6, 69.6 - 57.6, 60.2 - 58.4}}) {
+  for (const Case& c : {Case{big, 8, 271.8 - 257.8, 305.2 - 252.7, 259.1 - 253.7},
+                        Case{small, 32, 63.2 - 58.8, 69.6 - 57.6, 60.2 - 58.4}}) {
     const Layout l{1, 1, 1, c.mb, false};
     const StepPrediction plain = predict(c.spec, l, h100, Calibration());
     EXPECT_EQ(plain.alibi_ms, 0.0);
@@ -198,7 +198,7 @@ TEST(Plan, AlibiAndFp32ResidualTermsFollowTheMeasuredRuns) {
     alibi.model.position_embedding_type = "alibi";
     const StepPrediction fold = predict(alibi, l, h100, Calibration());
     EXPECT_TRUE(fold.alibi_folded);
-    EXPECT_NEAR(fold.alibi_ms, c.fold, 0.05 * c.fold);
+    EXPECT_NEAR(fold.alibi_ms, c.fold, 0.10 * c.fold);
     // ALiBi has no learned positions: the optimizer steps fewer parameters.
     EXPECT_NEAR(fold.total_ms - plain.total_ms, fold.alibi_ms + fold.optimizer_ms - plain.optimizer_ms, 1e-9);
     ModelSpec masked = alibi;
@@ -212,12 +212,15 @@ TEST(Plan, AlibiAndFp32ResidualTermsFollowTheMeasuredRuns) {
     ModelSpec stream = c.spec;
     stream.model.fp32_residual_connection = true;
     EXPECT_NEAR(predict(stream, l, h100, Calibration()).fp32_residual_ms, c.stream, 0.12 * c.stream);
-    // Memory: the fold keeps q and k with 8 more columns, the fp32 stream its two LayerNorm inputs at 4 bytes (runs
-    // 21.4 / 21.1, the peak allocated above the defaults': 1.3B 3192 / 3136 MiB, 124M 1282 / 1200 MiB).
+    // Memory: the fold keeps q', k', v with 8 more columns each in place of the QKV output (run 23.1, the peak
+    // allocated above the defaults' 216.1 / 201.7 MiB at 1.3B / 124M, plus the learned position embedding's parameter
+    // state ALiBi does not have, 2 + 4 + 12 bytes for s h parameters: 72.0 / 13.5 MiB), the fp32 stream its two
+    // LayerNorm inputs at 4 bytes (run 21.1, 1.3B 3136 MiB, 124M 1200 MiB).
     const double fold_gib = fold.memory.activations_gib - plain.memory.activations_gib;
     const double stream_gib =
         predict(stream, l, h100, Calibration()).memory.activations_gib - plain.memory.activations_gib;
-    const double want_fold = (c.mb == 8 ? 3192.0 : 1282.0) / 1024, want_stream = (c.mb == 8 ? 3136.0 : 1200.0) / 1024;
+    const double want_fold = (c.mb == 8 ? 216.1 + 72.0 : 201.7 + 13.5) / 1024;
+    const double want_stream = (c.mb == 8 ? 3136.0 : 1200.0) / 1024;
     EXPECT_NEAR(fold_gib, want_fold, 0.08 * want_fold);
     EXPECT_NEAR(stream_gib, want_stream, 0.08 * want_stream);
   }
