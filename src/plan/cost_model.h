@@ -55,8 +55,9 @@ struct Calibration {
   // the same model with learned positions / a 16-bit residual stream. ALiBi folded into the heads (the default in
   // bf16/fp16, train::alibi_folds), per causal score element b (np/tp) s^2 / 2 of a layer: 2.17 / 1.82 ps at 1.3B /
   // 124M (twenty-third 2026-12-06 session, with ops::fold_heads' kernel; 3.91 / 4.14 in the twenty-first, through
-  // ATen's cat). The rest measured in the twenty-first session. Through its 16-bit mask (--no-alibi-fold, fp32) the kernel computes the
-  // whole square: per causal score element and head dimension, 0.0637 / 0.0776 ps (8.15 / 4.97 ps per score).
+  // ATen's cat). The rest measured in the twenty-first session. Through its 16-bit mask (--no-alibi-fold, fp32) the
+  // kernel computes the whole square: per causal score element and head dimension, 0.0637 / 0.0776 ps (8.15 / 4.97 ps
+  // per score).
   // --fp32-residual-connection per [s, b, h] element of a layer: 6.71 / 5.96 ps.
   double alibi_fold_ps_per_element = 2.0;
   double alibi_mask_ps_per_element_dim = 0.071;
