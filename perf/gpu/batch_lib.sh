@@ -5,7 +5,9 @@
 # OUT exists; `left` prints the seconds of BUDGET_S left and `stamp MSG` prints a timestamped line (also appended to
 # OUT/summary.txt); NVLink multicast is off and mpirun may run as root; REPO is the working directory, DEPS the folder
 # of fetch_debs.sh's .deb files (default REPO/.deps), SRC is REPO or, when DEPS/src.tar (a `git archive` snapshot)
-# exists, a fresh unpack of it, so edits in progress cannot break the build; BUILD is SRC/build-gpu.
+# exists, /tmp/megaton-src made equal to it (sync_tree.py: only changed files are rewritten, so on a warm machine the
+# build of an earlier call stays and ninja rebuilds what the new snapshot changed), so edits in progress cannot break
+# the build; BUILD is SRC/build-gpu.
 #   build_megaton SECONDS   builds $TARGETS (default `megaton`) with perf/gpu/setup.sh (-> OUT/build.log), stamps the
 #                           exit code and the compiler errors, and sources BUILD/env.sh
 #   synth_dataset PREFIX; SYNTH_DATA, TRAIN_BASE, MODEL_DIMS, MICRO_BATCH   the issue-9 training runs' data and flags
@@ -19,7 +21,8 @@ REPO=$PWD
 DEPS=$(realpath -m "${DEPS:-$REPO/.deps}")
 SRC=$REPO
 if [ -f "$DEPS/src.tar" ]; then
-  SRC=/tmp/megaton-src && rm -rf "$SRC" && mkdir -p "$SRC" && tar -xf "$DEPS/src.tar" -C "$SRC"
+  SRC=/tmp/megaton-src
+  python3 "$REPO/perf/gpu/sync_tree.py" "$DEPS/src.tar" "$SRC" build-gpu >> "$OUT/summary.txt"
 fi
 BUILD=$SRC/build-gpu
 

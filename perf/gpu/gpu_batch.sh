@@ -31,7 +31,7 @@ export OMPI_MCA_btl_vader_single_copy_mechanism=none  # no CMA/ptrace between ra
 SRC=$REPO
 if [ -f "$REPO/.deps/src.tar" ]; then
   SRC=/tmp/megaton-src
-  rm -rf "$SRC" && mkdir -p "$SRC" && tar -xf "$REPO/.deps/src.tar" -C "$SRC"
+  python3 "$REPO/perf/gpu/sync_tree.py" "$REPO/.deps/src.tar" "$SRC" build-gpu  # only changed files rewritten
 fi
 BUILD=$SRC/build-gpu
 : > "$OUT/summary.txt"
