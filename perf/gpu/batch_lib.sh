@@ -23,6 +23,8 @@ SRC=$REPO
 if [ -f "$DEPS/src.tar" ]; then
   SRC=/tmp/megaton-src
   python3 "$REPO/perf/gpu/sync_tree.py" "$DEPS/src.tar" "$SRC" build-gpu >> "$OUT/summary.txt"
+  # carried, git-ignored data the unit tests read from the source tree (the GPT-2 vocabulary: TokenizerGpt2.*)
+  [ -d "$REPO/data/downloaded" ] && ln -sfn "$REPO/data/downloaded" "$SRC/data/downloaded"
 fi
 BUILD=$SRC/build-gpu
 
