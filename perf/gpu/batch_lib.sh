@@ -1,6 +1,6 @@
 #!/bin/bash
-# Shared start of the one-call GPU batches (session_batch.sh, sweep_batch.sh, profile_accum.sh, train_step_batch.sh;
-# sourced, not run). After
+# Shared start of the one-call GPU batches (gpu_batch.sh, session_batch.sh, sweep_batch.sh, profile_accum.sh,
+# train_step_batch.sh; sourced, not run). After
 #   OUT=$(realpath -m "$1"); BUDGET_S=...; source "$(dirname "$0")/batch_lib.sh"
 # OUT exists; `left` prints the seconds of BUDGET_S left and `stamp MSG` prints a timestamped line (also appended to
 # OUT/summary.txt); NVLink multicast is off and mpirun may run as root; REPO is the working directory, DEPS the folder
@@ -24,7 +24,7 @@ if [ -f "$DEPS/src.tar" ]; then
   SRC=/tmp/megaton-src
   python3 "$REPO/perf/gpu/sync_tree.py" "$DEPS/src.tar" "$SRC" build-gpu >> "$OUT/summary.txt"
   # carried, git-ignored data the unit tests read from the source tree (the GPT-2 vocabulary: TokenizerGpt2.*)
-  [ -d "$REPO/data/downloaded" ] && ln -sfn "$REPO/data/downloaded" "$SRC/data/downloaded"
+  [ -d "$REPO/data/downloaded" ] && mkdir -p "$SRC/data" && ln -sfn "$REPO/data/downloaded" "$SRC/data/downloaded"
 fi
 BUILD=$SRC/build-gpu
 

@@ -17,24 +17,12 @@ OUT=$(realpath -m "${1:?usage: gpu_batch.sh OUTDIR [BUDGET_S]}")
 BUDGET_S=${2:-400}
 BENCH_CONFIGS=${BENCH_CONFIGS:-124M 1.3B}
 CB_MAXBYTES=${CB_MAXBYTES:-268435456}  # largest comm-bench message on one rank
-mkdir -p "$OUT"
-T0=$(date +%s)
-DEADLINE=$((T0 + BUDGET_S))
-REPO=$PWD
-left() { echo $((DEADLINE - $(date +%s))); }
+mkdir -p "$OUT" && : > "$OUT/summary.txt"
+# shellcheck source=batch_lib.sh
+source "$(dirname "$0")/batch_lib.sh"  # T0, left, stamp, REPO, DEPS, SRC (the synced snapshot), BUILD; no multicast
 cap() { local l; l=$(left); [ "$l" -lt "$1" ] && echo $((l > 5 ? l : 5)) || echo "$1"; }  # min(wanted, time left)
-stamp() { echo "[+$(($(date +%s) - T0))s] $*" | tee -a "$OUT/summary.txt"; }
-export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1  # never NVLink multicast
-export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
 export OMPI_MCA_btl_vader_single_copy_mechanism=none  # no CMA/ptrace between ranks inside a VM
-
-SRC=$REPO
-if [ -f "$REPO/.deps/src.tar" ]; then
-  SRC=/tmp/megaton-src
-  python3 "$REPO/perf/gpu/sync_tree.py" "$REPO/.deps/src.tar" "$SRC" build-gpu  # only changed files rewritten
-fi
-BUILD=$SRC/build-gpu
-: > "$OUT/summary.txt"
 stamp "source: $SRC ($(cat "$SRC/.snapshot" 2>/dev/null || echo working tree))"
 
 # ~~~ 1. discovery ~~~
@@ -67,7 +55,7 @@ fi
 # ~~~ 3. build ~~~
 JOBS=$(($(nproc) > 4 ? $(nproc) - 2 : 2))
 stamp "building with -j$JOBS"
-( export SRC BUILD JOBS DEPS="$REPO/.deps" BUILD_TOOL_ARGS="-k 0"
+( export SRC BUILD JOBS DEPS BUILD_TOOL_ARGS="-k 0"
   timeout "$(cap 300)" bash "$SRC/perf/gpu/setup.sh" ) > "$OUT/build.log" 2>&1
 BUILD_RC=$?
 stamp "build exit code $BUILD_RC; $(grep -c -E 'error:' "$OUT/build.log") compiler error lines"
