@@ -20,17 +20,9 @@ import time
 
 import torch
 
-CONFIGS = {  # layers, hidden, heads, micro-batch, sequence: train_step_batch.sh's dims
-    "124M": (12, 768, 12, 32, 1024),
-    "1.3B": (24, 2048, 16, 8, 2048),
-}
-VOCAB = 50257
-PADDED_VOCAB = 50304  # Megatron's padding to a multiple of 128
+from protocol_compare import DIMS, V, tflops  # the configs' dims, the padded vocab, Megatron's model-FLOPs formula
 
-
-def model_flops(l, h, b, s):
-    """Megatron's model FLOPs of one step without recomputation: 72 B s l h^2 (1 + s/6h + V/12lh)."""
-    return 72 * b * s * l * h * h * (1 + s / (6 * h) + VOCAB / (12 * l * h))
+HEADS = {"124M": 12, "1.3B": 16}
 
 
 class Step:
@@ -42,14 +34,14 @@ class Step:
         bf = dict(device="cuda", dtype=torch.bfloat16)
         r = lambda *shape: torch.randn(*shape, **bf) * 0.02  # noqa: E731
         self.w = {"qkv": r(3 * h, h), "proj": r(h, h), "fc1": r(4 * h, h), "fc2": r(h, 4 * h)}
-        self.head = r(PADDED_VOCAB, h)
+        self.head = r(V, h)
         self.x = {"qkv": r(t, h), "proj": r(t, h), "fc1": r(t, h), "fc2": r(t, 4 * h)}  # each linear's input
         self.dy = {"qkv": r(t, 3 * h), "proj": r(t, h), "fc1": r(t, 4 * h), "fc2": r(t, h)}  # its output's gradient
         self.y = {k: torch.empty(t, w.shape[0], **bf) for k, w in self.w.items()}
         self.dx = {k: torch.empty_like(v) for k, v in self.x.items()}
         self.dw = {k: torch.empty_like(w) for k, w in self.w.items()}
-        self.logits = torch.empty(t, PADDED_VOCAB, **bf)
-        self.dlogits = r(t, PADDED_VOCAB)
+        self.logits = torch.empty(t, V, **bf)
+        self.dlogits = r(t, V)
         self.dhead = torch.empty_like(self.head)
         self.dfinal = torch.empty(t, h, **bf)
         d = h // heads
@@ -144,12 +136,13 @@ def timed_steps(fn, seconds):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--config", default="1.3B", choices=sorted(CONFIGS))
+    ap.add_argument("--config", default="1.3B", choices=sorted(DIMS))
     ap.add_argument("--warm", type=float, default=12.0, help="seconds of back-to-back work before timing")
     ap.add_argument("--timed", type=float, default=6.0)
     args = ap.parse_args()
-    l, h, heads, b, s = CONFIGS[args.config]
-    flops = model_flops(l, h, b, s)
+    l, h, s, b = DIMS[args.config]
+    heads = HEADS[args.config]
+    flops = tflops(args.config, 1e3) * 1e12  # per step: the rate of one step a second
     step = Step(l, h, heads, b, s)
     print(f"probe_step_bound {args.config} on {torch.cuda.get_device_name(0)}, torch {torch.__version__}: "
           f"{l} layers, hidden {h}, {heads} heads, micro-batch {b}, seq {s}; model FLOPs {flops:.4e} a step")
@@ -169,7 +162,7 @@ def main():
             ms, n = timed_steps(lambda: step.run(g, a), args.timed)
         eq = ms - (fwd_ms * l if a else 0.0)  # the rerun of attention's forward is not in the real step
         print(f"{name:17s} {cool[name]:8.1f} {ms:13.1f} {eq:14.1f} {p.watts:9.0f} {p.mhz:7.0f}"
-              f"  {flops / eq / 1e9:8.0f}   ({n} steps timed)")
+              f"  {tflops(args.config, eq):8.0f}   ({n} steps timed)")
     print("(ceiling = model FLOPs / step-equivalent ms of that phase: the real step also runs LayerNorm, GELU, "
           "biases, the loss, Adam and the gradient norm, and writes fp32 weight gradients)")
 
