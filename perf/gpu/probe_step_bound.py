@@ -19,6 +19,7 @@ import subprocess
 import time
 
 import torch
+from torch.nn.attention import SDPBackend, sdpa_kernel
 
 from protocol_compare import DIMS, V, tflops  # the configs' dims, the padded vocab, Megatron's model-FLOPs formula
 
@@ -56,8 +57,6 @@ class Step:
         torch.mm(self.dy[name].t(), self.x[name], out=self.dw[name])  # [out, t] x [t, in] -> [out, in]
 
     def attention(self, backward):
-        from torch.nn.attention import SDPBackend, sdpa_kernel
-
         with sdpa_kernel(SDPBackend.CUDNN_ATTENTION):
             o = torch.nn.functional.scaled_dot_product_attention(self.q, self.k, self.v, is_causal=True)
             if backward:
