@@ -5,9 +5,7 @@
 // backward + fc1 bias gradient in one kernel) against torch::linear / torch::gelu / torch::linear (ATen's kernels),
 // timed alternately in the same iterations.
 // Counters: aten_ms, fused_ms, speedup (aten / fused); the benchmark's own time is the fused path's.
-// BM_LinearGeluAux, BM_DgeluBgrad, BM_WgradBgrad: each cuBLASLt epilogue alone (ops/cublaslt_gemm.h) against the ATen
-// ops it would replace. On an H200 (2026-12-03): GELU_AUX_BIAS 1.15x / 1.10x, DGELU_BGRAD 0.53x / 0.55x, BGRADB
-// 0.98x / 0.96x (124M / 1.3B), which is why the bias gradients stay out of the GEMM epilogues.
+// BM_LinearGeluAux: the GELU_AUX_BIAS epilogue alone (ops/cublaslt_gemm.h) against the ATen ops it replaces.
 // BM_DgeluThenBiasGrad: the DGELU epilogue (no bias gradient) + ops::bias_grad, what the MLP's backward runs by
 // default, against mm + the GELU-backward and bias-gradient kernel (--no-gemm-dgelu-epilogue).
 //   build/perf/bench_gemm_epilogue [--benchmark_min_time=1]     (reports an error row without a CUDA device)
@@ -79,15 +77,6 @@ void BM_LinearGeluAux(benchmark::State& state) {
       [&] { torch::gelu(torch::linear(p.x, p.w1, p.b1), "tanh"); }, 0, 0);
 }
 
-void BM_DgeluBgrad(benchmark::State& state) {
-  Pieces p;
-  if (!make_pieces(state, p)) return;
-  torch::Tensor d_pre = torch::empty_like(p.pre), db = torch::empty({p.pre.size(1)}, p.pre.options());
-  perf::time_alternately(
-      state, [] {}, [&] { ops::lt::dgelu_bgrad(p.dy, p.w2, p.pre, d_pre, db); },
-      [&] { torch::gelu_backward(torch::mm(p.dy, p.w2), p.pre, "tanh").sum(0); }, 0, 0);
-}
-
 void BM_DgeluThenBiasGrad(benchmark::State& state) {
   Pieces p;
   if (!make_pieces(state, p)) return;
@@ -101,31 +90,17 @@ void BM_DgeluThenBiasGrad(benchmark::State& state) {
       [&] { ops::gelu_backward_bias_grad(torch::mm(p.dy, p.w2), p.pre); }, 0, 0);
 }
 
-void BM_WgradBgrad(benchmark::State& state) {  // fc1's weight and bias gradients: dy [T, f], x [T, h]
-  Pieces p;
-  if (!make_pieces(state, p)) return;
-  torch::Tensor dw = torch::empty_like(p.w1), db = torch::empty_like(p.b1);
-  perf::time_alternately(
-      state, [] {}, [&] { ops::lt::wgrad_bgrad(p.pre, p.x, dw, db); },
-      [&] {
-        torch::mm(p.pre.t(), p.x);
-        p.pre.sum(0);
-      },
-      0, 0);
-}
 #endif
 
 }  // namespace
 
 #ifdef MEGATON_HAVE_CUDA
 BENCHMARK(BM_LinearGeluAux)->Args({32768, 768})->Args({16384, 2048})->UseManualTime()->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_DgeluBgrad)->Args({32768, 768})->Args({16384, 2048})->UseManualTime()->Unit(benchmark::kMillisecond);
 BENCHMARK(BM_DgeluThenBiasGrad)
     ->Args({32768, 768})
     ->Args({16384, 2048})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
-BENCHMARK(BM_WgradBgrad)->Args({32768, 768})->Args({16384, 2048})->UseManualTime()->Unit(benchmark::kMillisecond);
 #endif
 BENCHMARK(BM_BiasGeluMlpFusedVsAten)  // {tokens, h, epilogues: 1 fc1 forward, 2 fc2 input gradient (DGELU)}
     ->Args({32768, 768, 1})

@@ -73,7 +73,13 @@ std::vector<MeasuredPoint> read_measured_points(const std::string& path, const s
   std::ifstream in(path);
   MEGATON_CHECK(in.good(), UsageError, flag, ": cannot open '", path, "'");
   std::string line;
-  MEGATON_CHECK(static_cast<bool>(std::getline(in, line)), UsageError, flag, ": '", path, "' is empty");
+  int lineno = 0;
+  bool got_header = false;
+  while (!got_header && std::getline(in, line)) {  // '#' lines before the header describe the file
+    ++lineno;
+    got_header = !line.empty() && line[0] != '#';
+  }
+  MEGATON_CHECK(got_header, UsageError, flag, ": '", path, "' has no header line");
   std::map<std::string, size_t> cols;
   const auto header = split_csv_line(line);
   for (size_t i = 0; i < header.size(); ++i) cols[header[i]] = i;
@@ -82,7 +88,6 @@ std::vector<MeasuredPoint> read_measured_points(const std::string& path, const s
     MEGATON_CHECK(cols.count(need), UsageError, flag, ": '", path, "' has no column '", need,
                   "' (expected the CSV of perf/sweep/run_sweep.sh)");
   std::vector<MeasuredPoint> out;
-  int lineno = 1;
   while (std::getline(in, line)) {
     ++lineno;
     if (line.empty() || line[0] == '#') continue;

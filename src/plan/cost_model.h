@@ -33,7 +33,7 @@ struct Layout {
 };
 
 /// The fitted constants (plan/calibration.h fits them to measured iterations). The defaults are the fit (rounded) to
-/// the seven H200 points of the 2026-12-04 sweep (perf/results/2026-12-04-h200-session12/sweep.csv, docs/plan.md).
+/// the seven single-H200 points of src/plan/calibration_h200.csv (docs/plan.md).
 struct Calibration {
   double eff_max = 0.806;                   // GEMM efficiency (fraction of peak) approached by large per-GPU GEMMs
   double gemm_half_gflop = 6.17;            // per-GPU GEMM size (GFLOP of one MLP GEMM of a micro-batch) at eff_max / 2
@@ -62,7 +62,7 @@ struct Calibration {
   double alibi_fold_ps_per_element = 2.0;
   double alibi_mask_ps_per_element_dim = 0.071;
   double fp32_residual_ps_per_element = 6.3;
-  std::string source = "built-in: fitted to perf/results/2026-12-04-h200-session12/sweep.csv";
+  std::string source = "built-in: fitted to src/plan/calibration_h200.csv";
 
   /// Achieved fraction of peak for a per-GPU GEMM of `gflop` GFLOP: eff_max * g / (g + gemm_half_gflop).
   double efficiency(double gemm_gflop) const;

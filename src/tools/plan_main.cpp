@@ -156,7 +156,7 @@ int run_plan(int argc, const char* const* argv) {
        "bus bandwidth between nodes, GB/s (bytes) per GPU: 400 Gbit/s per GPU = 50")
       ("dp-overlap", po::value(&cal.dp_overlap)->default_value(cal.dp_overlap),
        "fraction of the DP gradient reduction that may hide behind the last backward")
-      ("calibration", po::value(&calibration_file), "CSV of measured iterations (perf/results/*/sweep.csv) to fit "
+      ("calibration", po::value(&calibration_file), "CSV of measured iterations (perf/sweep/run_sweep.sh's sweep.csv) to fit "
        "the model's constants to")
       ("check", po::value(&check_file), "predict every measured point of this CSV and print the errors")
       ("tensor-model-parallel-size", po::value(&lim.tp)->default_value(0), "only this TP (0 = all)")
@@ -183,7 +183,7 @@ int run_plan(int argc, const char* const* argv) {
                        "megaton plan: predict memory per GPU and time per iteration of parallel layouts\n"
                        "  megaton plan --num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 "
                        "--global-batch-size 512 --bf16 --nodes 4 --gpus-per-node 8\n"
-                       "  megaton plan --check perf/results/2026-12-03-h200/sweep.csv",
+                       "  megaton plan --check src/plan/calibration_h200.csv",
                        argc, argv, d, std::cout, "", &accepted))
     return 0;
   const std::vector<std::string> ignored = given_flags(argc, argv, accepted_names);

@@ -1,17 +1,15 @@
 #!/bin/bash
 # megaton plan end to end: the ranked table and its recommendation, limits, the refusal of impossible inputs (exit 2,
-# the flag named), --check against the measured H200 points (the first GPU sweep and the two earlier points) and the
-# CPU points, --calibration from a CSV, and a tiny sweep (perf/sweep/run_sweep.sh: two configurations of
+# the flag named), --check against the measured H200 points of the built-in calibration and the CPU points,
+# --calibration from a CSV, and a tiny sweep (perf/sweep/run_sweep.sh: two configurations of
 # `megaton train` on this machine) whose CSV `plan --check` reads.
 set -u
 BUILD=$1 SRC=$2
 megaton=$BUILD/megaton
 source "$(dirname "$0")/expect_lib.sh"  # expect NAME WANT_RC PATTERN COMMAND...; fail
 m13="--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --bf16"
-h200=$SRC/perf/results/2026-12-02-h200-session/sweep.csv
-h200sweep=$SRC/perf/results/2026-12-03-h200/sweep.csv  # the first GPU sweep
-h200now=$SRC/perf/results/2026-12-04-h200-session12/sweep.csv  # the built-in calibration's points
-cpu=$SRC/perf/results/2026-12-02-cpu-2core/sweep.csv
+h200=$SRC/src/plan/calibration_h200.csv  # the built-in calibration's points
+cpu=$SRC/tests/plan/data/sweep_cpu_2core.csv
 expect "help"                 0 "--inter-node-gbps" $megaton plan --help
 expect "table"                0 "rank +layout +mb +M +rc +mem GiB +fits +ms/iter" $megaton plan $m13 --global-batch-size 512 --nodes 4
 expect "recommendation"       0 "^recommendation: --tensor-model-parallel-size [0-9]+ --pipeline-model-parallel-size [0-9]+" \
@@ -56,17 +54,15 @@ expect "train line typo"      2 "did you mean --data-path" $megaton plan $m13 --
 expect "missing calibration"  2 "--calibration: cannot open '/nonexistent.csv'" $megaton plan $m13 \
   --global-batch-size 64 --calibration /nonexistent.csv
 
-expect "check h200"           0 "time error: mean \|error\| [0-4]\.[0-9]%" $megaton plan --check "$h200"
-expect "check h200 rows"      0 "h200 1.3B TP1xPP1xDP1 mb8 +265.6" $megaton plan --check "$h200"
-expect "check h200 sweep"     0 "mean \|error\| [0-5]\.[0-9]%, worst [0-9.]+% over 8 point\(s\); leave-one-out mean" \
-  $megaton plan --check "$h200sweep"
-expect "check h200 sweep rows" 0 "h200 1.3B-mb8-rc TP1xPP1xDP1 mb8 rc +334.9" $megaton plan --check "$h200sweep"
-expect "built-in h200 now"    0 "calibration \(built-in: fitted to perf/results/2026-12-04-h200-session12/sweep.csv\)" \
+expect "check h200"           0 "mean \|error\| [0-4]\.[0-9]%, worst [0-9.]+% over 7 point\(s\); leave-one-out mean" \
+  $megaton plan --check "$h200"
+expect "check h200 rows"      0 "h200 1.3B-mb8-rc TP1xPP1xDP1 mb8 rc +320.1" $megaton plan --check "$h200"
+expect "built-in h200"        0 "calibration \(built-in: fitted to src/plan/calibration_h200.csv\)" \
   $megaton plan $m13 --global-batch-size 512 --nodes 4
-expect "check h200 now"       0 "mean \|error\| [0-5]\.[0-9]%, worst [0-9.]+% over 7 point\(s\)" \
-  $megaton plan --check "$h200now" --calibration "$h200now"
+expect "check h200 refit"     0 "mean \|error\| [0-5]\.[0-9]%, worst [0-9.]+% over 7 point\(s\)" \
+  $megaton plan --check "$h200" --calibration "$h200"
 expect "check cpu LOO"        0 "leave-one-out mean \|error\|" $megaton plan --check "$cpu"
-expect "calibration cpu"      0 "calibration \(fitted to [0-9]+ measured points of .*cpu-2core" \
+expect "calibration cpu"      0 "calibration \(fitted to [0-9]+ measured points of .*cpu_2core" \
   $megaton plan --num-layers 4 --hidden-size 128 --num-attention-heads 4 --seq-length 64 --vocab-size 512 \
   --make-vocab-size-divisible-by 8 --global-batch-size 8 --gpus-per-node 2 --peak-tflops 0.166 --calibration "$cpu"
 expect "check with calibration" 0 "time error" $megaton plan --check "$h200" --calibration "$cpu"

@@ -256,7 +256,7 @@ TEST(Plan, MeasuredPointsCarryTheirDropout) {
   const Calibration cal;
   EXPECT_GT(predict(pts[2].spec, pts[2].layout, pts[2].cluster, cal).dropout_ms,
             predict(pts[0].spec, pts[0].layout, pts[0].cluster, cal).dropout_ms + 2.0);
-  const auto old = read_measured_points(source("perf/results/2026-12-04-h200-session12/sweep.csv"), "--check");
+  const auto old = read_measured_points(source("src/plan/calibration_h200.csv"), "--check");
   for (const auto& p : old) {
     EXPECT_EQ(p.spec.model.hidden_dropout, 0.0) << p.label;
     EXPECT_EQ(p.spec.model.attention_dropout, 0.0) << p.label;
@@ -400,7 +400,7 @@ TEST(Plan, CalibrationReproducesMeasuredH200Points) {
   // average (measured: fit 1.3% / 0.7%, built-in 1.5% / 0.9%); leave-one-out 5% per point and 3% on average
   // (measured 2.0% / 1.3%). Before the elementwise term and the multi-start search the same file gave 8.9% / 4.6%
   // in-sample and 42% / 11% left out.
-  const auto pts = read_measured_points(source("perf/results/2026-12-04-h200-session12/sweep.csv"), "--check");
+  const auto pts = read_measured_points(source("src/plan/calibration_h200.csv"), "--check");
   ASSERT_EQ(pts.size(), 7u);
   EXPECT_NEAR(pts[4].ms_per_iter, 247.5, 1.0) << pts[4].label;
   auto check = [&](const Calibration& cal, const char* what) {
@@ -448,7 +448,7 @@ TEST(Plan, CalibrationReproducesMeasuredH200Points) {
 TEST(Plan, CalibrationReproducesMeasuredCpuPoints) {
   // perf/results/2026-12-02-cpu-2core/sweep.csv: tiny GPTs on a shared 2-core machine; timing noise there is large,
   // so the stated tolerance is 40% per point and 20% on average.
-  const auto pts = read_measured_points(source("perf/results/2026-12-02-cpu-2core/sweep.csv"), "--check");
+  const auto pts = read_measured_points(source("tests/plan/data/sweep_cpu_2core.csv"), "--check");
   ASSERT_GE(pts.size(), 5u);
   const Calibration fit = fit_calibration(pts);
   double sum = 0;
