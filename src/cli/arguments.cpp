@@ -57,12 +57,6 @@ void add_model_options(po::options_description& d, ModelArgs& a) {
       ("no-gemm-dgelu-epilogue", po::bool_switch(&a.no_gemm_dgelu_epilogue),
        "CUDA: GELU backward + fc1's bias gradient in one kernel instead of the GELU derivative in fc2's input-gradient "
        "GEMM's cuBLASLt epilogue (DGELU) and the bias gradient after")
-      ("gemm-autotune", po::bool_switch(&a.gemm_autotune),
-       "CUDA: time the algorithms cuBLASLt offers for each GEMM megaton calls itself (the MLP's epilogue GEMMs, the "
-       "weight gradients) on its calls in training from the third iteration, in turn, and keep the fastest, instead "
-       "of the heuristic's first (cublasGemmEx for the weight gradients)")
-      ("no-gemm-autotune", po::bool_switch(&a.no_gemm_autotune),
-       "the default (the heuristic's first algorithm, cublasGemmEx for the weight gradients; untimed)")
       ("no-qkv-grad-fusion", po::bool_switch(&a.no_qkv_grad_fusion),
        "the attention's QKV gradient assembled by ATen's stack and the QKV bias gradient by a separate column sum, "
        "instead of one pass for both")
@@ -174,14 +168,6 @@ void add_training_options(po::options_description& d, TrainingArgs& a) {
       ("sgd-momentum", val(a.sgd_momentum), "SGD momentum")
       ("no-fused-adam", po::bool_switch(&a.no_fused_adam),
        "CUDA: update with the unfused ATen ops instead of the one-pass fused Adam kernel")
-      ("cuda-graph", po::bool_switch(&a.cuda_graph),
-       "CUDA, one rank: capture the training step's forward and backward as a CUDA graph at the run's second "
-       "iteration and replay it after (one launch instead of hundreds; needs no dropout, no "
-       "--checkpoint-activations, no --gemm-autotune)")
-      ("overlap-optimizer-step", po::bool_switch(&a.overlap_optimizer_step),
-       "Adam's update of an iteration runs on a side stream beside the next iteration's forward, layer by layer "
-       "(each layer waits for its own parameters' update only); the same bits as without. Not with --zero-stage 1 "
-       "over DP > 1, --num-layers-per-virtual-pipeline-stage, --cuda-graph or --optimizer sgd")
       ("dry-run", po::bool_switch(&a.dry_run),
        "print the resolved parallel layout, memory per GPU and model FLOPs per iteration, then exit");
 }
@@ -324,8 +310,6 @@ void validate_model(ModelArgs& m) {
                 ")");
   MEGATON_CHECK(!(m.varlen_attention && m.no_varlen_attention), UsageError,
                 "--varlen-attention and --no-varlen-attention contradict each other");
-  MEGATON_CHECK(!(m.gemm_autotune && m.no_gemm_autotune), UsageError,
-                "--gemm-autotune and --no-gemm-autotune contradict each other");
   MEGATON_CHECK(m.position_embedding_type == "absolute" || m.position_embedding_type == "rotary" ||
                     m.position_embedding_type == "alibi",
                 UsageError, "--position-embedding-type: expected absolute|rotary|alibi, got '",

@@ -41,8 +41,6 @@ struct ModelArgs {
   bool gemm_epilogue_fusion = false;  // asked for explicitly: warn where the epilogue cannot apply (not saved)
   bool no_gemm_epilogue_fusion = false;   // the MLP's fc1 GEMM without the GELU epilogue (not saved)
   bool no_gemm_dgelu_epilogue = false;    // GELU backward by the kernel, not fc2's input-gradient GEMM (not saved)
-  bool gemm_autotune = false;             // time the offered GEMM algorithms per shape, keep the fastest (not saved)
-  bool no_gemm_autotune = false;          // the default, said explicitly (not saved)
   bool no_qkv_grad_fusion = false;        // QKV gradient by stack, its bias gradient by a separate sum (not saved)
   bool varlen_attention = false;          // the default, asked for (checked against the next one)
   bool no_varlen_attention = false;       // documents through SDPA with their mask, not varlen flash (not saved)
@@ -118,8 +116,6 @@ struct TrainingArgs {
   double adam_eps = 1e-8;
   double sgd_momentum = 0.9;
   bool no_fused_adam = false;           // CUDA: the ATen Adam path instead of kernels/adam_kernels.cu
-  bool cuda_graph = false;              // capture the step's forward and backward once, replay it (train/step_graph.h)
-  bool overlap_optimizer_step = false;  // the update runs beside the next forward (optim/optimizer.h; not saved)
   bool dry_run = false;
   // Derived:
   int num_micro_batches = 1;  // at full global batch

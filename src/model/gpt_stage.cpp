@@ -167,7 +167,6 @@ SplitHidden GptStage::run_layers(torch::Tensor h, const LayerContext& ctx) {
   if (!recompute) {  // each layer's output add happens in the next LayerNorm's kernel
     SplitHidden x{h, {}};
     for (size_t i = 0; i < layers_.size(); ++i) {
-      gate(1 + static_cast<int>(i));
       x = layers_[i]->forward_split(x, ctx);
     }
     return x;
@@ -175,7 +174,6 @@ SplitHidden GptStage::run_layers(torch::Tensor h, const LayerContext& ctx) {
   const int chunk = std::max(1, c_.model.checkpoint_num_layers);
   for (size_t begin = 0; begin < layers_.size(); begin += chunk) {
     const size_t end = std::min(layers_.size(), begin + chunk);
-    gate(static_cast<int>(end));  // the chunk's last layer's group, and so every earlier one
     HiddenFn fn = [this, begin, end, ctx](const torch::Tensor& x) {
       torch::Tensor y = x;
       for (size_t i = begin; i < end; ++i) y = layers_[i]->forward(y, ctx);
@@ -186,34 +184,10 @@ SplitHidden GptStage::run_layers(torch::Tensor h, const LayerContext& ctx) {
   return {h, {}};
 }
 
-void GptStage::gate(int group) const {
-  if (gate_ && training_) gate_(group);
-}
-
-std::vector<int> GptStage::forward_groups() const {
-  const int last_group = num_forward_groups() - 1;
-  std::vector<int> out;
-  for (const parallel::ParamInfo& p : params()) {
-    const std::string& n = p.name;
-    if (n.rfind("layers.", 0) == 0) {
-      const int layer = std::stoi(n.substr(7, n.find('.', 7) - 7));
-      MEGATON_ASSERT(layer >= first_layer_ && layer < first_layer_ + num_layers(), "parameter '", n,
-                     "' outside the stage's layers");
-      out.push_back(1 + layer - first_layer_);
-    } else if (n.rfind("embedding.", 0) == 0 && first_) {
-      out.push_back(0);
-    } else {
-      out.push_back(last_group);  // the final LayerNorm, the output layer, a last stage's copy of the word embedding
-    }
-  }
-  return out;
-}
-
 torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Tensor& position_ids,
                                      const ops::Documents& documents) {
   torch::Tensor h;
   if (first_) {
-    gate(0);
     h = embed(input, position_ids);  // [s, b, h]
     if (training_ && c_.model.hidden_dropout > 0.0)
       h = parallel::dropout(h, c_.model.hidden_dropout, true, rng_->default_generator());
@@ -225,9 +199,6 @@ torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Te
   LayerContext ctx = layer_context(h.size(0));
   ctx.documents = documents;  // checked by ops::causal_attention
   const SplitHidden out = run_layers(h, ctx);
-  // All of the update (the final LayerNorm's and the output layer's group last) and the grads' zeroing: the output
-  // layer's loss may write gradients in the forward.
-  gate(num_forward_groups());
   if (!last_) return out.sum();  // [s, b, h] to the next pipeline stage
   const bool fused = !c_.model.no_fused_layernorm;
   const double eps = c_.model.layernorm_epsilon;

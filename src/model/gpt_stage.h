@@ -95,17 +95,6 @@ class GptStage {
   /// Sets every parameter's .grad to undefined.
   void zero_grad();
 
-  /// The forward reads this stage's parameters in groups: 0 the embedding (first stage), 1 + i layer i of the stage,
-  /// then the final LayerNorm and the output layer (last stage; the tied word embedding's copy on a last stage that is
-  /// not the first). forward_groups()[k] is the group of params()[k]; num_forward_groups() = num_layers() + 2.
-  std::vector<int> forward_groups() const;
-  int num_forward_groups() const { return num_layers() + 2; }
-  /// Called by a training forward with group g just before it first reads group g's parameters (the embedding and
-  /// each layer), and with num_forward_groups() once the layers have run (for all of it: before the final LayerNorm,
-  /// the output layer and anything that writes a gradient): --overlap-optimizer-step orders the
-  /// forward behind the deferred update of exactly those parameters (optim::MixedPrecisionOptimizer). Empty: none.
-  void set_forward_gate(std::function<void(int)> gate) { gate_ = std::move(gate); }
-
   void set_training(bool on) { training_ = on; }
   bool training() const { return training_; }
   bool is_first_stage() const { return first_; }
@@ -122,7 +111,6 @@ class GptStage {
   torch::Tensor final_hidden(const torch::Tensor& input, const torch::Tensor& position_ids,
                              const ops::Documents& documents);
   SplitHidden run_layers(torch::Tensor h, const LayerContext& ctx);
-  void gate(int group) const;  // gate_(group) in training
   LayerContext layer_context(int64_t s);
 
   GptConfig c_;
@@ -132,7 +120,6 @@ class GptStage {
   int first_layer_ = 0;
   std::unique_ptr<parallel::ParamFactory> factory_;
   std::shared_ptr<parallel::RngTracker> rng_;
-  std::function<void(int)> gate_;  // set_forward_gate
 
   std::optional<parallel::VocabParallelEmbedding> word_;  // first stage
   torch::Tensor position_;                                // [max_pos, h], absolute positions, first stage

@@ -1,17 +1,22 @@
-// The CUDA path of ops::weight_grad's accumulation: one GEMM with bf16/fp16 inputs and an fp32 output that it adds to
-// (beta = 1) or, on a main grad's first write of an iteration, overwrites (beta = 0), on ATen's cuBLAS handle and
-// current stream: cublasGemmEx, or the cuBLASLt algorithm ops::gemm_tuner() measured faster for the shape
-// (ops::lt::wgrad_fp32_tuned).
+// The CUDA path of ops::weight_grad's accumulation: one cublasGemmEx with bf16/fp16 inputs and an fp32 output that it
+// adds to (beta = 1) or, on a main grad's first write of an iteration, overwrites (beta = 0), on ATen's cuBLAS handle
+// and current stream. cuBLAS is column-major: main^T [in, out] = x_cm [in, T] . dy_cm^T [T, out] (+ main^T).
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAGuard.h>
+#include <cublas_v2.h>
 
 #include <climits>
 
 #include "core/error.h"
-#include "ops/cublaslt_gemm.h"
 #include "ops/linear.h"
 
 namespace megaton::ops {
+
+namespace {
+
+cudaDataType_t cuda_type(torch::ScalarType t) { return t == torch::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F; }
+
+}  // namespace
 
 bool accumulate_weight_grad_cuda(const torch::Tensor& main, const torch::Tensor& dy, const torch::Tensor& x,
                                  bool overwrite) {
@@ -27,8 +32,15 @@ bool accumulate_weight_grad_cuda(const torch::Tensor& main, const torch::Tensor&
     return true;
   }
   const c10::cuda::CUDAGuard guard(main.device());
-  torch::Tensor target = main;
-  lt::wgrad_fp32_tuned(dy, x, target, overwrite);  // cublasGemmEx or a faster cuBLASLt algorithm (ops::gemm_tuner)
+  const float alpha = 1.0f, beta = overwrite ? 0.0f : 1.0f;
+  const cudaDataType_t ab = cuda_type(t);
+  const cublasStatus_t st = cublasGemmEx(at::cuda::getCurrentCUDABlasHandle(), CUBLAS_OP_N, CUBLAS_OP_T, int(in),
+                                         int(out), int(rows), &alpha, x.data_ptr(), ab, int(in), dy.data_ptr(), ab,
+                                         int(out), &beta, main.data_ptr(), CUDA_R_32F, int(in), CUBLAS_COMPUTE_32F,
+                                         CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+  MEGATON_CHECK(st == CUBLAS_STATUS_SUCCESS, RuntimeError,
+                "weight-gradient GEMM into the fp32 main grad: cuBLAS status ", int(st), " (m ", in, ", n ", out,
+                ", k ", rows, ")");
   return true;
 }
 

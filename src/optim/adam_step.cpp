@@ -31,19 +31,12 @@ void adam_step_aten(const torch::Tensor& master, const torch::Tensor& exp_avg, c
   master.addcdiv_(exp_avg, denom, -lr / s.hyper.bias_correction1);
 }
 
-torch::Tensor adam_chunk_table(const std::vector<Run>& decay_runs, int64_t numel, int64_t chunk,
-                               const std::vector<int64_t>& splits) {
+torch::Tensor adam_chunk_table(const std::vector<Run>& decay_runs, int64_t numel, int64_t chunk) {
   MEGATON_ASSERT(chunk > 0 && numel >= 0, "adam_chunk_table: chunk ", chunk, ", numel ", numel);
-  for (size_t i = 0; i < splits.size(); ++i)
-    MEGATON_ASSERT(splits[i] > 0 && splits[i] < numel && (i == 0 || splits[i] > splits[i - 1]),
-                   "adam_chunk_table: split points must be increasing and inside (0, ", numel, ")");
   std::vector<int64_t> rows;  // {start, len, decay} per chunk
-  size_t next_split = 0;
   auto add = [&](int64_t begin, int64_t end, int64_t decay) {
     for (int64_t at = begin; at < end;) {
-      while (next_split < splits.size() && splits[next_split] <= at) ++next_split;
-      const int64_t stop = next_split < splits.size() ? std::min(end, splits[next_split]) : end;
-      const int64_t len = std::min(chunk, stop - at);
+      const int64_t len = std::min(chunk, end - at);
       rows.insert(rows.end(), {at, len, decay});
       at += len;
     }

@@ -30,11 +30,8 @@ constexpr int64_t kAdamChunk = 65536;
 
 /// The fused kernel's chunk table of a flat buffer of `numel` elements: [C, 3] int64 on the CPU, rows
 /// {start, len, decay} in order, covering [0, numel) exactly, each at most `chunk` long and never straddling the
-/// boundary of a decay run or a point of `splits` (increasing, inside (0, numel): where the table is cut into the
-/// groups of a deferred update, --overlap-optimizer-step); decay is 1 inside `decay_runs` (sorted, disjoint:
-/// merge_runs' output), 0 elsewhere.
-torch::Tensor adam_chunk_table(const std::vector<Run>& decay_runs, int64_t numel, int64_t chunk = kAdamChunk,
-                               const std::vector<int64_t>& splits = {});
+/// boundary of a decay run; decay is 1 inside `decay_runs` (sorted, disjoint: merge_runs' output), 0 elsewhere.
+torch::Tensor adam_chunk_table(const std::vector<Run>& decay_runs, int64_t numel, int64_t chunk = kAdamChunk);
 
 /// adam_step_aten's result in one kernel on the current CUDA stream; grad is only read. master, exp_avg, exp_avg_sq,
 /// grad: [S] fp32, contiguous, on one CUDA device. chunks: adam_chunk_table(decay_runs, S) on that device.

@@ -92,7 +92,6 @@ torch::Tensor MixedPrecisionOptimizer::global_squared_norm(const torch::Tensor& 
 }
 
 DeviceScalar MixedPrecisionOptimizer::params_norm() {
-  finish_update();
   torch::NoGradGuard no_grad;
   return DeviceScalar(global_squared_norm(master_).sqrt());
 }
@@ -138,98 +137,19 @@ AdamScalars MixedPrecisionOptimizer::next_adam_scalars(const torch::Tensor& grad
   return s;
 }
 
-void MixedPrecisionOptimizer::apply_adam(const AdamScalars& s, int group) {
-  if (fused_adam_) {                    // one pass; also writes the parameters when param_out_ is defined
-    torch::Tensor rows = adam_chunks_;  // [C, 3]
-    if (group >= 0) {
-      const auto [first, count] = group_rows_[static_cast<size_t>(group)];
-      rows = adam_chunks_.narrow(0, first, count);
-    }
-    if (rows.size(0) > 0) adam_step_fused(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), rows, s, param_out_);
-    const bool last_group = group < 0 || group == update_groups() - 1;
-    if (!param_out_.defined() && last_group) dp_.all_gather_params(master_);
+void MixedPrecisionOptimizer::apply_adam(const AdamScalars& s) {
+  if (fused_adam_) {  // one pass; also writes the parameters when param_out_ is defined
+    if (adam_chunks_.size(0) > 0)
+      adam_step_fused(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), adam_chunks_, s, param_out_);
+    if (!param_out_.defined()) dp_.all_gather_params(master_);
     return;
   }
-  if (group > 0) return;  // the ATen path updates everything with the first group
   MEGATON_ASSERT(!s.device_grad_scale.defined(), "the ATen Adam path takes gradients already clipped");
   adam_step_aten(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), decay_runs_, s);
   if (!param_out_.defined()) dp_.all_gather_params(master_);
 }
 
-void MixedPrecisionOptimizer::defer_updates(const std::vector<Run>& forward_order) {
-  MEGATON_CHECK(options_.kind == "adam", UsageError, "--overlap-optimizer-step needs --optimizer adam, got '",
-                options_.kind, "'");
-  MEGATON_CHECK(dp_.shard_is_whole(), UsageError,
-                "--overlap-optimizer-step: not with ZeRO-1 over more than one data-parallel rank (the parameters' "
-                "all-gather is a collective)");
-  const int64_t n = master_.numel();
-  MEGATON_ASSERT(!forward_order.empty(), "defer_updates: no groups");
-  std::vector<Run> sorted = forward_order;
-  std::sort(sorted.begin(), sorted.end(), [](const Run& a, const Run& b) { return a.offset < b.offset; });
-  int64_t at = 0;
-  std::vector<int64_t> splits;
-  for (const Run& r : sorted) {
-    MEGATON_ASSERT(r.offset == at && r.numel > 0, "defer_updates: the groups must tile the buffer [0, ", n,
-                   ") in disjoint, non-empty ranges; a group starts at ", r.offset, " where ", at, " was expected");
-    at += r.numel;
-    if (at < n) splits.push_back(at);
-  }
-  MEGATON_ASSERT(at == n, "defer_updates: the groups cover ", at, " of ", n, " elements");
-  group_rows_.clear();
-  if (fused_adam_) {
-    adam_chunks_ = adam_chunk_table(decay_runs_, n, kAdamChunk, splits);  // [C, 3]: no row straddles a group
-    const auto rows = adam_chunks_.accessor<int64_t, 2>();
-    // The first row at or after `offset` (the rows' starts ascend): a binary search over the table.
-    const auto first_row_at = [&](int64_t offset) {
-      int64_t lo = 0, hi = adam_chunks_.size(0);
-      while (lo < hi) {
-        const int64_t mid = lo + (hi - lo) / 2;
-        if (rows[mid][0] < offset) {
-          lo = mid + 1;
-        } else {
-          hi = mid;
-        }
-      }
-      return lo;
-    };
-    for (const Run& r : forward_order) {
-      const int64_t first = first_row_at(r.offset);
-      group_rows_.emplace_back(first, first_row_at(r.offset + r.numel) - first);
-    }
-    adam_chunks_ = adam_chunks_.to(master_.device());
-  } else {
-    group_rows_.assign(forward_order.size(), {0, 0});
-  }
-  update_stream_ = std::make_unique<UpdateStream>(master_.device(), static_cast<int>(group_rows_.size()));
-}
-
-void MixedPrecisionOptimizer::zero_grad() {
-  if (!pending_) {
-    if (update_stream_) update_stream_->wait(update_groups());  // nothing queued may still read the grads
-    dp_.zero_grad();
-    return;
-  }
-  const AdamScalars s = std::move(*pending_);
-  pending_.reset();
-  update_stream_->wait(update_groups());  // the earlier update (and its grad scale's last reader) is done
-  queued_grad_scale_ = s.device_grad_scale;
-  torch::NoGradGuard no_grad;
-  update_stream_->run([&](int g) { apply_adam(s, g); }, [&] { dp_.zero_grad(); });
-}
-
-void MixedPrecisionOptimizer::wait_for_update(int group) {
-  if (update_stream_) update_stream_->wait(group);
-}
-
-void MixedPrecisionOptimizer::finish_update() {
-  if (pending_) {
-    const AdamScalars s = std::move(*pending_);
-    pending_.reset();
-    torch::NoGradGuard no_grad;
-    apply_adam(s, -1);
-  }
-  if (update_stream_) update_stream_->wait(update_groups());
-}
+void MixedPrecisionOptimizer::zero_grad() { dp_.zero_grad(); }
 
 void MixedPrecisionOptimizer::sgd_update() {
   const torch::Tensor& g = dp_.shard_grad();  // [S]
@@ -254,7 +174,6 @@ void MixedPrecisionOptimizer::sgd_update() {
 }
 
 StepResult MixedPrecisionOptimizer::step(bool want_zero_count) {
-  finish_update();  // an update still pending (no zero_grad since the last step) goes first
   torch::NoGradGuard no_grad;
   dp_.finish_grad_sync();
   StepResult r;
@@ -275,11 +194,7 @@ StepResult MixedPrecisionOptimizer::step(bool want_zero_count) {
   if (counting) r.num_zeros = count_zeros();
   r.updated = true;
   if (options_.kind == "adam") {
-    AdamScalars s = next_adam_scalars(grad_scale);
-    if (update_stream_)
-      pending_ = std::move(s);  // queued by the next zero_grad()
-    else
-      apply_adam(s, -1);
+    apply_adam(next_adam_scalars(grad_scale));
     return r;
   }
   sgd_update();
@@ -294,7 +209,6 @@ std::vector<std::string> MixedPrecisionOptimizer::state_names() const {
 }
 
 std::map<std::string, ParamState> MixedPrecisionOptimizer::state_dict() const {
-  MEGATON_ASSERT(!pending_, "the optimizer has an update pending: finish_update() first");
   torch::NoGradGuard no_grad;
   const auto& params = dp_.params();
   const auto& slots = dp_.layout().slots();
@@ -316,7 +230,6 @@ std::map<std::string, ParamState> MixedPrecisionOptimizer::state_dict() const {
 }
 
 void MixedPrecisionOptimizer::load_state_dict(const std::map<std::string, ParamState>& state) {
-  MEGATON_ASSERT(!pending_, "the optimizer has an update pending: finish_update() first");
   torch::NoGradGuard no_grad;
   const auto& params = dp_.params();
   const auto& slots = dp_.layout().slots();
@@ -354,7 +267,6 @@ void MixedPrecisionOptimizer::load_state_dict(const std::map<std::string, ParamS
 }
 
 nlohmann::json MixedPrecisionOptimizer::scalar_state() const {
-  MEGATON_ASSERT(!pending_, "the optimizer has an update pending: finish_update() first");
   nlohmann::json j = {{"optimizer", options_.kind},
                       {"step", step_},
                       {"skipped_steps", skipped_},
@@ -380,7 +292,6 @@ void MixedPrecisionOptimizer::load_scalar_state(const nlohmann::json& j) {
 }
 
 void MixedPrecisionOptimizer::reload_model_params() {
-  MEGATON_ASSERT(!pending_, "the optimizer has an update pending: finish_update() first");
   torch::NoGradGuard no_grad;
   if (master_.is_same(dp_.param_buffer())) return;
   master_.copy_(dp_.shard_of(dp_.param_buffer()));

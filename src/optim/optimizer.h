@@ -22,11 +22,6 @@
 // (kernels/adam_kernels.cu, 28 bytes per parameter instead of ~104), which also does 6 when the shard is the whole
 // buffer (it writes the rounded masters into the parameters). CPU masters always take the ATen path.
 // Note: step() uses the main-grad shard as scratch space; gradients are only valid until the step.
-//
-// --overlap-optimizer-step (defer_updates): step() does 1-4 and leaves 5-6 pending; the next zero_grad() queues them
-// on a side stream (optim/update_stream.h) group by group, in the order the next forward reads the parameters, then
-// zeroes the grads behind them, and the forward waits for a group just before it uses those parameters. The update
-// is the same kernel on the same data: the same bits, run beside the forward's GEMMs instead of after the backward.
 #pragma once
 #include <torch/torch.h>
 
@@ -43,7 +38,6 @@
 #include "optim/adam_step.h"
 #include "optim/flat_runs.h"
 #include "optim/grad_scaler.h"
-#include "optim/update_stream.h"
 #include "parallel/data_parallel.h"
 
 namespace megaton::optim {
@@ -84,22 +78,8 @@ class MixedPrecisionOptimizer {
   /// Megatron counts every step and shows the count at log lines; the count costs a pass over the gradients and
   /// keeps the clip out of the fused Adam).
   StepResult step(bool want_zero_count = true);
-  /// Zeroes the grads for the next iteration; with a deferred update pending, queues it first (on the side stream,
-  /// the zeroing behind it).
+  /// Zeroes the grads for the next iteration.
   void zero_grad();
-
-  /// --overlap-optimizer-step: defer every later update as described above. `forward_order`: ranges of this rank's
-  /// buffer, one per group in the order the next forward reads them, covering the buffer exactly. Adam on the whole
-  /// buffer only (UsageError otherwise: SGD, ZeRO-1 with DP > 1).
-  void defer_updates(const std::vector<Run>& forward_order);
-  /// The current stream waits for the queued update of group `group` (and every earlier one); group >= the number of
-  /// groups: for all of it, the grads' zeroing included. A no-op when nothing is queued.
-  void wait_for_update(int group);
-  /// Applies a pending update now (on the current stream) and waits for a queued one: before anything but the next
-  /// forward reads the parameters or the optimizer state (evaluation, checkpoints, the end of training).
-  void finish_update();
-  bool update_pending() const { return pending_.has_value(); }
-  int update_groups() const { return static_cast<int>(group_rows_.size()); }
 
   void set_lr(double lr) { options_.lr = lr; }
   double lr() const { return options_.lr; }
@@ -130,8 +110,7 @@ class MixedPrecisionOptimizer {
   /// The state names of this optimizer kind.
   std::vector<std::string> state_names() const;
   /// Megatron's params norm (--log-params-norm): the global L2 norm of the fp32 masters, each parameter counted once
-  /// (TP-replicated ones on TP rank 0, the tied embedding on the first stage, ZeRO shards summed), on the device. An
-  /// update still pending (--overlap-optimizer-step) is applied first, so the norm is of the weights after the step.
+  /// (TP-replicated ones on TP rank 0, the tied embedding on the first stage, ZeRO shards summed), on the device.
   DeviceScalar params_norm();
 
  private:
@@ -146,9 +125,8 @@ class MixedPrecisionOptimizer {
   /// The next Adam step's scalars (counts the step). grad_scale: undefined, or fp32 [1] on the device multiplying the
   /// grads first (a deferred clip coefficient).
   AdamScalars next_adam_scalars(const torch::Tensor& grad_scale);
-  /// Adam with `s` on update group `group` of the buffer (-1: all of it), and the parameters' copy when the fused
-  /// kernel does not write them (after the last group). The ATen path updates everything with group 0.
-  void apply_adam(const AdamScalars& s, int group);
+  /// Adam with `s` on the whole shard, and the parameters' copy when the fused kernel does not write them.
+  void apply_adam(const AdamScalars& s);
   void sgd_update();
   void all_reduce_over_model_and_shard(torch::Tensor& t, dist::ReduceOp op);
 
@@ -168,11 +146,6 @@ class MixedPrecisionOptimizer {
   torch::Tensor param_out_;      // [N] model dtype: the parameters the fused kernel writes (undefined: step copies)
   int64_t step_ = 0;
   int64_t skipped_ = 0;
-  // --overlap-optimizer-step
-  std::optional<AdamScalars> pending_;                   // computed by step(), not yet queued
-  std::unique_ptr<UpdateStream> update_stream_;          // set by defer_updates
-  std::vector<std::pair<int64_t, int64_t>> group_rows_;  // per group: first row and rows of adam_chunks_
-  torch::Tensor queued_grad_scale_;                      // alive while a queued update may read it
 };
 
 }  // namespace megaton::optim

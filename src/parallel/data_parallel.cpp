@@ -207,22 +207,6 @@ void DataParallel::zero_grad() {
   tied_reduced_ = false;
 }
 
-DataParallel::StepState DataParallel::step_state() const {
-  StepState s{ready_, started_, tied_reduced_, {}};
-  for (const MainGrads* t : first_write_) s.first_write.push_back(t->flags());
-  return s;
-}
-
-void DataParallel::restore_step_state(const StepState& s) {
-  MEGATON_ASSERT(s.ready.size() == ready_.size() && s.started.size() == started_.size() &&
-                     s.first_write.size() == first_write_.size(),
-                 "DataParallel::restore_step_state: a state of another layout");
-  ready_ = s.ready;
-  started_ = s.started;
-  tied_reduced_ = s.tied_reduced;
-  for (size_t i = 0; i < first_write_.size(); ++i) first_write_[i]->restore(s.first_write[i]);
-}
-
 void DataParallel::accumulate_param_grads() {
   torch::NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i) {

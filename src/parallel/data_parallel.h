@@ -105,19 +105,6 @@ class DataParallel {
   /// Buckets whose reduction has started in the current iteration (tests and diagnostics).
   int buckets_started() const;
 
-  /// The host's view of the current iteration's gradients: bucket readiness, reductions started, the tied embedding's
-  /// sum, the attached tables' first-write flags. A CUDA graph replay of a captured backward (train/step_graph.h) does
-  /// the device work without running the hooks that keep this view, so the trainer takes it after the capture and
-  /// restores it after each replay.
-  struct StepState {
-    std::vector<int> ready;
-    std::vector<char> started;
-    bool tied_reduced = false;
-    std::vector<MainGrads::Flags> first_write;
-  };
-  StepState step_state() const;
-  void restore_step_state(const StepState& s);
-
  private:
   void on_grad_accumulated(size_t i);
   /// Zeroes parameter i's main grad if an attached table still waits for its first write.

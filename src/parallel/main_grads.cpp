@@ -60,20 +60,4 @@ void MainGrads::zero_unwritten() {
   for (auto& [offset, e] : registered_) settle(offset, e);
 }
 
-MainGrads::Flags MainGrads::flags() const {
-  Flags f;
-  f.version = version_;
-  f.waiting.reserve(registered_.size());
-  for (const auto& [offset, e] : registered_) f.waiting.push_back(e.overwrite.item<bool>());
-  return f;
-}
-
-void MainGrads::restore(const Flags& f) {
-  MEGATON_ASSERT(f.version == version_ && f.waiting.size() == registered_.size(),
-                 "MainGrads::restore: flags of version ", f.version, " (", f.waiting.size(),
-                 " main grads) for version ", version_, " (", registered_.size(), ")");
-  size_t i = 0;
-  for (auto& [offset, e] : registered_) e.overwrite.fill_(static_cast<bool>(f.waiting[i++]));
-}
-
 }  // namespace megaton::parallel

@@ -43,16 +43,6 @@ class MainGrads {
   /// zero_if_unwritten for every registered main grad (before the gradients are reduced or read).
   void zero_unwritten();
 
-  /// Every registered main grad's "waiting for its first write" flag, by offset, with the version() they belong to:
-  /// the host's side of an iteration's gradients, which a CUDA graph replay (train/step_graph.h) does not update.
-  struct Flags {
-    uint64_t version = 0;
-    std::vector<bool> waiting;
-  };
-  Flags flags() const;
-  /// Sets the flags to `f` (taken by flags() with the same registrations; InternalError otherwise).
-  void restore(const Flags& f);
-
  private:
   struct Entry {
     int64_t numel;

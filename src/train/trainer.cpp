@@ -17,7 +17,6 @@
 #include "dist/mpi_session.h"
 #include "model/gpt_stage.h"
 #include "ops/activations.h"
-#include "ops/gemm_tuner.h"
 #include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
 #include "optim/microbatches.h"
@@ -27,7 +26,6 @@
 #include "train/batches.h"
 #include "train/layout_estimate.h"
 #include "train/metrics_log.h"
-#include "train/step_graph.h"
 #include "train/step_profiler.h"
 #include "train/stop_signals.h"
 #include "train/tensorboard_writer.h"
@@ -81,53 +79,11 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
   build();
 }
 
-// --cuda-graph's state: the graph, the tensors its replays read the micro-batches from, the loss they write, and
-// what the captured backward's hooks left on the host.
-struct Trainer::GraphedStep {
-  bool warm = false;  // an eager iteration has run in this process
-  StepGraph graph;
-  std::vector<model::MicroBatch> inputs;  // [m] captured inputs, on the device
-  torch::Tensor loss;                     // [1] fp64, written by each replay
-  parallel::DataParallel::StepState dp_state;
-};
-
 Trainer::~Trainer() = default;
+
 
 bool Trainer::logging_rank() const {
   return groups_.is_last_stage() && groups_.coords.tp == 0 && groups_.coords.dp == 0;
-}
-
-void Trainer::overlap_optimizer_with_forward() {
-  // One update group per forward group of the (single) model chunk, as buffer ranges in the forward's order.
-  const model::GptStage& stage = *chunks_.front();
-  const std::vector<int> group_of = stage.forward_groups();  // indexed like params_ (one chunk)
-  const int groups = stage.num_forward_groups();
-  std::vector<int64_t> begin(static_cast<size_t>(groups), -1), end(static_cast<size_t>(groups), -1),
-      numel(static_cast<size_t>(groups), 0);
-  const auto& slots = dp_->layout().slots();
-  for (size_t i = 0; i < params_.size(); ++i) {
-    const auto g = static_cast<size_t>(group_of[i]);
-    const int64_t b = slots[i].offset, e = b + slots[i].numel;
-    begin[g] = begin[g] < 0 ? b : std::min(begin[g], b);
-    end[g] = std::max(end[g], e);
-    numel[g] += slots[i].numel;
-  }
-  std::vector<optim::Run> order;
-  std::vector<int> update_group_of(static_cast<size_t>(groups), 0);  // forward group -> update group
-  for (int g = 0; g < groups; ++g) {
-    const auto k = static_cast<size_t>(g);
-    update_group_of[k] = std::max(0, static_cast<int>(order.size()) - 1);
-    if (numel[k] == 0) continue;  // e.g. no embedding on a later stage: waits for the group before it
-    MEGATON_ASSERT(end[k] - begin[k] == numel[k], "--overlap-optimizer-step: forward group ", g,
-                   "'s parameters are not contiguous in the gradient buffer");
-    update_group_of[k] = static_cast<int>(order.size());
-    order.push_back({begin[k], numel[k]});
-  }
-  optimizer_->defer_updates(order);
-  chunks_.front()->set_forward_gate([this, update_group_of, groups](int g) {
-    optimizer_->wait_for_update(g >= groups ? optimizer_->update_groups() : update_group_of[static_cast<size_t>(g)]);
-  });
-  log_.info0("--overlap-optimizer-step: the update runs beside the next forward in ", order.size(), " groups");
 }
 
 bool Trainer::interleaved() const {
@@ -206,23 +162,6 @@ void Trainer::build() {
   skip_ranges_ = parse_skip_ranges(t.skip_train_iteration_range);
 
   const torch::Device device(dist::select_device(p.device, env_.local_rank));
-  if (t.overlap_optimizer_step) {
-    MEGATON_CHECK(!t.cuda_graph, UsageError,
-                  "--overlap-optimizer-step with --cuda-graph: the captured forward cannot wait for an update queued "
-                  "outside the graph; use one of them");
-    MEGATON_CHECK(p.num_layers_per_virtual_pipeline_stage <= 0, UsageError,
-                  "--overlap-optimizer-step with --num-layers-per-virtual-pipeline-stage is not supported (the model "
-                  "chunks' forwards interleave)");
-    // (SGD and ZeRO-1 over DP > 1 are refused by MixedPrecisionOptimizer::defer_updates.)
-    // The run on a high-priority stream: the update, queued on a default-priority one, fills the forward's gaps.
-    if (device.is_cuda()) step_stream_ = std::make_unique<StepStream>(true, device.index());
-  }
-  if (t.cuda_graph) {
-    const std::string why = cuda_graph_unsupported(cfg_, device.is_cuda(), groups_.grid.world());
-    MEGATON_CHECK(why.empty(), UsageError, "--cuda-graph: ", why);
-    step_stream_ = std::make_unique<StepStream>();
-    graphed_ = std::make_unique<GraphedStep>();
-  }
   clock_ = device_clock(device);
   timers_.set_device_clock(clock_);  // CUDA events on the GPU: timing never waits for the device
   if (cfg_.precision.fp16 && !device.is_cuda()) {
@@ -291,7 +230,6 @@ void Trainer::build() {
   opt.log_num_zeros_in_grad = cfg_.logging.log_num_zeros_in_grad;
   optimizer_ = std::make_unique<optim::MixedPrecisionOptimizer>(*dp_, groups_, std::move(opt),
                                                                 optim::make_grad_scaler(cfg_.precision));
-  if (t.overlap_optimizer_step) overlap_optimizer_with_forward();
 
   micro_ = std::make_unique<optim::NumMicroBatchesCalculator>(
       optim::make_num_micro_batches_calculator(t, groups_.grid.dp_size()));
@@ -383,7 +321,6 @@ void Trainer::load() {
 void Trainer::save() {
   const auto& c = cfg_.checkpoint;
   if (c.save.empty() || last_saved_ == iteration_) return;
-  optimizer_->finish_update();
   Timer took;  // host clock: the save is host work (device-to-host copies and file writes)
   took.start();
   checkpoint::CheckpointState st;
@@ -437,12 +374,9 @@ StepOutcome Trainer::train_step(bool log_point) {
 
   optimizer_->zero_grad();
   const double scale = optimizer_->loss_scale();
-  // Under --cuda-graph the first iteration of the run is eager (lazy initialisations), the later ones replay.
-  const bool graphed = graphed_ && graphed_->warm;
-  const std::vector<model::MicroBatch>& inputs = graphed ? graphed_->inputs : batches;
   std::vector<torch::Tensor> losses;  // [] each, on the device: read once after the schedule, no sync per micro-batch
   auto forward = [&](int chunk, int mb, const torch::Tensor& input) -> torch::Tensor {
-    torch::Tensor out = forward_step(chunk, inputs[static_cast<size_t>(mb)], input);
+    torch::Tensor out = forward_step(chunk, batches[static_cast<size_t>(mb)], input);
     if (!chunks_[static_cast<size_t>(chunk)]->is_last_stage()) return out;
     losses.push_back(out.detach());
     return out * (scale / m);
@@ -451,19 +385,9 @@ StepOutcome Trainer::train_step(bool log_point) {
   auto mean_loss = [&] {
     return holds_loss() ? torch::stack(losses).to(torch::kFloat64).mean().reshape({1}) : torch::Tensor();
   };
-  torch::Tensor loss;
   timers_("forward-backward").start();
-  if (graphed) {
-    run_graphed(m, scale, batches, [&] {
-      run_schedule(m, forward, false);
-      graphed_->loss = mean_loss();
-    });
-    loss = graphed_->loss;
-  } else {
-    run_schedule(m, forward, false);
-    loss = mean_loss();
-    if (graphed_) graphed_->warm = true;
-  }
+  run_schedule(m, forward, false);
+  const torch::Tensor loss = mean_loss();
   timers_("forward-backward").stop();
 
   timers_("optimizer").start();
@@ -477,8 +401,7 @@ StepOutcome Trainer::train_step(bool log_point) {
   s.grad_norm = r.grad_norm;
   s.num_zeros = r.num_zeros;
   if (holds_loss()) {
-    // Averaged over DP (fp32 over NCCL as before); the host reads it after the next log line (capture_log,
-    // flush_log), not here. A new tensor: a captured step's loss is overwritten by the next replay.
+    // Averaged over DP (fp32 over NCCL); the host reads it after the next log line (capture_log, flush_log), not here.
     torch::Tensor l = gpt_->device.is_cuda() ? loss.to(torch::kFloat32) : loss.clone();
     groups_.dp->all_reduce(l, dist::ReduceOp::kAvg);
     s.loss = l;
@@ -486,43 +409,9 @@ StepOutcome Trainer::train_step(bool log_point) {
   return s;
 }
 
-void Trainer::run_graphed(int m, double scale, const std::vector<model::MicroBatch>& batches,
-                          const std::function<void()>& enqueue) {
-  GraphedStep& g = *graphed_;
-  const StepGraphKey key{m, scale};
-  if (!g.graph.holds(key)) {
-    std::vector<model::MicroBatch> fresh;
-    for (const auto& b : batches) {
-      model::MicroBatch c;
-      if (b.tokens.defined()) c.tokens = b.tokens.clone();
-      if (b.labels.defined()) c.labels = b.labels.clone();
-      if (b.loss_mask.defined()) c.loss_mask = b.loss_mask.clone();
-      if (b.position_ids.defined()) c.position_ids = b.position_ids.clone();
-      fresh.push_back(std::move(c));
-    }
-    g.inputs = std::move(fresh);
-    g.graph.capture(key, enqueue);
-    g.dp_state = dp_->step_state();
-    log_.info0("--cuda-graph: captured the forward and backward of ", m, " micro-batch(es) at iteration ",
-               iteration_ + 1, " (capture ", g.graph.captures(), ")");
-  } else {
-    for (size_t i = 0; i < batches.size(); ++i) {
-      const model::MicroBatch& b = batches[i];
-      model::MicroBatch& in = g.inputs[i];
-      if (b.tokens.defined()) in.tokens.copy_(b.tokens, /*non_blocking=*/true);
-      if (b.labels.defined()) in.labels.copy_(b.labels, true);
-      if (b.loss_mask.defined()) in.loss_mask.copy_(b.loss_mask, true);
-      if (b.position_ids.defined()) in.position_ids.copy_(b.position_ids, true);
-    }
-  }
-  g.graph.replay();
-  dp_->restore_step_state(g.dp_state);
-}
-
 std::optional<double> Trainer::evaluate() {
   // Every validation dataset (mode 2: one per group) sees the same stretch of its own samples, as each group has its
   // own iterator in Megatron-DeepSpeed. Returns the first one's loss.
-  optimizer_->finish_update();  // evaluation reads the updated parameters
   std::optional<double> first;
   const int64_t start = consumed_valid_;
   for (size_t k = 0; k < valid_sets_.size(); ++k) {
@@ -810,14 +699,8 @@ int Trainer::run() {
                " are not all in this run (iterations ", iteration_ + 1, "..", train_iters_,
                "): no profile will be written");
   warn_if_gemm_epilogue_unused();
-  ops::GemmTuner& tuner = ops::gemm_tuner();  // process-wide (ops/gemm_tuner.h)
-  tuner.set_enabled(false);
-  constexpr int64_t kTunerWarmup = 2;  // --gemm-autotune times GEMMs from the third iteration of the run on
-  const int64_t tune_from = iteration_ + kTunerWarmup;
-  bool tuner_reported = !cfg_.model.gemm_autotune;
   const auto token_budget_spent = [&] { return t.train_tokens > 0 && consumed_tokens_ >= t.train_tokens; };
   while (iteration_ < train_iters_ && !token_budget_spent()) {
-    if (cfg_.model.gemm_autotune && iteration_ == tune_from) tuner.set_enabled(true);
     profiler.before_step(iteration_);
     // Whether this iteration (number iteration_ + 1 once done) ends on a log line: known before it runs, so that what
     // only a log line shows is computed in that iteration only.
@@ -827,11 +710,6 @@ int Trainer::run() {
     // for it here leaves the device with work (a log line that drained the queue cost ~1.3 ms of idle GPU at 124M).
     flush_log();
     ++iteration_;
-    if (!tuner_reported && tuner.enabled() && tuner.trials_in_progress() == 0 && !tuner.choices().empty()) {
-      log_.info0(tuner.summary(), " by iteration ", iteration_);
-      for (const std::string& line : tuner.details()) log_.info0("GEMM tuner: ", line);
-      tuner_reported = true;
-    }
     const std::string profile = profiler.after_step(iteration_);
     if (!profile.empty())
       log_.info("profile of iterations ", cfg_.logging.profile_step_start + 1, "..", iteration_, " written: ", profile);
@@ -862,7 +740,6 @@ int Trainer::run() {
     if (stop != kNone) break;
   }
   flush_log();
-  optimizer_->finish_update();  // the last iteration's update (--overlap-optimizer-step)
   if (stop == kNone) evaluate();
   if (cfg_.checkpoint.save.empty() && stop != kNone)
     log_.warn0("stopping early without --save: no checkpoint is written");

@@ -51,7 +51,6 @@ namespace megaton::train {
 class TensorBoardWriter;
 class MetricsLog;
 class StopSignals;
-class StepStream;
 
 /// What one iteration did (train_step's return).
 struct StepOutcome {
@@ -79,8 +78,6 @@ class Trainer {
 
  private:
   void build();
-  /// --overlap-optimizer-step: the optimizer's update groups from the model's forward groups, and the forward's gate.
-  void overlap_optimizer_with_forward();
   void report_memory();
   void load();
   void save();
@@ -123,9 +120,6 @@ class Trainer {
   std::ostream& out_;
   Logger log_;
   dist::ProcessGroups groups_;
-  // --cuda-graph: the side stream current from the model's build to the trainer's end (first member built in
-  // build(), last destroyed).
-  std::unique_ptr<StepStream> step_stream_;
   std::unique_ptr<model::GptConfig> gpt_;
   // This rank's model: one GptStage, or with interleaving its V model chunks (chunk k = virtual stage k * PP + pp).
   std::vector<std::unique_ptr<model::GptStage>> chunks_;
@@ -156,12 +150,6 @@ class Trainer {
   DeviceClock clock_;                                 // marks on the compute stream (host clock on the CPU)
   std::shared_ptr<const DeviceMark> interval_start_;  // where the current log interval began
   std::unique_ptr<PendingLog> pending_log_;           // captured, not yet written
-  struct GraphedStep;  // --cuda-graph: the captured step, its input tensors, what it leaves on the host (trainer.cpp)
-  std::unique_ptr<GraphedStep> graphed_;
-  /// Under --cuda-graph: captures `enqueue` (the step's forward and backward over `inputs`, which it reads) when no
-  /// capture for (m, scale) is held, else copies `batches` into the captured inputs; then replays it.
-  void run_graphed(int m, double scale, const std::vector<model::MicroBatch>& batches,
-                   const std::function<void()>& enqueue);
 };
 
 }  // namespace megaton::train

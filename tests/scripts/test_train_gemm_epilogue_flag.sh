@@ -1,9 +1,8 @@
 #!/bin/bash
 # --gemm-epilogue-fusion (the default, asked for explicitly) where the MLP cannot take it (here: a CPU run, fp32) says
 # so on rank 0 and changes nothing: the losses equal those of the run without the flag, bit for bit, and so do those of
-# --no-gemm-epilogue-fusion, --no-gemm-dgelu-epilogue and --gemm-autotune (CUDA-only: nothing to time on a CPU);
-# --gemm-epilogue-fusion with --no-gemm-epilogue-fusion, and --gemm-autotune with --no-gemm-autotune, are usage errors. (The CUDA path itself is checked on a GPU by
-# KernelsGemmEpilogue.* and perf/gpu/session_batch.sh's A/B.)
+# --no-gemm-epilogue-fusion and --no-gemm-dgelu-epilogue; --gemm-epilogue-fusion with --no-gemm-epilogue-fusion is a
+# usage error. (The CUDA path itself is checked on a GPU by KernelsGemmEpilogue.*.)
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/scripts/train_lib.sh"
@@ -23,11 +22,7 @@ compare_losses "$work/plain.jsonl" "$work/off.jsonl" 0
 run_train 1 "${common[@]}" --no-gemm-dgelu-epilogue --metrics-file "$work/no_dgelu.jsonl" > "$work/no_dgelu.log" 2>&1 ||
   { tail "$work/no_dgelu.log"; exit 1; }
 compare_losses "$work/plain.jsonl" "$work/no_dgelu.jsonl" 0
-run_train 1 "${common[@]}" --gemm-autotune --metrics-file "$work/tuned.jsonl" > "$work/tuned.log" 2>&1 ||
-  { tail "$work/tuned.log"; exit 1; }
-compare_losses "$work/plain.jsonl" "$work/tuned.jsonl" 0
-grep -q "GEMM tuner:" "$work/tuned.log" && { echo "FAIL: a GEMM tuner line on a CPU run"; exit 1; }
-for pair in "--gemm-epilogue-fusion --no-gemm-epilogue-fusion" "--gemm-autotune --no-gemm-autotune"; do
+for pair in "--gemm-epilogue-fusion --no-gemm-epilogue-fusion"; do
   # shellcheck disable=SC2086
   if run_train 1 "${common[@]}" $pair > "$work/both.log" 2>&1; then
     echo "FAIL: both flags accepted: $pair"; exit 1

@@ -105,34 +105,6 @@ TEST(KernelsAdam, ChunkTableCoversTheBufferInOrder) {
   EXPECT_TRUE(torch::equal(none, torch::tensor({0, 7, 0}, torch::kInt64).view({1, 3})));
 }
 
-TEST(KernelsAdam, ChunkTableCutsAtSplitPoints) {
-  // The groups of a deferred update (--overlap-optimizer-step) launch rows [first, last) of one table: no row may
-  // straddle a group boundary, and without splits the table is the one above.
-  const int64_t n = 200003, chunk = 65536;
-  const std::vector<optim::Run> runs{{3, 10}, {20, 150000}, {200000, 3}};
-  const std::vector<int64_t> splits{5, 70000, 150020, 199999};
-  const torch::Tensor t = optim::adam_chunk_table(runs, n, chunk, splits);  // [C, 3]
-  const torch::Tensor plain = optim::adam_chunk_table(runs, n, chunk);
-  const auto a = t.accessor<int64_t, 2>();
-  std::vector<char> decays(n, 0);
-  for (const auto& r : runs) std::fill(decays.begin() + r.offset, decays.begin() + r.offset + r.numel, 1);
-  int64_t at = 0;
-  for (int64_t c = 0; c < t.size(0); ++c) {
-    EXPECT_EQ(a[c][0], at) << "chunk " << c;
-    EXPECT_GT(a[c][1], 0);
-    EXPECT_LE(a[c][1], chunk);
-    for (int64_t s : splits) EXPECT_FALSE(a[c][0] < s && s < a[c][0] + a[c][1]) << "chunk " << c << " straddles " << s;
-    for (int64_t i = a[c][0]; i < a[c][0] + a[c][1]; ++i) ASSERT_EQ(decays[i], a[c][2]) << "element " << i;
-    at += a[c][1];
-  }
-  EXPECT_EQ(at, n);
-  // 150020 is already a run boundary: 3 new cuts (5; 70000 inside the long run; 199999).
-  EXPECT_EQ(t.size(0), plain.size(0) + 3);
-  EXPECT_ANY_THROW(optim::adam_chunk_table(runs, n, chunk, {70000, 5}));
-  EXPECT_ANY_THROW(optim::adam_chunk_table(runs, n, chunk, {0}));
-  EXPECT_ANY_THROW(optim::adam_chunk_table(runs, n, chunk, {n}));
-}
-
 TEST(KernelsAdam, FusedMatchesAtenFp32) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   for (int64_t n : {1, 7, 65537, 1000003}) {
@@ -241,66 +213,7 @@ void compare_optimizers(bool count_zeros) {
   EXPECT_EQ(fused.step_count(), 4);
 }
 
-// --overlap-optimizer-step's deferral against the immediate update: the same grads, four steps. The deferred update
-// is queued by zero_grad() (on a side stream on CUDA); after wait_for_update(k) group k's parameters hold the update
-// (checked group by group, in the forward order the groups were given); at the end the parameters, masters and
-// moments are the same bits.
-void compare_deferred(const torch::Device& device, torch::ScalarType dtype) {
-  SCOPED_TRACE(::testing::Message() << device << " " << c10::toString(dtype));
-  auto make_params = [&] { return odd_params(device, dtype, 5); };
-  auto groups_r = optimtest::self_groups(), groups_d = optimtest::self_groups();
-  auto params_r = make_params(), params_d = make_params();
-  parallel::DataParallel dp_r(params_r, groups_r, {}), dp_d(params_d, groups_d, {});
-  optim::OptimizerOptions o;
-  o.lr = 1e-2, o.weight_decay = 0.1, o.clip_grad = 1.0;
-  optim::MixedPrecisionOptimizer ref(dp_r, groups_r, o, nullptr), def(dp_d, groups_d, o, nullptr);
-  std::vector<optim::Run> order;  // one group per parameter, in the ParamList's (the forward's) order
-  for (const auto& slot : dp_d.layout().slots()) order.push_back({slot.offset, slot.numel});
-  def.defer_updates(order);
-  ASSERT_EQ(def.update_groups(), static_cast<int>(order.size()));
-  for (int step = 0; step < 4; ++step) {
-    const torch::Tensor g = torch::randn({dp_r.grad_buffer().numel()}, device);  // [N]
-    const torch::Tensor ref_before = dp_r.param_buffer().clone();                // after `step` updates
-    ref.zero_grad();
-    dp_r.grad_buffer().copy_(g);
-    const auto rr = ref.step();
-    def.zero_grad();  // queues the previous step's update, the zeroing behind it
-    for (int k = 0; k < def.update_groups(); ++k) {
-      def.wait_for_update(k);
-      const optim::Run& r = order[static_cast<size_t>(k)];
-      EXPECT_TRUE(
-          torch::equal(dp_d.param_buffer().narrow(0, r.offset, r.numel), ref_before.narrow(0, r.offset, r.numel)))
-          << "step " << step << " group " << k;
-    }
-    def.wait_for_update(def.update_groups());
-    EXPECT_EQ(dp_d.grad_buffer().abs().max().item<double>(), 0.0) << "step " << step << ": grads not zeroed";
-    dp_d.grad_buffer().copy_(g);
-    const auto rd = def.step();
-    ASSERT_TRUE(rr.updated && rd.updated);
-    EXPECT_DOUBLE_EQ(*rd.grad_norm, *rr.grad_norm);
-    EXPECT_TRUE(def.update_pending());
-  }
-  EXPECT_EQ(def.step_count(), ref.step_count());
-  def.finish_update();
-  EXPECT_FALSE(def.update_pending());
-  EXPECT_TRUE(torch::equal(dp_d.param_buffer(), dp_r.param_buffer()));
-  EXPECT_TRUE(torch::equal(def.master_shard(), ref.master_shard()));
-  const auto sd = def.state_dict(), sr = ref.state_dict();
-  for (const auto& [name, state] : sr)
-    for (const auto& [key, t] : state) EXPECT_TRUE(torch::equal(sd.at(name).at(key), t)) << name << "/" << key;
-}
-
 }  // namespace
-
-TEST(KernelsAdam, DeferredUpdateGivesTheSameBitsOnCpu) {
-  compare_deferred(torch::kCPU, torch::kFloat32);
-}
-
-TEST(KernelsAdam, DeferredUpdateGivesTheSameBits) {
-  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  compare_deferred(torch::kCUDA, torch::kBFloat16);
-  compare_deferred(torch::kCUDA, torch::kFloat32);
-}
 
 TEST(KernelsAdam, OptimizerFusedMatchesAten) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";

@@ -348,35 +348,6 @@ TEST(OptimMainGrads, RegisteredMainGradsWithoutAFirstWriteAreZeroedFirst) {
   }
 }
 
-// A CUDA graph replay of the backward (--cuda-graph) does the device work without the host's side of it (the hooks'
-// bucket counts, the first-write flags): with the state the captured iteration left restored, finish_grad_sync keeps
-// the replayed main grads; without it, it would zero the registered ones as never written.
-TEST(OptimMainGrads, RestoredStepStateKeepsWhatAReplayWrote) {
-  auto groups = optimtest::self_groups();
-  TinyModel m;
-  parallel::DataParallel dp(m.params, groups, small_buckets());
-  parallel::MainGrads table;
-  table.bind(dp.param_buffer(), dp.grad_buffer());
-  dp.attach(table);
-  const auto b = make_batches(1, 11)[0];
-  dp.zero_grad();
-  torch::Tensor h = torch::tanh(ops::linear(b.x * m[0], m[1], m[2], table.of(m[1])));
-  (ops::linear(h, m[3], m[4], table.of(m[3])) - b.y).pow(2).mean().backward();
-  const parallel::DataParallel::StepState state = dp.step_state();
-  const int started = dp.buckets_started();
-  dp.finish_grad_sync();
-  std::vector<torch::Tensor> wrote;
-  for (size_t i = 0; i < m.params.size(); ++i) wrote.push_back(dp.main_grad(i).clone());
-
-  dp.zero_grad();  // the next iteration, whose backward the host does not see
-  EXPECT_EQ(dp.buckets_started(), 0);
-  for (size_t i = 0; i < m.params.size(); ++i) dp.main_grad(i).copy_(wrote[i]);  // what its replay writes
-  dp.restore_step_state(state);
-  EXPECT_EQ(dp.buckets_started(), started);
-  dp.finish_grad_sync();
-  for (size_t i = 0; i < m.params.size(); ++i) EXPECT_TRUE(torch::equal(dp.main_grad(i), wrote[i])) << m.params[i].name;
-}
-
 TEST(OptimMainGrads, GradientAfterItsBucketWasReducedIsAnError) {
   auto groups = optimtest::self_groups();
   TinyModel m;
