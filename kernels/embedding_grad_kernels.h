@@ -1,7 +1,7 @@
 // The embedding's weight gradient added straight into its fp32 main grad, CUDA, deterministically. ATen's
 // embedding_dense_backward (radix sort, per-segment partial sums, a scatter into a zero-filled model-dtype [V, h]
 // gradient) and then the add of that whole [V, h] gradient into the fp32 main grad cost ~0.8 ms per GPT-2 124M step
-// on an H200 (2026-12-03 profiles); here, after the same sort (torch::sort), one kernel sums each id's rows in fp32 and
+// on an H200 (profiled); here, after the same sort (torch::sort), one kernel sums each id's rows in fp32 and
 // adds them to that id's row of the main grad: no [V, h] model-dtype gradient, no fill, no second pass.
 //
 //   main[id, :] += sum over the rows k with ids[k] = id of grad[k, :]      (main [rows, h] fp32, grad [n, h])

@@ -46,7 +46,7 @@ inline bool layer_norm_supported_width(int64_t h) {
 /// h = 1024 (32 per thread: 55 us at h = 768, 3.67 TB/s), else 16 (h = 2048: 76 us, 3.54 TB/s, where 32 per thread in
 /// blocks of 512 took 98 us); the backward 8 in blocks of 512 (h = 768: 73 us, 2.76 TB/s, against 93-97 with 16-24
 /// or 80 in blocks of 256; h = 2048: 101 us against 103-112), with its loads three rows ahead through the ring
-/// (backward_stages 4; eighth 2026-12-03 session: h = 768 61.5 us, 3.27 TB/s; h = 2048 83.5 us, 3.22 TB/s; without the
+/// (backward_stages 4, H200: h = 768 61.5 us, 3.27 TB/s; h = 2048 83.5 us, 3.22 TB/s; without the
 /// ring 69.8 / 96.4 us, with 2 stages 59.7 / 85.4).
 struct LayerNormTuning {
   int forward_floats = 0;
@@ -56,7 +56,7 @@ struct LayerNormTuning {
   int backward_block = 512;
   /// The backward loads the residual gradient together with x and dy, before the row's reduction, instead of after
   /// it (taken at 1 row per pass and <= 8 elements per thread; otherwise ignored): h = 768 73.2 -> 69.5 us, h = 2048
-  /// 101.2 -> 96.6 us (BM_LayerNormTuning, fourth 2026-12-03 session).
+  /// 101.2 -> 96.6 us (BM_LayerNormTuning, H200).
   bool backward_early_residual = true;
   /// The backward's loads run ahead of its arithmetic through a shared-memory ring of this many rows per group (2 or
   /// 4; cp.async, each thread copying its own vectors; taken up to 8 elements per thread and where the ring fits,

@@ -4,7 +4,7 @@
 // ops::causal_attention takes them, so the backward's time includes stacking dq, dk, dv into the QKV gradient.
 //   BM_SdpaBackend/{b, s, np, d, backend: 0 cuDNN, 1 flash, 2 memory-efficient, dropout: per mille}
 // (with Megatron's default attention dropout, 100 = 0.1, the cuDNN kernels took 12.4 ms more a 1.3B step than
-// without in the thirteenth 2026-12-04 session's profile: the rows with dropout say whether another backend draws it
+// without in an H200 profile: the rows with dropout say whether another backend draws it
 // cheaper)
 // Counters: fwd_ms, step_ms (forward + backward), tflops (the kernels' FLOPs, the causal half: 2 s^2 d per head and
 // batch forward, 2.5x that backward, over step_ms). GPT-2 124M: {32, 1024, 12, 64}; GPT 1.3B: {8, 2048, 16, 128}.

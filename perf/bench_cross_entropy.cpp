@@ -8,8 +8,8 @@
 // BM_CrossEntropyLossGradVariants: kernels::cross_entropy_loss_grad's variants (range 1; 4 = the two-kernel path:
 // row statistics, then the gradient in place) on bf16 logits [rows, 50304], GPU time per call (CUDA events) and the
 // bytes a one-pass kernel moves (the logits read and written once) per second; range 1 = 5: the row statistics alone
-// (cross_entropy_row_stats, the loss's forward), its bytes the logits read once. 2026-12-03 eighth session (the
-// flushing exp2, docs/gpu.md): shared row 1.93 ms at 32768 rows (3.42 TB/s), two kernels 2.56, row statistics 0.94
+// (cross_entropy_row_stats, the loss's forward), its bytes the logits read once. H200 (the
+// flushing exp2): shared row 1.93 ms at 32768 rows (3.42 TB/s), two kernels 2.56, row statistics 0.94
 // (3.52 TB/s; 1.39 with __expf).
 // BM_ScaleRowsVsAten: the LM head backward's row scaling (bf16 [tokens, h] times an fp32 per-row loss gradient),
 // parallel::scale_rows_cuda against ATen's mixed-dtype mul_out, 20 calls per timed span, at the 124M and 1.3B sizes.

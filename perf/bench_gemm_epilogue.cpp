@@ -1,7 +1,7 @@
 // The transformer MLP (fc1 -> GELU (tanh) -> fc2, with biases) forward + backward through autograd at GPT-2 124M
 // ([32768 tokens = micro-batch 32 x seq 1024, h 768, ffn 3072]) and GPT 1.3B ([16384 = 8 x 2048, 2048, 8192]) training
 // sizes, bf16: ops::bias_gelu_mlp (the model's MLP; third argument, bits: 1 bias + GELU in fc1's GEMM epilogue, the
-// default; 2 the GELU derivative in fc2's input-gradient GEMM epilogue, the default since 2026-12-03; without 2 GELU
+// default; 2 the GELU derivative in fc2's input-gradient GEMM epilogue, the default; without 2 GELU
 // backward + fc1 bias gradient in one kernel) against torch::linear / torch::gelu / torch::linear (ATen's kernels),
 // timed alternately in the same iterations.
 // Counters: aten_ms, fused_ms, speedup (aten / fused); the benchmark's own time is the fused path's.

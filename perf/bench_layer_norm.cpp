@@ -135,7 +135,7 @@ const kernels::LayerNormTuning kTunings[] = {
     // forward floats, backward floats, backward rows per pass, forward block, backward block (early residual load:
     // the default, true, where it applies)
     {},                            // the default: forward 32 per thread up to h = 1024, else 16; backward 8
-    {32, 16, 1, 512, 512},         // the first named-barrier version's (2026-12-03 third session, run 2)
+    {32, 16, 1, 512, 512},         // the first named-barrier version's
     {32, 16, 1, 256, 256},         //
     {16, 8, 1, 512, 512},          //
     {16, 16, 1, 256, 256},         //
@@ -143,8 +143,8 @@ const kernels::LayerNormTuning kTunings[] = {
     {8, 8, 1, 256, 256},           //
     {24, 24, 1, 512, 512},         // 3 vectors per thread (h = 768 bf16: a warp per row)
     {0, 8, 1, 128, 128},           // smaller blocks
-    {0, 8, 1, 256, 512, false},    // the residual gradient loaded after the reduction (the default until 2026-12-03)
-    {0, 8, 1, 256, 512, true, 0},  // the backward's loads straight into registers (the default until 2026-12-03 night)
+    {0, 8, 1, 256, 512, false},    // the residual gradient loaded after the reduction
+    {0, 8, 1, 256, 512, true, 0},  // the backward's loads straight into registers
     {0, 8, 1, 256, 512, true, 2},  // the backward's loads one row ahead through a shared-memory ring (cp.async)
     {0, 8, 1, 256, 256, true, 4},  // three rows ahead (the default), blocks of 256
 };

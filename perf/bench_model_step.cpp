@@ -6,7 +6,8 @@
 #include <torch/torch.h>
 
 #include "model/gpt_stage.h"
-#include "model/train_step.h"
+#include "core/log.h"
+#include "train/training_model.h"
 #include "parallel/self_communicator.h"
 
 using namespace megaton;
@@ -14,7 +15,7 @@ using namespace megaton;
 namespace {
 
 model::GptConfig bench_config(int positions, bool recompute) {
-  cli::ModelArgs m;
+  model::GptOptions m;
   m.num_layers = 4;
   m.hidden_size = 256;
   m.num_attention_heads = 8;
@@ -24,26 +25,28 @@ model::GptConfig bench_config(int positions, bool recompute) {
   m.hidden_dropout = 0.1;
   m.attention_dropout = 0.1;
   m.checkpoint_activations = recompute;
-  cli::validate_model(m);
+  m.validate();
   model::GptConfig c;
   c.model = m;
   c.vocab_size = 8000;
-  c.padded_vocab_size = cli::padded_vocab_size(8000, m, 1);
+  c.padded_vocab_size = m.padded_vocab_size(8000, 1);
   return c;
 }
 
 void BM_GptForwardBackward(benchmark::State& state) {
   const int64_t b = 4, s = 256;
-  model::GptStage stage(bench_config(static_cast<int>(state.range(0)), state.range(1) != 0),
-                        parallel::single_rank_groups());
+  const dist::ProcessGroups groups = parallel::single_rank_groups();
+  train::TrainingModel model(bench_config(static_cast<int>(state.range(0)), state.range(1) != 0), groups, 0,
+                             Logger(0, 1, LogLevel::kWarning));
   std::vector<model::MicroBatch> mb{{(torch::arange(b * s, torch::kInt64).view({b, s}) * 7919) % 8000,
                                      (torch::arange(b * s, torch::kInt64).view({b, s}) * 104729) % 8000,
                                      torch::ones({b, s}),
                                      {}}};
   for (auto _ : state) {
-    stage.zero_grad();
-    auto loss = model::forward_backward_no_pipeline(stage, mb);
-    benchmark::DoNotOptimize(loss.loss);
+    model.chunk(0).zero_grad();
+    model.run_schedule(
+        1, static_cast<int>(b), [&](int chunk, int i, const torch::Tensor& in) { return model.forward_step(chunk, mb[i], in); },
+        {}, false);
   }
   state.counters["tokens/s"] = benchmark::Counter(double(b * s), benchmark::Counter::kIsIterationInvariantRate);
 }

@@ -13,10 +13,10 @@ ordinals='first|second|third|fourth|fifth|sixth|seventh|eighth|ninth|tenth|eleve
 ordinals+='|fifteenth|sixteenth|seventeenth|eighteenth|nineteenth|twentieth|twenty-[a-z]+|thirtieth'
 history="\\bruns? [0-9]+\\.[0-9]+\\b|\\b($ordinals)( [0-9-]+)? (GPU )?sessions?\\b|\\bsessions? [0-9]+\\b|session[0-9]+"
 history+="|\\bissues? #?[0-9]+\\b|\\b(this|next|last|previous|earlier|later) (GPU )?session\\b|device tool|workplace"
-history+="|lent (GPU|machine)|run\\(command=|\\b20[0-9]{2}-[01][0-9]-[0-3][0-9]\\b"
+history+="|lent (GPU|machine)|run\\(command=|\\b20[0-9]{2}-[01][0-9]-[0-3][0-9](?!T)\\b"  # ISO timestamps in sample output are fine
 # Files allowed to carry dates: the user-facing changelog, the dated baseline reports, measured data with provenance.
 allowed=(':!CHANGELOG.md' ':!perf/gpu/baselines/*' ':!*.csv' ':!scripts/check_hygiene.sh' ':!data/*.jsonl')
-hits=$(git grep -nIiE "$history" -- . "${allowed[@]}")
+hits=$(git grep -nIiP "$history" -- . "${allowed[@]}")
 if [ -n "$hits" ]; then
   echo "hygiene: history narrated in the tree (say it in git log or CHANGELOG.md instead):"
   echo "$hits" | cut -c1-200

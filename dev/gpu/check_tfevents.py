@@ -2,9 +2,9 @@
 """Loads a megaton events file (or a directory of them) with TensorBoard's own EventAccumulator and prints every
 scalar series: proof that TensorBoard reads what megaton's TensorBoardWriter writes.
 
-Usage: python3 perf/gpu/check_tfevents.py TENSORBOARD_DIR_OR_FILE [EXPECTED_TAG ...]
+Usage: python3 dev/gpu/check_tfevents.py TENSORBOARD_DIR_OR_FILE [EXPECTED_TAG ...]
 A sample file: MEGATON_KEEP_TFEVENTS=/tmp/tb megaton_unit_tests --gtest_filter='TensorBoard.IndependentDecoder*'
-then: python3 perf/gpu/check_tfevents.py /tmp/tb "lm loss" "learning-rate vs samples"
+then: python3 dev/gpu/check_tfevents.py /tmp/tb "lm loss" "learning-rate vs samples"
 Exits 1 if no scalars are found or an expected tag is missing.
 """
 import sys

@@ -1,9 +1,9 @@
 #!/bin/bash
-# perf/gpu/crash_report.sh OUTFILE PROGRAM [ARGS...] — a crashing test on the GPU node, explained: the program under
+# dev/gpu/crash_report.sh OUTFILE PROGRAM [ARGS...] — a crashing test on the GPU node, explained: the program under
 # gdb (a backtrace of every thread at the signal) when the node has gdb, else run plainly with glibc's backtrace on
-# SIGSEGV through the LD_PRELOADed libSegFault where it exists. Run after session_batch.sh / kernel_check.sh built
+# SIGSEGV through the LD_PRELOADed libSegFault where it exists. Run after perf/gpu/setup.sh built
 # the tree (source "$BUILD/env.sh" first for LibTorch's libraries), e.g. after a unit test died with "Segmentation fault":
-#   bash perf/gpu/crash_report.sh $OUT/crash.txt /tmp/megaton-src/build-gpu/tests/megaton_unit_tests --gtest_filter=X.Y
+#   bash dev/gpu/crash_report.sh /tmp/crash.txt build-gpu/tests/megaton_unit_tests --gtest_filter=X.Y
 set -uo pipefail
 out=${1:?usage: crash_report.sh OUTFILE PROGRAM [ARGS...]}
 shift

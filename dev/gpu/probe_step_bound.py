@@ -12,7 +12,7 @@ training run) and then timed over TIMED_S seconds: `gemms` (the step's GEMMs alo
 alone), `gemms+attention` (both, in the step's order). `cool` times the same work in short bursts after an idle
 pause, at the boost clock. nvidia-smi's power and SM clock are sampled every 100 ms over each timed window.
 
-    python3 perf/gpu/probe_step_bound.py [--config 1.3B|124M] [--warm 12] [--timed 6]
+    python3 dev/gpu/probe_step_bound.py [--config 1.3B|124M] [--warm 12] [--timed 6]
 """
 import argparse
 import subprocess
@@ -21,7 +21,14 @@ import time
 import torch
 from torch.nn.attention import SDPBackend, sdpa_kernel
 
-from protocol_compare import DIMS, V, tflops  # the configs' dims, the padded vocab, Megatron's model-FLOPs formula
+DIMS = {"124M": (12, 768, 1024, 32), "1.3B": (24, 2048, 2048, 8)}  # layers, hidden, seq, micro-batch
+V = 50304  # GPT-2's vocabulary padded to a multiple of 128
+
+
+def tflops(name, ms):
+    """Megatron's model TFLOP/s of one step of `name` taking `ms`: 72 B s l h^2 (1 + s/6h + V/12lh)."""
+    L, h, s, b = DIMS[name]
+    return 72 * b * s * L * h * h * (1 + s / (6 * h) + V / (12 * L * h)) / (ms * 1e-3) / 1e12
 
 HEADS = {"124M": 12, "1.3B": 16}
 

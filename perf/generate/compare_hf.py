@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Issue 6's end-to-end check in transformers itself, on the GPU node (run.sh calls it):
+"""The HF export's end-to-end check in transformers itself, on the GPU node (run.sh calls it):
   1. the directory `megaton export-hf` wrote loads with AutoModelForCausalLM, and its tensors equal the HF model
      megaton imported (import-hf -> megaton checkpoint -> export-hf is lossless);
   2. the two models' logits on the same random tokens agree (max |diff|, fp32);

@@ -42,6 +42,6 @@ for b in $BATCHES; do
     2> "$OUT/hf_b$b.err" | tee -a "$OUT/summary.txt"
 done
 
-# Issue 6 in transformers itself: the export loads, round-trips the weights, and decodes the text megaton decoded.
+# The HF export checked in transformers itself: it loads, round-trips the weights, and decodes the text megaton decoded.
 python3 "$HERE/compare_hf.py" "$OUT/hf_init" "$OUT/hf_export" "$OUT/megaton_b1.jsonl" --vocab-dir "$VOCAB_DIR" \
   --new-tokens "$NEW" 2>"$OUT/compare_hf.err" | tee -a "$OUT/summary.txt"

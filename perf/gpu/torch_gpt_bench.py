@@ -1,12 +1,11 @@
-# Copy of the peer anchor /work/shared/peers/torch_gpt_bench.py (a plain PyTorch GPT training step, bf16, SDPA flash
-# attention, fused AdamW), kept here because ../shared does not travel to the GPU machine. Changes: the configs to
+# The PyTorch baseline of docs/performance.md: a plain PyTorch GPT training step (bf16 autocast, SDPA flash attention,
+# fused AdamW), eager. The configs to
 # run can be picked on the command line, e.g. `python3 perf/gpu/torch_gpt_bench.py 124M 1.3B`; names: 124M, 350M,
 # 1.3B, 1.3B-compile, 124M-compile, or custom:L,h,heads,S,B for any dims; no argument runs the five named ones, in
 # the peer's order. PEER_PROFILE_DIR=DIR also records 2 more steps of each config with torch.profiler and writes
 # DIR/peer_<name>.summary.txt: CUDA kernels by total time, in the format of `megaton train --profile`'s summary.
 # PEER_SUSTAINED=1 measures with megaton's sustained protocol instead (30 steps, windows of 5, the median of steps
-# 11-30: the GPU at its power limit; a line starting "sustained "), for a comparison under one protocol
-# (perf/gpu/protocol_compare.py).
+# 11-30: the GPU at its power limit; a line starting "sustained "), for a comparison under one protocol.
 # Anchor: a plain PyTorch GPT (Megatron-style dims) training step, bf16, SDPA flash attention, fused AdamW.
 import math, os, statistics, time, sys, torch, torch.nn as nn, torch.nn.functional as F
 torch.backends.cuda.matmul.allow_tf32 = True

@@ -1,7 +1,7 @@
 #!/bin/bash
 # perf/sweep/run_sweep.sh CONFIGS [OUTDIR] — run `megaton train` over the configurations listed in CONFIGS (one per
 # line, key=value; see perf/sweep/README.md), beside the PyTorch peer when torch with CUDA is importable, and write
-# OUTDIR/sweep.{csv,json,png} (default OUTDIR: perf/results/<date>-<machine>). Environment:
+# OUTDIR/sweep.{csv,json,png} (default OUTDIR: /tmp/megaton-sweep-<date>-<machine>). Environment:
 #   BUILD    build directory holding megaton (default: build, or build-gpu when it exists and has a CUDA megaton)
 #   MACHINE  name in the results (default: the GPU's name, e.g. h200, else cpu-<cores>core)
 #   MPIRUN   launcher for multi-rank configurations (default mpirun; --oversubscribe is added)
@@ -23,7 +23,7 @@ if [ -z "${MACHINE:-}" ]; then
     MACHINE="cpu-$(nproc)core"
   fi
 fi
-OUT=$(realpath -m "${2:-$ROOT/perf/results/$(date +%F)-$MACHINE}")
+OUT=$(realpath -m "${2:-/tmp/megaton-sweep-$(date +%F)-$MACHINE}")
 BUILD=${BUILD:-$ROOT/build}
 [ -x "$BUILD/megaton" ] || { echo "run_sweep.sh: no $BUILD/megaton (build it, or set BUILD)" >&2; exit 2; }
 export MEGATON="$BUILD/megaton" MACHINE MPIRUN="${MPIRUN:-mpirun}" OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"

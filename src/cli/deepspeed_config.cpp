@@ -111,8 +111,11 @@ void agree(int& flag, const char* flag_name, const Reader& r, const char* key, s
 
 }  // namespace
 
-std::vector<std::string> apply_deepspeed_config(const std::string& path, TrainingArgs& t, PrecisionArgs& p,
-                                                ParallelArgs& par) {
+std::vector<std::string> apply_deepspeed_config(const std::string& path, train::TrainConfig& c) {
+  train::LoopOptions& t = c.loop;
+  optim::PrecisionOptions& p = c.precision;
+  parallel::ParallelOptions& par = c.parallel;
+  double& clip_grad = c.optimizer.clip_grad;
   const json root = read_json(path);
   const Reader r(path, root);
   std::vector<std::string> notes;
@@ -160,8 +163,8 @@ std::vector<std::string> apply_deepspeed_config(const std::string& path, Trainin
 
   const double clip = r.number("", "gradient_clipping", 0.0);
   MEGATON_CHECK(clip >= 0, UsageError, r.where("", "gradient_clipping"), ": expected >= 0, got ", clip);
-  if (clip != t.clip_grad) notes.push_back(str("gradient_clipping ", clip, " -> --clip-grad ", clip));
-  t.clip_grad = clip;
+  if (clip != clip_grad) notes.push_back(str("gradient_clipping ", clip, " -> --clip-grad ", clip));
+  clip_grad = clip;
 
   agree(t.micro_batch_size, "--micro-batch-size", r, "train_micro_batch_size_per_gpu", notes);
   agree(t.global_batch_size, "--global-batch-size", r, "train_batch_size", notes);

@@ -6,11 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "cli/arguments.h"
+#include "train/train_config.h"
 
 namespace megaton::cli {
 
-/// Reads the DeepSpeed JSON at `path` and applies it over the parsed flags as DeepSpeed's engine would:
+/// Reads the DeepSpeed JSON at `path` and applies it over the parsed flags in `config` as DeepSpeed's engine would
+/// (config.parallel validated: its data-parallel size is read):
 ///   zero_optimization.stage 0 | 1      -> --zero-stage (stage 0 with bf16, the JSON's or --bf16, -> 1: DeepSpeed's
 ///                                         bf16 optimizer shards its fp32 state over DP, a ZeRO-1); 2 and 3: errors
 ///   fp16 {enabled, loss_scale, initial_scale_power, loss_scale_window, hysteresis, min_loss_scale}
@@ -26,7 +27,6 @@ namespace megaton::cli {
 /// would change training in ways megaton does not implement (optimizer, scheduler, curriculum_learning enabled,
 /// ZeRO-2/3, a contradictory precision) are UsageErrors naming the file and the key. "auto" values count as absent.
 /// Returns one line per setting taken or ignored, for the log.
-std::vector<std::string> apply_deepspeed_config(const std::string& path, TrainingArgs& t, PrecisionArgs& p,
-                                                ParallelArgs& par);
+std::vector<std::string> apply_deepspeed_config(const std::string& path, train::TrainConfig& config);
 
 }  // namespace megaton::cli

@@ -39,7 +39,7 @@ std::array<int64_t, 3> blend_component_samples(const std::array<int64_t, 3>& sam
 
 namespace {
 
-std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const cli::DataArgs& args,
+std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const DataOptions& args,
                                                                      const std::string& prefix, int seq_length,
                                                                      uint32_t seed,
                                                                      const std::array<int64_t, 3>& num_samples,
@@ -58,7 +58,7 @@ std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const cli::
   return out;
 }
 
-// The groups of one mode-2 flag, inline or read from its -path file (cli::validate_data let only one of them through).
+// The groups of one mode-2 flag, inline or read from its -path file (DataOptions::validate let only one of them through).
 std::vector<WeightedSplitGroup> groups_of(const std::vector<std::string>& inline_groups, const std::string& file,
                                           const std::string& flag) {
   const auto texts = file.empty() ? inline_groups : read_weighted_split_paths_file(file, flag + "-path");
@@ -68,7 +68,7 @@ std::vector<WeightedSplitGroup> groups_of(const std::vector<std::string>& inline
 }
 
 // One mode-2 group: its datasets restricted to their document ranges, blended by weight.
-std::shared_ptr<const SampleDataset> build_group(const cli::DataArgs& args, const WeightedSplitGroup& g,
+std::shared_ptr<const SampleDataset> build_group(const DataOptions& args, const WeightedSplitGroup& g,
                                                  const char* kind, int seq_length, uint32_t seed, int64_t samples,
                                                  const Logger& log, bool build) {
   std::vector<std::shared_ptr<const SampleDataset>> parts;
@@ -88,7 +88,7 @@ std::shared_ptr<const SampleDataset> build_group(const cli::DataArgs& args, cons
   return std::make_shared<BlendedDataset>(parts, weights);
 }
 
-TrainValidTestDatasets build_weighted_split_paths(const cli::DataArgs& args, int seq_length, uint32_t seed,
+TrainValidTestDatasets build_weighted_split_paths(const DataOptions& args, int seq_length, uint32_t seed,
                                                   const std::array<int64_t, 3>& num_samples, const Logger& log,
                                                   bool build) {
   const auto train =
@@ -113,7 +113,7 @@ TrainValidTestDatasets build_weighted_split_paths(const cli::DataArgs& args, int
   return r;
 }
 
-TrainValidTestDatasets build_data_path(const cli::DataArgs& args, int seq_length, uint32_t seed,
+TrainValidTestDatasets build_data_path(const DataOptions& args, int seq_length, uint32_t seed,
                                        const std::array<int64_t, 3>& num_samples, const Logger& log, bool build) {
   const auto blend = parse_data_path(args.data_path);
   if (blend.size() == 1) {
@@ -134,11 +134,11 @@ TrainValidTestDatasets build_data_path(const cli::DataArgs& args, int seq_length
   return r;
 }
 
-TrainValidTestDatasets build_all(const cli::DataArgs& args, int seq_length, uint32_t seed,
+TrainValidTestDatasets build_all(const DataOptions& args, int seq_length, uint32_t seed,
                                  const std::array<int64_t, 3>& num_samples, const Logger& log, bool build) {
   MEGATON_CHECK(args.data_impl == "mmap" || args.data_impl == "infer", UsageError, "--data-impl ", args.data_impl,
                 " is not supported (mmap)");
-  TrainValidTestDatasets r = uses_weighted_split_paths(args)
+  TrainValidTestDatasets r = args.uses_weighted_split_paths()
                                  ? build_weighted_split_paths(args, seq_length, seed, num_samples, log, build)
                                  : build_data_path(args, seq_length, seed, num_samples, log, build);
   if (r.valid_groups.empty() && r.valid) r.valid_groups.push_back({"", r.valid});
@@ -148,11 +148,7 @@ TrainValidTestDatasets build_all(const cli::DataArgs& args, int seq_length, uint
 
 }  // namespace
 
-bool uses_weighted_split_paths(const cli::DataArgs& args) {
-  return !args.train_weighted_split_paths.empty() || !args.train_weighted_split_paths_path.empty();
-}
-
-TrainValidTestDatasets build_train_valid_test_datasets(const cli::DataArgs& args, int seq_length, uint32_t seed,
+TrainValidTestDatasets build_train_valid_test_datasets(const DataOptions& args, int seq_length, uint32_t seed,
                                                        const std::array<int64_t, 3>& num_samples, const Logger& log,
                                                        bool is_global_rank0, const std::function<void()>& barrier) {
   // Rank 0 builds (and loads) first; the others wait, then load the files rank 0 wrote. An exception on rank 0 is

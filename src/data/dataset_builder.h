@@ -13,8 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "cli/arguments.h"
 #include "core/log.h"
+#include "data/data_options.h"
 #include "data/sample_dataset.h"
 
 namespace megaton::data {
@@ -31,17 +31,14 @@ struct TrainValidTestDatasets {
   std::vector<NamedDataset> valid_groups, test_groups;
 };
 
-/// True when the mode-2 flags are used (--train-weighted-split-paths[-path]).
-bool uses_weighted_split_paths(const cli::DataArgs& args);
-
 /// Parses --data-path: one prefix (weight 1), or pairs "W1 P1 W2 P2 ..." (weights normalized). UsageError otherwise.
 std::vector<std::pair<double, std::string>> parse_data_path(const std::vector<std::string>& data_path);
 
 /// Megatron's per-component sample counts for a blend: ceil(n * w * 1.005).
 std::array<int64_t, 3> blend_component_samples(const std::array<int64_t, 3>& samples, double weight);
 
-/// `args` as cli::validate_data accepted them (one data mode, each mode-2 flag inline or as a file, not both).
-TrainValidTestDatasets build_train_valid_test_datasets(const cli::DataArgs& args, int seq_length, uint32_t seed,
+/// `args` as DataOptions::validate accepted them (one data mode, each mode-2 flag inline or as a file, not both).
+TrainValidTestDatasets build_train_valid_test_datasets(const DataOptions& args, int seq_length, uint32_t seed,
                                                        const std::array<int64_t, 3>& num_samples, const Logger& log,
                                                        bool is_global_rank0, const std::function<void()>& barrier);
 

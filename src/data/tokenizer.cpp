@@ -1,6 +1,5 @@
 #include "data/tokenizer.h"
 
-#include "cli/arguments.h"
 #include "core/error.h"
 #include "data/gpt2_tokenizer.h"
 #include "data/hf_tokenizer.h"
@@ -24,7 +23,7 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& type, const std::st
                        type.empty() ? " (the flag is required)" : ""));
 }
 
-std::unique_ptr<Tokenizer> make_tokenizer(const cli::DataArgs& a) {
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& a) {
   return make_tokenizer(a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_name_or_path);
 }
 

@@ -17,9 +17,7 @@
 #include <string_view>
 #include <vector>
 
-namespace megaton::cli {
-struct DataArgs;
-}
+#include "data/tokenizer_options.h"
 
 namespace megaton::data {
 
@@ -49,7 +47,7 @@ class Tokenizer {
 /// naming the file for unreadable or malformed tokenizer files.
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& type, const std::string& vocab_file,
                                           const std::string& merge_file, const std::string& name_or_path);
-std::unique_ptr<Tokenizer> make_tokenizer(const cli::DataArgs& args);
+std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& options);
 
 /// Megatron's best_fitting_dtype: the dtype code of .bin tokens (8 = uint16 when vocab < 65500, else 4 = int32).
 uint8_t best_fitting_dtype_code(int64_t vocab_size);

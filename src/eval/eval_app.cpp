@@ -5,7 +5,6 @@
 #include <fstream>
 #include <iostream>
 
-#include "cli/parser.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "eval/detokenizer.h"
@@ -15,40 +14,24 @@
 
 namespace megaton::eval {
 
-namespace po = boost::program_options;
-
-bool parse_eval_flags(int argc, const char* const* argv, int world_size, EvalFlags& f, std::ostream& help_out) {
-  po::options_description d, e("zero-shot evaluation");
-  infer::add_model_flags(d, f.model);
-  e.add_options()
-      ("task", po::value(&f.task), "WIKITEXT103 (perplexity) | LAMBADA (last-word accuracy)")
-      ("valid-data", po::value(&f.valid_data)->multitoken(), "the evaluation file (WikiText raw text / LAMBADA JSONL)")
-      ("overlapping-eval", po::value(&f.overlapping_eval)->default_value(32),
-       "sliding-window stride in tokens for WIKITEXT103 (= --seq-length: no overlap)")
-      ("strict-lambada", po::bool_switch(&f.strict_lambada), "LAMBADA: predict the whole last word, not its last token")
-      ("results-file", po::value(&f.results_file), "also write the numbers as JSON here");
-  d.add(e);
-  if (!cli::parse_args("eval", "Zero-shot evaluation of a GPT checkpoint (tasks/main.py: WIKITEXT103, LAMBADA).", argc,
-                       argv, d, help_out))
-    return false;
-  infer::validate_model_flags(f.model, world_size, "eval");
-  MEGATON_CHECK(f.task == "WIKITEXT103" || f.task == "LAMBADA", UsageError, "--task must be WIKITEXT103 or LAMBADA",
-                f.task.empty() ? std::string(" (missing)") : ", got " + f.task);
-  MEGATON_CHECK(f.valid_data.size() == 1, UsageError, "--valid-data takes exactly one file for --task ", f.task,
-                ", got ", f.valid_data.size());
-  MEGATON_CHECK(f.task != "WIKITEXT103" || f.overlapping_eval > 0, UsageError, "--overlapping-eval must be > 0, got ",
-                f.overlapping_eval);
-  if (f.overlapping_eval > f.model.model.seq_length) f.overlapping_eval = f.model.model.seq_length;
-  return true;
+void EvalOptions::validate(int world) {
+  model.validate(world, "eval");
+  MEGATON_CHECK(task == "WIKITEXT103" || task == "LAMBADA", UsageError, "--task must be WIKITEXT103 or LAMBADA",
+                task.empty() ? std::string(" (missing)") : ", got " + task);
+  MEGATON_CHECK(valid_data.size() == 1, UsageError, "--valid-data takes exactly one file for --task ", task, ", got ",
+                valid_data.size());
+  MEGATON_CHECK(task != "WIKITEXT103" || overlapping_eval > 0, UsageError, "--overlapping-eval must be > 0, got ",
+                overlapping_eval);
+  if (overlapping_eval > model.model.seq_length) overlapping_eval = model.model.seq_length;
 }
 
-int run_eval_app(const EvalFlags& f, const dist::LaunchEnv& env, std::ostream& out) {
-  Logger log(env.rank, env.size, parse_log_level(f.model.logging.log_level));
+int run_eval_app(const EvalOptions& f, const dist::LaunchEnv& env, std::ostream& out) {
+  Logger log(env.rank, env.size, parse_log_level(f.model.log_level));
   auto m = infer::build_inference_model(f.model, env, log);
   infer::StageRunner runner(*m->stage, m->groups);
   data::Tokenizer& tok = *m->tokenizer;
   const std::string& path = f.valid_data.front();
-  const int64_t seq = f.model.model.seq_length, mb = f.model.training.micro_batch_size;
+  const int64_t seq = f.model.model.seq_length, mb = f.model.micro_batch_size;
   nlohmann::json result = {{"task", f.task}, {"valid_data", path}, {"seq_length", seq}};
   std::string line;
   Timer timer;

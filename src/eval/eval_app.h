@@ -11,19 +11,21 @@
 
 namespace megaton::eval {
 
-struct EvalFlags {
-  infer::ModelFlags model;
+struct EvalOptions {
+  infer::InferenceOptions model;
   std::string task;                     // WIKITEXT103 | LAMBADA
   std::vector<std::string> valid_data;  // one file
   int64_t overlapping_eval = 32;        // Megatron's default
   bool strict_lambada = false;
   std::string results_file;             // optional JSON of the numbers
+
+
+  /// The model's options (InferenceOptions::validate), a known task with one data file, a positive stride (capped
+  /// at --seq-length).
+  void validate(int world);
 };
 
-/// Parses argv (argv[0] = "eval"); false after --help.
-bool parse_eval_flags(int argc, const char* const* argv, int world_size, EvalFlags& f, std::ostream& help_out);
-
 /// Collective; prints Megatron's result line on global rank 0 to `out`.
-int run_eval_app(const EvalFlags& f, const dist::LaunchEnv& env, std::ostream& out);
+int run_eval_app(const EvalOptions& f, const dist::LaunchEnv& env, std::ostream& out);
 
 }  // namespace megaton::eval

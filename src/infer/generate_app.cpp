@@ -7,7 +7,6 @@
 #include <optional>
 #include <iostream>
 
-#include "cli/parser.h"
 #include "core/error.h"
 #include "core/timer.h"
 #include "data/utf8.h"
@@ -15,41 +14,16 @@
 
 namespace megaton::infer {
 
-namespace po = boost::program_options;
-
-bool parse_generate_flags(int argc, const char* const* argv, int world_size, GenerateFlags& f, std::ostream& help_out) {
-  po::options_description d, g("text generation");
-  add_model_flags(d, f.model);
-  g.add_options()
-      ("temperature", po::value(&f.temperature)->default_value(1.0), "sampling temperature (> 0)")
-      ("greedy", po::bool_switch(&f.greedy), "take the most likely token (no sampling)")
-      ("top_p", po::value(&f.top_p)->default_value(0.0), "nucleus sampling mass; 0 = off")
-      ("top_k", po::value(&f.top_k)->default_value(0), "sample among the k most likely tokens; 0 = off")
-      ("out-seq-length", po::value(&f.out_seq_length)->default_value(1024),
-       "at most this many tokens after the shortest prompt (also capped by --seq-length)")
-      ("sample-input-file", po::value(&f.sample_input_file), "prompts, one a line")
-      ("sample-output-file", po::value(&f.sample_output_file), "where conditional samples go (default INPUT.out)")
-      ("num-samples", po::value(&f.num_samples)->default_value(0),
-       "unconditional samples to write to --genfile; 0 = conditional (input file) or interactive")
-      ("genfile", po::value(&f.genfile), "JSONL output of unconditional samples")
-      ("recompute", po::bool_switch(&f.recompute), "no KV cache: run the whole prefix at every step")
-      ("ignore-eos", po::bool_switch(&f.ignore_eos),
-       "(megaton) do not stop a row at the end-of-document token: fixed-length decoding for benchmarks");
-  d.add(g);
-  if (!cli::parse_args("generate", "Generate text from a GPT checkpoint (tools/generate_samples_gpt.py).", argc, argv,
-                       d, help_out))
-    return false;
-  validate_model_flags(f.model, world_size, "generate");
-  SamplingOptions s{f.greedy, f.temperature, f.top_k, f.top_p};
-  validate_sampling(s);
-  MEGATON_CHECK(f.out_seq_length > 0, UsageError, "--out-seq-length must be > 0, got ", f.out_seq_length);
-  MEGATON_CHECK(f.num_samples >= 0, UsageError, "--num-samples must be >= 0, got ", f.num_samples);
-  MEGATON_CHECK(f.num_samples == 0 || !f.genfile.empty(), UsageError,
-                "--num-samples ", f.num_samples, " (unconditional) needs --genfile FILE for the samples");
-  MEGATON_CHECK(f.num_samples == 0 || f.sample_input_file.empty(), UsageError,
+void GenerateAppOptions::validate(int world) {
+  model.validate(world, "generate");
+  validate_sampling(SamplingOptions{greedy, temperature, top_k, top_p});
+  MEGATON_CHECK(out_seq_length > 0, UsageError, "--out-seq-length must be > 0, got ", out_seq_length);
+  MEGATON_CHECK(num_samples >= 0, UsageError, "--num-samples must be >= 0, got ", num_samples);
+  MEGATON_CHECK(num_samples == 0 || !genfile.empty(), UsageError, "--num-samples ", num_samples,
+                " (unconditional) needs --genfile FILE for the samples");
+  MEGATON_CHECK(num_samples == 0 || sample_input_file.empty(), UsageError,
                 "--num-samples > 0 (unconditional) and --sample-input-file (conditional) exclude each other");
-  if (!f.sample_input_file.empty() && f.sample_output_file.empty()) f.sample_output_file = f.sample_input_file + ".out";
-  return true;
+  if (!sample_input_file.empty() && sample_output_file.empty()) sample_output_file = sample_input_file + ".out";
 }
 
 std::string unconditional_record(const GenerateResult& r, int64_t row, int64_t seq_length, const data::Tokenizer& tok) {
@@ -78,7 +52,7 @@ std::string conditional_block(const std::string& prompt, const std::string& full
 
 namespace {
 
-GenerateOptions generate_options(const GenerateFlags& f, const data::Tokenizer& tok) {
+GenerateOptions generate_options(const GenerateAppOptions& f, const data::Tokenizer& tok) {
   GenerateOptions o;
   o.sampling = {f.greedy, f.temperature, f.top_k, f.top_p};
   o.seq_length = f.model.model.seq_length;
@@ -112,13 +86,13 @@ std::string broadcast_string(dist::Communicator& world, const std::string& s, to
 
 }  // namespace
 
-int run_generate_app(const GenerateFlags& f, const dist::LaunchEnv& env, std::istream& in, std::ostream& out) {
-  Logger log(env.rank, env.size, parse_log_level(f.model.logging.log_level));
+int run_generate_app(const GenerateAppOptions& f, const dist::LaunchEnv& env, std::istream& in, std::ostream& out) {
+  Logger log(env.rank, env.size, parse_log_level(f.model.log_level));
   auto m = build_inference_model(f.model, env, log);
   StageRunner runner(*m->stage, m->groups);
   data::Tokenizer& tok = *m->tokenizer;
   const GenerateOptions o = generate_options(f, tok);
-  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(f.model.training.seed));
+  at::Generator gen = at::detail::createCPUGenerator(static_cast<uint64_t>(f.model.seed));
   const bool writer = m->groups.rank == 0;
   const int64_t seq = o.seq_length;
 
@@ -129,7 +103,7 @@ int run_generate_app(const GenerateFlags& f, const dist::LaunchEnv& env, std::is
       file.open(f.genfile, std::ios::binary | std::ios::trunc);
       MEGATON_CHECK(file.good(), UsageError, "--genfile ", f.genfile, ": cannot open for writing");
     }
-    const int64_t mb = f.model.training.micro_batch_size;
+    const int64_t mb = f.model.micro_batch_size;
     int64_t written = 0, tokens_out = 0;
     Timer timer;
     timer.start();

@@ -1,4 +1,4 @@
-// `megaton generate` (Megatron's tools/generate_samples_gpt.py): flags and the three modes
+// `megaton generate` (Megatron's tools/generate_samples_gpt.py): its options and the three modes
 //   --num-samples N --genfile F      unconditional samples from [EOD], JSONL {"text", "length", "finished"}
 //   --sample-input-file F            one prompt a line -> --sample-output-file (default F.out):
 //                                    "\nContext:" + prompt + "\n\nMegatron-LM:" + continuation + "\n"
@@ -13,8 +13,8 @@
 
 namespace megaton::infer {
 
-struct GenerateFlags {
-  ModelFlags model;
+struct GenerateAppOptions {
+  InferenceOptions model;
   double temperature = 1.0;
   bool greedy = false;
   double top_p = 0.0;
@@ -26,13 +26,15 @@ struct GenerateFlags {
   std::string genfile;
   bool recompute = false;
   bool ignore_eos = false;  // megaton extension (benchmarks): decode to the full length, EOS or not
+
+
+  /// The model's options (InferenceOptions::validate), the sampling settings and the mode's flags together; fills
+  /// sample_output_file from sample_input_file. UsageError for bad or inconsistent flags.
+  void validate(int world);
 };
 
-/// Parses argv (argv[0] = "generate"); false after --help. UsageError for bad or inconsistent flags.
-bool parse_generate_flags(int argc, const char* const* argv, int world_size, GenerateFlags& f, std::ostream& help_out);
-
 /// Runs the selected mode; collective over the job. `in`/`out` are the interactive streams (rank 0 reads).
-int run_generate_app(const GenerateFlags& f, const dist::LaunchEnv& env, std::istream& in, std::ostream& out);
+int run_generate_app(const GenerateAppOptions& f, const dist::LaunchEnv& env, std::istream& in, std::ostream& out);
 
 /// Megatron's unconditional JSONL record for one row: {"text": detokenize(tokens[1:length-1]), "length": length-1,
 /// "finished": length < seq_length - 1} (its off-by-one kept: the token before the EOS is not in "text").

@@ -13,7 +13,7 @@ void validate_gpt_config(const GptConfig& c, int tp, int pp) {
       m.num_layers > 0 && m.hidden_size > 0 && m.num_attention_heads > 0 && m.kv_channels > 0 && m.ffn_hidden_size > 0,
       UsageError, "model config not validated: --num-layers ", m.num_layers, ", --hidden-size ", m.hidden_size,
       ", --num-attention-heads ", m.num_attention_heads, ", --kv-channels ", m.kv_channels, ", --ffn-hidden-size ",
-      m.ffn_hidden_size, " must all be > 0 (call cli::validate_model first)");
+      m.ffn_hidden_size, " must all be > 0 (call GptOptions::validate first)");
   MEGATON_CHECK(c.vocab_size > 0 && c.padded_vocab_size >= c.vocab_size, UsageError, "padded vocabulary (",
                 c.padded_vocab_size, ") must be >= the vocabulary (", c.vocab_size, ") and > 0");
   MEGATON_CHECK(m.num_attention_heads % tp == 0, UsageError, "--num-attention-heads (", m.num_attention_heads,
@@ -34,6 +34,43 @@ void validate_gpt_config(const GptConfig& c, int tp, int pp) {
                     c.dtype == torch::kFloat64,
                 UsageError, "model dtype must be fp32, bf16, fp16 (or fp64 for tests), got ", c.dtype);
   (void)c.activation();  // throws on an unknown --glu-activation
+}
+
+void check_layout(const GptOptions& m, const parallel::ParallelOptions& p) {
+  const int tp = p.tensor_model_parallel_size, pp = p.pipeline_model_parallel_size;
+  MEGATON_CHECK(m.num_attention_heads % tp == 0, UsageError, "--num-attention-heads (", m.num_attention_heads,
+                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
+  MEGATON_CHECK(m.ffn_hidden_size % tp == 0, UsageError, "--ffn-hidden-size (", m.ffn_hidden_size,
+                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
+  MEGATON_CHECK(m.num_layers >= pp, UsageError, "--num-layers (", m.num_layers,
+                ") must be >= --pipeline-model-parallel-size (", pp, ")");
+  if (p.interleaved())
+    MEGATON_CHECK(m.num_layers % (pp * p.num_layers_per_virtual_pipeline_stage) == 0, UsageError, "--num-layers (",
+                  m.num_layers,
+                  ") must be divisible by --pipeline-model-parallel-size x "
+                  "--num-layers-per-virtual-pipeline-stage (",
+                  pp, " x ", p.num_layers_per_virtual_pipeline_stage, ")");
+}
+
+nlohmann::json architecture_json(const GptConfig& c) {
+  const auto& m = c.model;
+  return {{"num_layers", m.num_layers},
+          {"hidden_size", m.hidden_size},
+          {"ffn_hidden_size", m.ffn_hidden_size},
+          {"num_attention_heads", m.num_attention_heads},
+          {"kv_channels", m.kv_channels},
+          {"max_position_embeddings", m.max_position_embeddings},
+          {"vocab_size", c.vocab_size},
+          {"position_embedding_type", m.position_embedding_type},
+          {"embed_layernorm", m.embed_layernorm},
+          {"glu_activation", m.glu_activation},
+          {"openai_gelu", m.openai_gelu},
+          // Megatron's unfused bias-GELU is the exact (erf) GELU: true only where that is the activation, so a GLU
+          // or --openai-gelu run loads whichever way the flag is given. The HF export reads it (gelu vs gelu_new).
+          {"no_bias_gelu_fusion", c.activation() == ops::Activation::kGeluErf},
+          {"apply_residual_connection_post_layernorm", m.apply_residual_connection_post_layernorm},
+          {"layernorm_epsilon", m.layernorm_epsilon},
+          {"untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights}};
 }
 
 std::vector<int> partition_layers(const GptConfig& c, int pp) {

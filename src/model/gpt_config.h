@@ -1,19 +1,23 @@
-// Everything needed to build a GPT shard: the model flags (cli::ModelArgs after cli::validate_model), the vocabulary
-// (real and padded: cli::padded_vocab_size), the seed, the training dtype and device, and how layers are spread over
-// pipeline stages. The parallel layout itself comes from dist::ProcessGroups.
+// Everything needed to build a GPT shard: the architecture (GptOptions, validated), the kernels it runs, the
+// vocabulary (real and padded: GptOptions::padded_vocab_size), the seed, the training dtype and device, and how
+// layers are spread over pipeline stages. The parallel layout itself comes from dist::ProcessGroups.
 #pragma once
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
-#include "cli/arguments.h"
+#include "model/gpt_options.h"
 #include "model/positions.h"
 #include "ops/activations.h"
+#include "ops/kernel_options.h"
+#include "parallel/parallel_options.h"
 
 namespace megaton::model {
 
 struct GptConfig {
-  cli::ModelArgs model;                       // validated (kv_channels, ffn_hidden_size filled in)
+  GptOptions model;                           // validated (kv_channels, ffn_hidden_size filled in)
+  ops::KernelOptions kernels;
   int64_t vocab_size = 0;                     // the tokenizer's
   int64_t padded_vocab_size = 0;              // rows of the word embedding; >= vocab_size, divisible by TP
   uint64_t seed = 1234;                       // --seed: parameter init and dropout
@@ -24,7 +28,7 @@ struct GptConfig {
 
   PositionType position_type() const { return parse_position_type(model.position_embedding_type); }
   ops::Activation activation() const {
-    return ops::activation_from_flags(model.glu_activation, model.openai_gelu, !model.no_bias_gelu_fusion);
+    return ops::activation_from_flags(model.glu_activation, model.openai_gelu, model.bias_gelu_fusion);
   }
   /// The residual stream's dtype: the hidden states between layers and between pipeline stages (fp32 with
   /// --fp32-residual-connection, else the params dtype).
@@ -34,6 +38,15 @@ struct GptConfig {
   int64_t head_dim() const { return model.kv_channels; }
   int64_t ffn() const { return model.ffn_hidden_size; }
 };
+
+/// The model's constraints on a layout, checked with the flags before anything is built: heads and ffn divisible by
+/// TP, at least one layer per stage, and with the interleaved schedule layers divisible by PP x layers per virtual
+/// stage. UsageError names the flags.
+void check_layout(const GptOptions& model, const parallel::ParallelOptions& parallel);
+
+/// The architecture keys of a checkpoint (meta/model_config.json): equal at load or the load fails naming the key.
+/// Independent of TP/PP/DP (the padded vocabulary is not in it: it depends on TP).
+nlohmann::json architecture_json(const GptConfig& c);
 
 /// Throws UsageError unless the config fits a TP x PP layout (heads, ffn, padded vocab divisible by TP; layers >= PP;
 /// rotary head dim even; vocab <= padded vocab).

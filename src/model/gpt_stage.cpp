@@ -146,7 +146,7 @@ torch::Tensor GptStage::embed(const torch::Tensor& ids, const torch::Tensor& pos
   // Looked up in [s, b] order: the embeddings come out as [s, b, h] (no transposing copy of the hidden states
   // forward, nor of their gradient backward).
   torch::Tensor x = word_->forward(ids.to(torch::kInt64).t());  // [s, b, h]
-  if (m.embed_layernorm) x = ops::layer_norm(x, emb_ln_w_, emb_ln_b_, m.layernorm_epsilon, !m.no_fused_layernorm);
+  if (m.embed_layernorm) x = ops::layer_norm(x, emb_ln_w_, emb_ln_b_, m.layernorm_epsilon, c_.kernels.fused_layernorm);
   if (position_.defined()) {
     MEGATON_CHECK(s <= m.max_position_embeddings, DataError, "sequence length ", s,
                   " exceeds --max-position-embeddings (", m.max_position_embeddings, ")");
@@ -200,7 +200,7 @@ torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Te
   ctx.documents = documents;  // checked by ops::causal_attention
   const SplitHidden out = run_layers(h, ctx);
   if (!last_) return out.sum();  // [s, b, h] to the next pipeline stage
-  const bool fused = !c_.model.no_fused_layernorm;
+  const bool fused = c_.kernels.fused_layernorm;
   const double eps = c_.model.layernorm_epsilon;
   const ops::LayerNormMainGrads mg{main_grads().of(final_ln_w_), main_grads().of(final_ln_b_)};
   return split_layer_norm(out, final_ln_w_, final_ln_b_, eps, fused, mg).y;
@@ -222,7 +222,7 @@ torch::Tensor GptStage::forward_losses(const torch::Tensor& input, const torch::
                                        const torch::Tensor& position_ids, const ops::Documents& documents) {
   MEGATON_ASSERT(last_, "forward_losses on a stage that is not the last");
   // Without autograd (evaluation) the gradient written over the logits would be a wasted pass.
-  if (c_.model.no_fused_lm_head_loss || !torch::GradMode::is_enabled())
+  if (!c_.kernels.fused_lm_head_loss || !torch::GradMode::is_enabled())
     return token_losses(forward(input, position_ids, documents), labels);
   torch::Tensor h = final_hidden(input, position_ids, documents);  // [s, b, h]
   check_labels(labels, h);
@@ -259,7 +259,7 @@ torch::Tensor GptStage::forward_cached(const torch::Tensor& input, KvCache& cach
   }
   for (size_t i = 0; i < layers_.size(); ++i) h = layers_[i]->forward_cached(h, ctx, cache.layers[i]);
   if (!last_) return h;
-  h = ops::layer_norm(h, final_ln_w_, final_ln_b_, c_.model.layernorm_epsilon, !c_.model.no_fused_layernorm);
+  h = ops::layer_norm(h, final_ln_w_, final_ln_b_, c_.model.layernorm_epsilon, c_.kernels.fused_layernorm);
   torch::Tensor logits = parallel::parallel_lm_logits(h, output_weight_, tp_);  // [s, b, V/tp]
   if (padding_columns_.defined())
     logits = logits.masked_fill(padding_columns_, -std::numeric_limits<double>::infinity());

@@ -56,7 +56,7 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, c
 
 }  // namespace
 
-InitSpec weight_init(const cli::ModelArgs& m, int64_t fan_in, int64_t fan_out, bool scaled) {
+InitSpec weight_init(const GptOptions& m, int64_t fan_in, int64_t fan_out, bool scaled) {
   if (m.init_method_xavier_uniform) return InitSpec::xavier_uniform(fan_in, fan_out);
   return InitSpec::normal(scaled ? m.init_method_std / std::sqrt(2.0 * m.num_layers) : m.init_method_std);
 }
@@ -68,11 +68,11 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   const int n = tp->size();
   local_heads_ = heads / n;
   bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh;
-  fuse_qkv_grad_ = !m.no_qkv_grad_fusion;
-  use_varlen_ = !m.no_varlen_attention;
-  alibi_fold_ = !m.no_alibi_fold;
-  // where ops::gemm_epilogue_supported, else ATen
-  mlp_epilogues_ = {!m.no_gemm_epilogue_fusion, !m.no_gemm_epilogue_fusion && !m.no_gemm_dgelu_epilogue};
+  const ops::KernelOptions& k = c.kernels;
+  fuse_qkv_grad_ = k.qkv_grad_fusion;
+  use_varlen_ = k.varlen_attention;
+  alibi_fold_ = k.alibi_fold;
+  mlp_epilogues_ = {k.gemm_epilogue, k.gemm_epilogue && k.gemm_dgelu_epilogue};  // where supported, else ATen
   const std::string p = "layers." + std::to_string(index) + ".";
   auto ln = [&](const std::string& name, bool weight) {
     return f.make({p + name, {h}, -1, {}, weight ? InitSpec::ones() : InitSpec::zeros(), 0, true});
@@ -144,7 +144,7 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
   o.alibi = ctx.alibi;
   o.alibi_mask_cache = ctx.alibi_mask_cache;
   o.documents = ctx.documents;
-  o.use_fused = c_.use_fused_attention && !m.no_masked_softmax_fusion;
+  o.use_fused = c_.use_fused_attention && c_.kernels.masked_softmax_fusion;
   o.use_varlen = use_varlen_;
   o.alibi_fold = alibi_fold_;
   if (kv != nullptr) {
@@ -199,13 +199,13 @@ torch::Tensor TransformerLayer::forward_cached(const torch::Tensor& x, const Lay
 SplitHidden TransformerLayer::forward_impl(const SplitHidden& in, const LayerContext& ctx, LayerKv* kv) const {
   const auto& m = c_.model;
   const double eps = m.layernorm_epsilon;
-  const bool fused_ln = !m.no_fused_layernorm;
+  const bool fused_ln = c_.kernels.fused_layernorm;
   // Megatron's hidden dropout on the attention's and the MLP's outputs, drawn where they join the residual stream:
   // inside the next LayerNorm's add (ops::add_layer_norm; in its kernel unless --no-dropout-layernorm-fusion).
   ops::HiddenDropout hidden_dropout;
   if (ctx.training && m.hidden_dropout > 0.0) {
     MEGATON_ASSERT(ctx.rng != nullptr, "hidden dropout without a generator");
-    hidden_dropout = {m.hidden_dropout, &ctx.rng->default_generator(), !m.no_dropout_layernorm_fusion};
+    hidden_dropout = {m.hidden_dropout, &ctx.rng->default_generator(), c_.kernels.dropout_layernorm_fusion};
   }
   // x = in.residual + dropout(in.delta), added inside LN1's kernel where the fused LayerNorm applies.
   const ops::AddLayerNorm x_ln1 = split_layer_norm(in, ln1_w_, ln1_b_, eps, fused_ln, ln_main_grads(ln1_w_, ln1_b_));

@@ -102,6 +102,6 @@ class TransformerLayer {
 
 /// The init of weight matrices: normal(std) or xavier-uniform on the global fans; `scaled` divides the normal std
 /// by sqrt(2 * num_layers) (Megatron's scaled_init_method_normal for output projections).
-parallel::InitSpec weight_init(const cli::ModelArgs& m, int64_t fan_in, int64_t fan_out, bool scaled);
+parallel::InitSpec weight_init(const GptOptions& m, int64_t fan_in, int64_t fan_out, bool scaled);
 
 }  // namespace megaton::model

@@ -25,8 +25,8 @@ bool is_half(const torch::Tensor& t) {
 // for the duration and hands the advanced state back (Megatron's tracker fork does the same with the CUDA state).
 // The generator's mutex is held only while the states are swapped, never across the kernel: ATen's dropout (CPU
 // bernoulli_, the CUDA kernels' philox offset) locks that same non-recursive mutex itself, so holding it for the scope
-// deadlocked the first forward with attention dropout on LibTorch >= 2 (found on the GPU node's build, twelfth
-// 2026-12-04 session: ModelGpt.RecomputationGivesTheSameGradientsWithDropout never returned). The swap assumes no other
+// deadlocks the first forward with attention dropout on LibTorch >= 2
+// (ModelGpt.RecomputationGivesTheSameGradientsWithDropout on a GPU would never return). The swap assumes no other
 // thread draws from the default generator meanwhile, which holds for the training loop (one host thread per rank).
 class ScopedDefaultGenerator {
  public:

@@ -3,9 +3,8 @@
 // is ALiBi's or none. Three paths with the same result:
 //   * variable-length (documents, half precision on the GPU, LibTorch >= 2.2, no ALiBi): ATen's flash kernel over the
 //     packed documents (at::_flash_attention_forward with cumulative lengths), each document its own causal sequence:
-//     the blocks across documents are skipped, not computed and masked (cuDNN's ragged SDPA through ATen, tried in
-//     the twentieth 2026-12-05 session, was 60-95x slower and its gradients wrong past 64-token documents:
-//     docs/gpu.md);
+//     the blocks across documents are skipped, not computed and masked (cuDNN's ragged SDPA through ATen is 60-95x
+//     slower, with wrong gradients past 64-token documents, on torch 2.11);
 //   * fused: at::scaled_dot_product_attention (LibTorch >= 2.0: flash / memory-efficient / cuDNN on the GPU),
 //     is_causal, or the documents' boolean mask (which the causal-only flash kernels do not take: ATen picks a kernel
 //     that does), or for ALiBi either
@@ -71,7 +70,7 @@ struct AttentionOptions {
   /// Use the fused kernels when LibTorch has them.
   bool use_fused = true;
   /// With documents: the variable-length kernel where it applies (else the fused kernel with the documents' mask).
-  /// The default (the model's too since the nineteenth 2026-12-05 session; --no-varlen-attention clears it).
+  /// The default (the model's too; --no-varlen-attention clears it).
   bool use_varlen = true;
   /// ALiBi folded into the heads where it applies (uses_alibi_fold; else its mask). --no-alibi-fold clears it.
   bool alibi_fold = true;

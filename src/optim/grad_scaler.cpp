@@ -70,7 +70,7 @@ void DynamicGradScaler::load_state_dict(const nlohmann::json& state) {
   hysteresis_tracker_ = get_checked<int>(state, "hysteresis_tracker", "dynamic grad scaler");
 }
 
-std::unique_ptr<GradScaler> make_grad_scaler(const cli::PrecisionArgs& p) {
+std::unique_ptr<GradScaler> make_grad_scaler(const PrecisionOptions& p) {
   if (!p.fp16 && !p.bf16) return nullptr;
   if (p.loss_scale > 0) return std::make_unique<ConstantGradScaler>(p.loss_scale);
   if (!p.fp16) return nullptr;

@@ -6,7 +6,7 @@
 
 #include <memory>
 
-#include "cli/arguments.h"
+#include "optim/precision_options.h"
 
 namespace megaton::optim {
 
@@ -67,6 +67,6 @@ class DynamicGradScaler : public GradScaler {
 
 /// Megatron's choice (megatron/optimizer/__init__.py): --loss-scale X gives a constant scaler (fp16 or bf16); fp16
 /// without it the dynamic one; bf16/fp32 without it none (nullptr).
-std::unique_ptr<GradScaler> make_grad_scaler(const cli::PrecisionArgs& precision);
+std::unique_ptr<GradScaler> make_grad_scaler(const PrecisionOptions& precision);
 
 }  // namespace megaton::optim

@@ -101,27 +101,4 @@ void AnnealingLR::load_state_dict(const nlohmann::json& s) {
   }
 }
 
-LrSchedulerOptions lr_scheduler_options(const cli::TrainingArgs& t) {
-  LrSchedulerOptions o;
-  MEGATON_CHECK(t.lr >= 0, UsageError, "--lr is required for training");
-  o.max_lr = t.lr;
-  o.min_lr = t.min_lr;
-  o.decay_style = t.lr_decay_style;
-  if (t.lr_decay_tokens > 0) o.decay_tokens = t.lr_decay_tokens;
-  o.override_lr_scheduler = t.override_lr_scheduler;
-  o.use_checkpoint_lr_scheduler = t.use_checkpoint_lr_scheduler;
-  if (t.train_samples > 0) {
-    o.decay_steps = t.lr_decay_samples > 0 ? t.lr_decay_samples : t.train_samples;
-    o.warmup_steps = t.lr_warmup_fraction >= 0 ? t.lr_warmup_fraction * static_cast<double>(o.decay_steps)
-                                                : static_cast<double>(t.lr_warmup_samples);
-  } else {
-    const int64_t iters = t.lr_decay_iters > 0 ? t.lr_decay_iters : t.train_iters;
-    o.decay_steps = iters * t.global_batch_size;
-    o.warmup_steps = t.lr_warmup_fraction >= 0
-                         ? t.lr_warmup_fraction * static_cast<double>(o.decay_steps)
-                         : static_cast<double>(t.lr_warmup_iters) * static_cast<double>(t.global_batch_size);
-  }
-  return o;
-}
-
 }  // namespace megaton::optim

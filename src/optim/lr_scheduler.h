@@ -16,7 +16,6 @@
 #include <optional>
 #include <string>
 
-#include "cli/arguments.h"
 
 namespace megaton::optim {
 
@@ -60,11 +59,5 @@ class AnnealingLR {
   int64_t warmup_tokens_ = 0;
   double lr_ = 0.0;
 };
-
-/// training.py::get_learning_rate_scheduler: the options from the command line. Iteration mode: decay = (lr_decay_iters
-/// or train_iters) * global_batch; warmup = fraction * decay or lr_warmup_iters * global_batch. Sample mode: decay =
-/// lr_decay_samples or train_samples; warmup = fraction * decay or lr_warmup_samples. `train_iters` must already have
-/// been derived for sample mode (update_train_iters).
-LrSchedulerOptions lr_scheduler_options(const cli::TrainingArgs& t);
 
 }  // namespace megaton::optim

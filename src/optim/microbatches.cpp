@@ -55,12 +55,12 @@ void NumMicroBatchesCalculator::update(int64_t consumed_samples, bool consistenc
   num_micro_batches_ = current_global_batch_size_ / micro_times_dp_;
 }
 
-NumMicroBatchesCalculator make_num_micro_batches_calculator(const cli::TrainingArgs& t, int dp) {
-  if (t.rampup_batch_size.empty()) return NumMicroBatchesCalculator(t.global_batch_size, t.micro_batch_size, dp);
-  MEGATON_CHECK(t.rampup_batch_size.size() == 3, UsageError,
-                "--rampup-batch-size expects 3 values (START INCR SAMPLES), got ", t.rampup_batch_size.size());
-  return NumMicroBatchesCalculator(t.rampup_batch_size[0], t.rampup_batch_size[1], t.rampup_batch_size[2],
-                                   t.global_batch_size, t.micro_batch_size, dp);
+NumMicroBatchesCalculator make_num_micro_batches_calculator(int64_t global_batch_size, int64_t micro_batch_size,
+                                                           const std::vector<int64_t>& rampup, int dp) {
+  if (rampup.empty()) return NumMicroBatchesCalculator(global_batch_size, micro_batch_size, dp);
+  MEGATON_CHECK(rampup.size() == 3, UsageError, "--rampup-batch-size expects 3 values (START INCR SAMPLES), got ",
+                rampup.size());
+  return NumMicroBatchesCalculator(rampup[0], rampup[1], rampup[2], global_batch_size, micro_batch_size, dp);
 }
 
 namespace {

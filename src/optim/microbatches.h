@@ -8,7 +8,7 @@
 #pragma once
 #include <cstdint>
 
-#include "cli/arguments.h"
+#include <vector>
 
 namespace megaton::optim {
 
@@ -39,8 +39,10 @@ class NumMicroBatchesCalculator {
   int64_t num_micro_batches_ = 0;
 };
 
-/// From the command line (--rampup-batch-size given or not); DP from the parallel args.
-NumMicroBatchesCalculator make_num_micro_batches_calculator(const cli::TrainingArgs& t, int data_parallel_size);
+/// A constant global batch, or with `rampup_batch_size` = {START, INCR, SAMPLES} (--rampup-batch-size) the ramp.
+NumMicroBatchesCalculator make_num_micro_batches_calculator(int64_t global_batch_size, int64_t micro_batch_size,
+                                                           const std::vector<int64_t>& rampup_batch_size,
+                                                           int data_parallel_size);
 
 /// update_train_iters: the number of iterations that --train-samples gives (the partial last batch is dropped). With
 /// ramp-up it simulates the ramp (while consumed <= SAMPLES: consumed += current batch; iterations += 1) and adds

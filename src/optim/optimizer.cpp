@@ -8,27 +8,10 @@
 
 namespace megaton::optim {
 
-OptimizerOptions optimizer_options(const cli::TrainingArgs& t) {
-  OptimizerOptions o;
-  o.kind = t.optimizer;
-  o.lr = t.lr >= 0 ? t.lr : 0.0;
-  o.weight_decay = t.weight_decay;
-  o.adam_beta1 = t.adam_beta1;
-  o.adam_beta2 = t.adam_beta2;
-  o.adam_eps = t.adam_eps;
-  o.sgd_momentum = t.sgd_momentum;
-  o.clip_grad = t.clip_grad;
-  o.use_fused_adam = !t.no_fused_adam;
-  return o;
-}
-
 MixedPrecisionOptimizer::MixedPrecisionOptimizer(parallel::DataParallel& dp, const dist::ProcessGroups& groups,
                                                  OptimizerOptions options, std::unique_ptr<GradScaler> scaler)
     : dp_(dp), groups_(groups), options_(std::move(options)), scaler_(std::move(scaler)) {
-  MEGATON_CHECK(options_.kind == "adam" || options_.kind == "sgd", UsageError, "--optimizer: expected adam|sgd, got '",
-                options_.kind, "'");
-  MEGATON_CHECK(options_.weight_decay >= 0, UsageError, "--weight-decay must be >= 0, got ", options_.weight_decay);
-  MEGATON_CHECK(options_.clip_grad >= 0, UsageError, "--clip-grad must be >= 0, got ", options_.clip_grad);
+  options_.validate();
   torch::NoGradGuard no_grad;
   const torch::Tensor& pbuf = dp_.param_buffer();
   if (pbuf.scalar_type() == torch::kFloat32 && dp_.shard_is_whole()) {

@@ -32,30 +32,16 @@
 #include <string>
 #include <vector>
 
-#include "cli/arguments.h"
 #include "core/device_scalar.h"
 #include "dist/process_groups.h"
 #include "optim/adam_step.h"
 #include "optim/flat_runs.h"
 #include "optim/grad_scaler.h"
+#include "optim/optimizer_options.h"
 #include "parallel/data_parallel.h"
 
 namespace megaton::optim {
 
-struct OptimizerOptions {
-  std::string kind = "adam";  // adam | sgd  (--optimizer)
-  double lr = 0.0;            // the scheduler sets it every iteration
-  double weight_decay = 0.01;
-  double adam_beta1 = 0.9;
-  double adam_beta2 = 0.999;
-  double adam_eps = 1e-8;
-  double sgd_momentum = 0.9;
-  double clip_grad = 1.0;  // 0: no clipping and no grad norm (as Megatron)
-  bool log_num_zeros_in_grad = false;
-  bool use_fused_adam = true;  // CUDA masters: the fused Adam kernel; false: the ATen path (--no-fused-adam)
-};
-
-OptimizerOptions optimizer_options(const cli::TrainingArgs& t);
 
 /// What step() did: Megatron's (update_successful, grad_norm, num_zeros_in_grad).
 struct StepResult {

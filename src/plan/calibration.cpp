@@ -94,7 +94,8 @@ std::vector<MeasuredPoint> read_measured_points(const std::string& path, const s
     Row r(cols, split_csv_line(line), str(path, ":", lineno));
     if (r.text("status", "ok") != "ok" || r.text("ms_per_iter").empty()) continue;
     MeasuredPoint p;
-    cli::ModelArgs& m = p.spec.model;
+    model::GptOptions& m = p.spec.model;
+    ops::KernelOptions& k = p.spec.kernels;
     m.num_layers = int(r.num("num_layers")), m.hidden_size = int(r.num("hidden_size"));
     m.num_attention_heads = int(r.num("num_attention_heads")), m.seq_length = int(r.num("seq_length"));
     m.ffn_hidden_size = int(r.num("ffn_hidden_size", 0));
@@ -104,15 +105,15 @@ std::vector<MeasuredPoint> read_measured_points(const std::string& path, const s
     std::istringstream extra(r.text("extra_args", ""));
     const std::string positions = "--position-embedding-type";
     for (std::string flag; extra >> flag;) {
-      if (flag == "--no-dropout-layernorm-fusion") m.no_dropout_layernorm_fusion = true;
-      if (flag == "--no-fused-layernorm") m.no_fused_layernorm = true;
-      if (flag == "--no-alibi-fold") m.no_alibi_fold = true;
+      if (flag == "--no-dropout-layernorm-fusion") k.dropout_layernorm_fusion = false;
+      if (flag == "--no-fused-layernorm") k.fused_layernorm = false;
+      if (flag == "--no-alibi-fold") k.alibi_fold = false;
       if (flag == "--fp32-residual-connection") m.fp32_residual_connection = true;
       if (flag == positions) extra >> m.position_embedding_type;  // "--position-embedding-type alibi"
       if (flag.rfind(positions + "=", 0) == 0) m.position_embedding_type = flag.substr(positions.size() + 1);
     }
     try {
-      cli::validate_model(m);
+      m.validate();
     } catch (const UsageError& e) {
       throw DataError(str(path, ":", lineno, ": ", e.what()));
     }

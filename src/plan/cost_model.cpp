@@ -8,7 +8,7 @@
 namespace megaton::plan {
 
 int64_t ModelSpec::padded_vocab_for(int tp) const {
-  return padded_vocab > 0 ? padded_vocab : cli::padded_vocab_size(vocab, model, tp);
+  return padded_vocab > 0 ? padded_vocab : model.padded_vocab_size(vocab, tp);
 }
 
 std::string Layout::name() const {
@@ -20,7 +20,7 @@ double Calibration::efficiency(double g) const {
 }
 
 std::string layout_problem(const ModelSpec& s, const Layout& l) {
-  const cli::ModelArgs& m = s.model;
+  const model::GptOptions& m = s.model;
   if (l.tp < 1 || l.pp < 1 || l.dp < 1 || l.micro_batch < 1) return "sizes must be >= 1";
   if (m.num_attention_heads % l.tp) return "heads not divisible by TP";
   if (m.ffn_hidden_size % l.tp) return "ffn not divisible by TP";
@@ -39,13 +39,13 @@ double ring_gather_ms(double bytes, int g, double gbps) {
 }
 
 bool hidden_dropout_in_kernels(const ModelSpec& spec) {
-  return (spec.bf16 || spec.fp16) && !spec.model.no_fused_layernorm && !spec.model.no_dropout_layernorm_fusion;
+  return (spec.bf16 || spec.fp16) && spec.kernels.fused_layernorm && spec.kernels.dropout_layernorm_fusion;
 }
 
 StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c, const Calibration& cal) {
   const std::string problem = layout_problem(spec, l);
   MEGATON_ASSERT(problem.empty(), "plan::predict on an invalid layout ", l.name(), ": ", problem);
-  const cli::ModelArgs& m = spec.model;
+  const model::GptOptions& m = spec.model;
   const int64_t V = spec.padded_vocab_for(l.tp);
   StepPrediction p;
   p.layout = l;
@@ -53,17 +53,14 @@ StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c,
   const double M = p.num_micro_batches;
 
   // Memory: the same estimate as `megaton train --dry-run`.
-  cli::ModelArgs mm = m;
+  model::GptOptions mm = m;
   mm.checkpoint_activations = l.recompute;
-  cli::ParallelArgs par;
+  parallel::ParallelOptions par;
   par.tensor_model_parallel_size = l.tp, par.pipeline_model_parallel_size = l.pp, par.data_parallel_size = l.dp;
   par.world_size = l.world(), par.zero_stage = spec.zero_stage;
-  cli::TrainingArgs tr;
-  tr.micro_batch_size = l.micro_batch, tr.global_batch_size = spec.global_batch;
-  tr.num_micro_batches = p.num_micro_batches;
-  cli::PrecisionArgs prec;
+  optim::PrecisionOptions prec;
   prec.bf16 = spec.bf16, prec.fp16 = spec.fp16;
-  p.memory = train::estimate_memory(mm, par, tr, prec, V);
+  p.memory = train::estimate_memory(mm, spec.kernels, par, l.micro_batch, p.num_micro_batches, prec, V);
   p.usable_gib = c.gpu_memory_gib - c.memory_reserve_gib;
   p.fits = p.memory.total_gib() <= p.usable_gib;
 
@@ -90,7 +87,7 @@ StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c,
   // ALiBi over this rank's causal scores, and --fp32-residual-connection over the [s, b, h] stream (both measured as
   // whole-step differences: they hold every kernel the flag changes).
   if (m.position_embedding_type == "alibi") {
-    p.alibi_folded = train::alibi_folds(m, spec.bf16 || spec.fp16, spec.fp16);
+    p.alibi_folded = train::alibi_folds(m, spec.kernels, spec.bf16 || spec.fp16, spec.fp16);
     const double ps =
         p.alibi_folded ? cal.alibi_fold_ps_per_element : cal.alibi_mask_ps_per_element_dim * m.kv_channels;
     p.alibi_ms = ps * b * (m.num_attention_heads / l.tp) * s * s / 2.0 * layers * M * recompute_factor * 1e-9;

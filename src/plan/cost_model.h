@@ -4,7 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "cli/arguments.h"
+#include "model/gpt_options.h"
+#include "ops/kernel_options.h"
 #include "plan/cluster.h"
 #include "train/layout_estimate.h"
 
@@ -12,7 +13,8 @@ namespace megaton::plan {
 
 /// What is trained: the model flags (Megatron's), the vocabulary, the global batch and the precision.
 struct ModelSpec {
-  cli::ModelArgs model;      // validated (cli::validate_model): ffn and kv channels filled
+  model::GptOptions model;   // validated (GptOptions::validate): ffn and kv channels filled
+  ops::KernelOptions kernels;
   int64_t vocab = 50257;     // tokenizer vocabulary, padded per TP (--vocab-size) ...
   int64_t padded_vocab = 0;  // ... or exactly this (--padded-vocab), when > 0
   int global_batch = 0;
@@ -44,20 +46,17 @@ struct Calibration {
   double dp_overlap = 0.5;  // fraction of the DP gradient reduction that can hide behind the last backward
   // Megatron's dropout, forward + backward, measured (not fitted: the sweeps run without dropout) on an H200
   // (docs/plan.md). ATen's fused hidden dropout (--no-dropout-layernorm-fusion, --no-fused-layernorm, fp32): 2.98 /
-  // 2.96 ps per element of [s, b, h] (124M / 1.3B) in the thirteenth 2026-12-04 session's profiles. The default, drawn
-  // inside the LayerNorm kernels: what the draws add to the plain kernels in BM_DropoutAddLayerNormKernels (run 14.1:
-  // forward + fused backward, 0.97 / 0.95 ps). The attention's dropout inside cuDNN's flash kernels 1.59 / 1.94 ps per
-  // causal score element b (np/tp) s^2 / 2 (thirteenth session's profiles).
+  // 2.96 ps per element of [s, b, h] (124M / 1.3B) in profiles. The default, drawn inside the LayerNorm kernels: what
+  // the draws add to the plain kernels in BM_DropoutAddLayerNormKernels (forward + fused backward, 0.97 / 0.95 ps).
+  // The attention's dropout inside cuDNN's flash kernels 1.59 / 1.94 ps per causal score element b (np/tp) s^2 / 2.
   double hidden_dropout_ps_per_element = 2.97;
   double hidden_dropout_fused_ps_per_element = 0.96;
   double attention_dropout_ps_per_element = 1.77;
   // ALiBi and --fp32-residual-connection, measured (not fitted) on an H100 (docs/plan.md): 30-iteration A/Bs against
   // the same model with learned positions / a 16-bit residual stream. ALiBi folded into the heads (the default in
   // bf16/fp16, train::alibi_folds), per causal score element b (np/tp) s^2 / 2 of a layer: 2.17 / 1.82 ps at 1.3B /
-  // 124M (twenty-third 2026-12-06 session, with ops::fold_heads' kernel; 3.91 / 4.14 in the twenty-first, through
-  // ATen's cat). The rest measured in the twenty-first session. Through its 16-bit mask (--no-alibi-fold, fp32) the
-  // kernel computes the whole square: per causal score element and head dimension, 0.0637 / 0.0776 ps (8.15 / 4.97 ps
-  // per score).
+  // 124M. Through its 16-bit mask (--no-alibi-fold, fp32) the kernel computes the whole square: per causal score
+  // element and head dimension, 0.0637 / 0.0776 ps (8.15 / 4.97 ps per score).
   // --fp32-residual-connection per [s, b, h] element of a layer: 6.71 / 5.96 ps.
   double alibi_fold_ps_per_element = 2.0;
   double alibi_mask_ps_per_element_dim = 0.071;

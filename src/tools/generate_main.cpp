@@ -1,6 +1,7 @@
 // megaton generate: text generation from a checkpoint (tools/generate_samples_gpt.py); see docs/generate.md.
 #include <iostream>
 
+#include "cli/commands.h"
 #include "dist/launch_env.h"
 #include "dist/mpi_session.h"
 #include "infer/generate_app.h"
@@ -10,10 +11,10 @@ namespace megaton::tools {
 
 int run_generate(int argc, const char* const* argv) {
   const dist::LaunchEnv env = dist::detect_launch_env();
-  infer::GenerateFlags flags;
-  if (!infer::parse_generate_flags(argc, argv, env.size, flags, std::cout)) return 0;
+  infer::GenerateAppOptions options;
+  if (!cli::parse_generate_command(argc, argv, env.size, options, std::cout)) return 0;
   dist::MpiSession session(env);
-  return infer::run_generate_app(flags, env, std::cin, std::cout);
+  return infer::run_generate_app(options, env, std::cin, std::cout);
 }
 
 }  // namespace megaton::tools

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/arguments.h"
+#include "cli/megatron_flags.h"
 #include "cli/parser.h"
 #include "core/error.h"
 #include "plan/calibration.h"
@@ -122,7 +122,8 @@ std::vector<std::string> given_flags(int argc, const char* const* argv, const st
 }  // namespace
 
 int run_plan(int argc, const char* const* argv) {
-  cli::ModelArgs model;
+  cli::MegatronFlags flags;
+  model::GptOptions& model = flags.config.model;
   plan::ModelSpec spec;
   plan::Cluster cluster;
   plan::Calibration cal;
@@ -131,7 +132,7 @@ int run_plan(int argc, const char* const* argv) {
   int top = 15;
   bool bf16 = false, fp16 = false;
   po::options_description d;
-  cli::add_model_options(d, model);
+  flags.bind_model(d);
   // clang-format off
   d.add_options()
       ("vocab-size", po::value(&spec.vocab)->default_value(spec.vocab), "tokenizer vocabulary, padded per TP as "
@@ -169,9 +170,10 @@ int run_plan(int argc, const char* const* argv) {
   // clang-format on
   // A `megaton train` line pasted whole: the train flags the plan does not depend on (data, tokenizer, checkpoints,
   // logging, the schedule's numbers) are accepted, their values dropped, and named on the output.
-  train::TrainConfig unused;
+  cli::MegatronFlags unused;
   po::options_description train_flags;
-  train::add_train_options(train_flags, unused);
+  unused.bind(train_flags);
+  train_flags.add_options()("world-size", po::value<int>(), "")("vocab-size", po::value<int64_t>(), "");
   po::options_description accepted;
   std::set<std::string> accepted_names;
   for (const auto& o : train_flags.options()) {
@@ -205,7 +207,8 @@ int run_plan(int argc, const char* const* argv) {
   }
   if (!check_file.empty()) return run_check(check_file, cal, !calibration_file.empty(), std::cout);
 
-  validate_model(model);
+  flags.resolve();
+  model.validate();
   MEGATON_CHECK(model.seq_length > 0, UsageError, "--seq-length is required and must be > 0");
   MEGATON_CHECK(spec.global_batch > 0, UsageError, "--global-batch-size is required and must be > 0 (got ",
                 spec.global_batch, ")");
@@ -227,6 +230,7 @@ int run_plan(int argc, const char* const* argv) {
                 model.num_attention_heads, ") must be divisible by --tensor-model-parallel-size (", lim.tp, ")");
   MEGATON_CHECK(spec.global_batch >= 1, UsageError, "--global-batch-size must be >= 1");
   spec.model = model;
+  spec.kernels = flags.config.kernels;
 
   const auto ranked = plan::rank_layouts(spec, cluster, cal, lim);
   MEGATON_CHECK(!ranked.empty(), UsageError, "no layout of ", cluster.world(), " GPUs (--nodes ", cluster.nodes,

@@ -1,7 +1,7 @@
 // megaton train: the pretraining entry point (pretrain_gpt.py's replacement).
 #include <iostream>
 
-#include "cli/arguments.h"
+#include "cli/commands.h"
 #include "core/error.h"
 #include "dist/launch_env.h"
 #include "dist/mpi_session.h"
@@ -15,15 +15,13 @@ namespace megaton::tools {
 int run_train(int argc, const char* const* argv) {
   const dist::LaunchEnv env = dist::detect_launch_env();
   train::TrainConfig cfg;
-  if (!train::parse_train_config(argc, argv, env.size, cfg, std::cout)) return 0;
-  if (cfg.training.dry_run) {
+  if (!cli::parse_train_command(argc, argv, env.size, cfg, std::cout)) return 0;
+  if (cfg.loop.dry_run) {
     const int64_t vocab = cfg.vocab_size > 0 ? cfg.vocab_size : 50257;
-    const int64_t padded = cli::padded_vocab_size(vocab, cfg.model, cfg.parallel.tensor_model_parallel_size);
+    const int64_t padded = cfg.model.padded_vocab_size(vocab, cfg.parallel.tensor_model_parallel_size);
     if (env.rank == 0) {
-      for (const std::string& note : cfg.deepspeed_notes)
-        std::cout << "--deepspeed_config " << cfg.training.deepspeed_config << ": " << note << "\n";
-      std::cout << train::describe_layout(cfg.model, cfg.parallel, cfg.training, cfg.precision, vocab, padded)
-                << std::flush;
+      for (const std::string& note : cfg.notes) std::cout << note << "\n";
+      std::cout << train::describe_layout(cfg, vocab, padded) << std::flush;
     }
     return 0;
   }

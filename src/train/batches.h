@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "data/sample_dataset.h"
-#include "model/train_step.h"
+#include "model/micro_batch.h"
 
 namespace megaton::train {
 

@@ -6,10 +6,11 @@
 
 #include "core/error.h"
 #include "ops/alibi_fold.h"
+#include "train/train_config.h"
 
 namespace megaton::train {
 
-ParamCounts count_parameters(const cli::ModelArgs& m, int64_t V) {
+ParamCounts count_parameters(const model::GptOptions& m, int64_t V) {
   const int64_t h = m.hidden_size, f = m.ffn_hidden_size,
                 kv = static_cast<int64_t>(m.kv_channels) * m.num_attention_heads;
   const int64_t glu = m.glu_activation.empty() ? 1 : 2;
@@ -34,13 +35,14 @@ std::vector<int> layers_per_stage(int num_layers, int pp) {
   return out;
 }
 
-double model_flops_per_iteration(const cli::ModelArgs& m, int64_t V, int64_t B) {
+double model_flops_per_iteration(const model::GptOptions& m, int64_t V, int64_t B) {
   const double s = m.seq_length, l = m.num_layers, h = m.hidden_size;
   return 72.0 * B * s * l * h * h * (1.0 + s / (6.0 * h) + double(V) / (12.0 * l * h));
 }
 
-MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs& p, const cli::TrainingArgs& t,
-                               const cli::PrecisionArgs& prec, int64_t V) {
+MemoryEstimate estimate_memory(const model::GptOptions& m, const ops::KernelOptions& k,
+                               const parallel::ParallelOptions& p, int micro_batch, int num_micro_batches,
+                               const optim::PrecisionOptions& prec, int64_t V) {
   const ParamCounts c = count_parameters(m, V);
   const int tp = p.tensor_model_parallel_size, pp = p.pipeline_model_parallel_size, dp = p.data_parallel_size;
   const int first_stage_layers = layers_per_stage(m.num_layers, pp).front();
@@ -55,18 +57,18 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
   // Activations per layer and micro-batch (Korthikanti et al. 2022, no sequence parallelism, fused attention so the
   // s^2 score term is not stored): s b h (10 + 24/t) bytes in 16-bit. Recomputation keeps only each layer's input
   // (2 s b h) and, while one layer is recomputed in backward, that layer's full set once.
-  const double s = m.seq_length, b = t.micro_batch_size, h = m.hidden_size;
+  const double s = m.seq_length, b = micro_batch, h = m.hidden_size;
   // --fp32-residual-connection keeps the layer's two LayerNorm inputs (the residual sums) in fp32: 4 s b h more bytes
-  // (measured: 1.3B +3.1 GB, twenty-first 2026-12-05 session). ALiBi folded into the heads: SDPA keeps q', k' and v
-  // in one [s, b, np/t, 3, d + 8] buffer (ops::fold_heads) in place of the QKV output, 3 x 8 more 16-bit columns a
-  // head (twenty-third session, H100: +288 / +215 MiB of activations at 1.3B / 124M, the position embedding's 72 /
-  // 13.5 MiB of parameter state less).
+  // (measured on an H100: 1.3B +3.1 GB). ALiBi folded into the heads: SDPA keeps q', k' and v in one
+  // [s, b, np/t, 3, d + 8] buffer (ops::fold_heads) in place of the QKV output, 3 x 8 more 16-bit columns a head
+  // (measured on an H100: +288 / +215 MiB of activations at 1.3B / 124M, the position embedding's 72 / 13.5 MiB of
+  // parameter state less).
   const bool half = prec.fp16 || prec.bf16;
   const double fp32_stream = m.fp32_residual_connection ? 4.0 * s * b * h : 0.0;
-  const double alibi_fold = alibi_folds(m, half, prec.fp16) ? 48.0 * s * b * (m.num_attention_heads / tp) : 0.0;
+  const double alibi_fold = alibi_folds(m, k, half, prec.fp16) ? 48.0 * s * b * (m.num_attention_heads / tp) : 0.0;
   const double full_layer = s * b * h * (10.0 + 24.0 / tp) + fp32_stream + alibi_fold;
   const double per_layer = m.checkpoint_activations ? (m.fp32_residual_connection ? 4.0 : 2.0) * s * b * h : full_layer;
-  const int micro = std::max(1, t.num_micro_batches);
+  const int micro = std::max(1, num_micro_batches);
   int layers_per_mb = first_stage_layers;  // layers of one micro-batch's stashed activations
   int in_flight = std::min(pp, micro);     // 1F1B: the first stage holds pp micro-batches
   if (p.num_layers_per_virtual_pipeline_stage > 0) {
@@ -79,22 +81,25 @@ MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs&
   }
   // The last stage's logits [s, b, V/tp] in the weights' dtype: the LM-head loss writes their gradient over them (one
   // buffer); --no-fused-lm-head-loss keeps a second one for the gradient.
-  const double logits = s * b * double(V) / tp * wbytes * (m.no_fused_lm_head_loss ? 2.0 : 1.0);
+  const double logits = s * b * double(V) / tp * wbytes * (k.fused_lm_head_loss ? 1.0 : 2.0);
   e.activations_gib =
       (per_layer * layers_per_mb * in_flight + (m.checkpoint_activations ? full_layer : 0.0)) * (wbytes / 2.0) / gib +
       logits / gib;
   return e;
 }
 
-bool alibi_folds(const cli::ModelArgs& m, bool half_precision, bool fp16) {
-  return m.position_embedding_type == "alibi" && half_precision && !m.no_alibi_fold && !m.no_masked_softmax_fusion &&
+bool alibi_folds(const model::GptOptions& m, const ops::KernelOptions& k, bool half_precision, bool fp16) {
+  return m.position_embedding_type == "alibi" && half_precision && k.alibi_fold && k.masked_softmax_fusion &&
          ops::alibi_fold_fits(fp16, m.seq_length, m.kv_channels);
 }
 
-std::string describe_layout(const cli::ModelArgs& m, const cli::ParallelArgs& p, const cli::TrainingArgs& t,
-                            const cli::PrecisionArgs& prec, int64_t vocab, int64_t V) {
+std::string describe_layout(const TrainConfig& config, int64_t vocab, int64_t V) {
+  const model::GptOptions& m = config.model;
+  const parallel::ParallelOptions& p = config.parallel;
+  const LoopOptions& t = config.loop;
   const ParamCounts c = count_parameters(m, V);
-  const MemoryEstimate e = estimate_memory(m, p, t, prec, V);
+  const MemoryEstimate e =
+      estimate_memory(m, config.kernels, p, t.micro_batch_size, t.num_micro_batches, config.precision, V);
   const double flops = model_flops_per_iteration(m, V, t.global_batch_size);
   std::ostringstream os;
   char buf[512];

@@ -6,7 +6,10 @@
 #include <string>
 #include <vector>
 
-#include "cli/arguments.h"
+#include "model/gpt_options.h"
+#include "ops/kernel_options.h"
+#include "optim/precision_options.h"
+#include "parallel/parallel_options.h"
 
 namespace megaton::train {
 
@@ -17,18 +20,18 @@ struct ParamCounts {
   int64_t total = 0;       // the whole model, tied embedding counted once
 };
 
-ParamCounts count_parameters(const cli::ModelArgs& m, int64_t padded_vocab);
+ParamCounts count_parameters(const model::GptOptions& m, int64_t padded_vocab);
 
 /// Layers of each pipeline stage: uniform split, the remainder going to the earliest stages.
 std::vector<int> layers_per_stage(int num_layers, int pp);
 
-/// Megatron's model FLOPs of one iteration without recomputation: 72 B s l h^2 (1 + s/6h + V/12lh) (issue 9).
-double model_flops_per_iteration(const cli::ModelArgs& m, int64_t padded_vocab, int64_t global_batch);
+/// Megatron's model FLOPs of one iteration without recomputation: 72 B s l h^2 (1 + s/6h + V/12lh).
+double model_flops_per_iteration(const model::GptOptions& m, int64_t padded_vocab, int64_t global_batch);
 
 /// Whether a GPU run of `m` (validated: kv_channels set) in bf16/fp16 (`half_precision`) folds ALiBi into the heads,
-/// as ops::uses_alibi_fold decides (ALiBi, the fused attention, no --no-alibi-fold, ops::alibi_fold_fits; LibTorch
-/// >= 2.1, which the GPU builds have). --reset-attention-mask's documents (not in ModelArgs) keep the mask.
-bool alibi_folds(const cli::ModelArgs& m, bool half_precision, bool fp16);
+/// as ops::uses_alibi_fold decides (ALiBi, the fused attention, alibi_fold, ops::alibi_fold_fits; LibTorch >= 2.1,
+/// which the GPU builds have). --reset-attention-mask's documents (not known here) keep the mask.
+bool alibi_folds(const model::GptOptions& m, const ops::KernelOptions& k, bool half_precision, bool fp16);
 
 struct MemoryEstimate {
   int64_t params_on_rank = 0;  // parameters held by the busiest rank (first stage, with the embedding)
@@ -39,11 +42,13 @@ struct MemoryEstimate {
   double total_gib() const { return weights_gib + grads_gib + optimizer_gib + activations_gib; }
 };
 
-MemoryEstimate estimate_memory(const cli::ModelArgs& m, const cli::ParallelArgs& p, const cli::TrainingArgs& t,
-                               const cli::PrecisionArgs& prec, int64_t padded_vocab);
+/// The busiest rank's memory for `micro_batch` samples per micro-batch and `num_micro_batches` per iteration.
+MemoryEstimate estimate_memory(const model::GptOptions& m, const ops::KernelOptions& k,
+                               const parallel::ParallelOptions& p, int micro_batch, int num_micro_batches,
+                               const optim::PrecisionOptions& prec, int64_t padded_vocab);
 
+struct TrainConfig;
 /// The multi-line report printed by --dry-run.
-std::string describe_layout(const cli::ModelArgs& m, const cli::ParallelArgs& p, const cli::TrainingArgs& t,
-                            const cli::PrecisionArgs& prec, int64_t vocab, int64_t padded_vocab);
+std::string describe_layout(const TrainConfig& c, int64_t vocab, int64_t padded_vocab);
 
 }  // namespace megaton::train

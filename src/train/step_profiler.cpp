@@ -64,7 +64,7 @@ std::string format_profile_summary(std::vector<ProfileRow> rows, int64_t steps) 
   return os.str();
 }
 
-StepProfiler::StepProfiler(const cli::LoggingArgs& logging, int rank, bool cuda)
+StepProfiler::StepProfiler(const train::LoggingOptions& logging, int rank, bool cuda)
     : start_(logging.profile_step_start),
       end_(logging.profile_step_end),
       dir_(logging.profile_dir),

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "cli/arguments.h"
+#include "train/logging_options.h"
 
 namespace megaton {
 
@@ -31,8 +31,8 @@ std::string format_profile_summary(std::vector<ProfileRow> rows, int64_t steps);
 
 class StepProfiler {
  public:
-  /// `logging` after cli::validate_logging (profile_dir filled).
-  StepProfiler(const cli::LoggingArgs& logging, int rank, bool cuda);
+  /// `logging` after LoggingOptions::validate (profile_dir filled).
+  StepProfiler(const train::LoggingOptions& logging, int rank, bool cuda);
   ~StepProfiler();
   StepProfiler(const StepProfiler&) = delete;
   StepProfiler& operator=(const StepProfiler&) = delete;

@@ -1,31 +1,43 @@
-// Every flag of `megaton train`, parsed and validated together before anything is allocated.
+// Everything `megaton train` is configured by, one options struct per subsystem, validated together before anything
+// is allocated or any collective runs. cli/ fills it from Megatron-DeepSpeed's flags (and a DeepSpeed JSON).
 #pragma once
-#include <ostream>
+#include <cstdint>
 #include <string>
 #include <vector>
 
-#include "cli/arguments.h"
+#include "checkpoint/checkpoint_options.h"
+#include "data/data_options.h"
+#include "data/tokenizer_options.h"
+#include "dist/dist_options.h"
+#include "model/gpt_options.h"
+#include "ops/kernel_options.h"
+#include "optim/lr_schedule_options.h"
+#include "optim/optimizer_options.h"
+#include "optim/precision_options.h"
+#include "parallel/parallel_options.h"
+#include "train/logging_options.h"
+#include "train/loop_options.h"
 
 namespace megaton::train {
 
 struct TrainConfig {
-  cli::ModelArgs model;
-  cli::ParallelArgs parallel;
-  cli::TrainingArgs training;
-  cli::PrecisionArgs precision;
-  cli::CheckpointArgs checkpoint;
-  cli::DataArgs data;
-  cli::LoggingArgs logging;
-  int dry_run_world_size = 0;                // --world-size, for --dry-run away from the cluster
-  int64_t vocab_size = 0;                    // --vocab-size: used when no tokenizer is given (dry runs, synthetic data)
-  std::vector<std::string> deepspeed_notes;  // what --deepspeed_config set or ignored, logged when training starts
+  model::GptOptions model;
+  ops::KernelOptions kernels;
+  parallel::ParallelOptions parallel;
+  dist::DistOptions dist;
+  optim::OptimizerOptions optimizer;
+  optim::LrScheduleOptions lr;
+  optim::PrecisionOptions precision;
+  checkpoint::CheckpointOptions checkpoint;
+  data::DataOptions data;
+  data::TokenizerOptions tokenizer;
+  int64_t vocab_size = 0;  // --vocab-size: the vocabulary when no tokenizer is given (pre-tokenized data, dry runs)
+  LoopOptions loop;
+  LoggingOptions logging;
+  std::vector<std::string> notes;  // lines for the log when training starts (what a DeepSpeed JSON set or ignored)
+
+  /// Every subsystem's validate(), then the rules across them, for a job of `world` ranks. Idempotent.
+  void validate(int world);
 };
-
-/// Registers every option group of `megaton train` on `d`, bound to `c`.
-void add_train_options(boost::program_options::options_description& d, TrainConfig& c);
-
-/// Parses argv (argv[0] = "train"). Returns false after printing --help. `world_size` is the job's world, used
-/// unless --dry-run --world-size overrides it.
-bool parse_train_config(int argc, const char* const* argv, int world_size, TrainConfig& c, std::ostream& help_out);
 
 }  // namespace megaton::train

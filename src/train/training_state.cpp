@@ -1,34 +1,13 @@
 #include "train/training_state.h"
 
 #include "core/error.h"
-#include "ops/activations.h"
 
 namespace megaton::train {
 
-nlohmann::json model_config_json(const model::GptConfig& c) {
-  const auto& m = c.model;
-  return {{"num_layers", m.num_layers},
-          {"hidden_size", m.hidden_size},
-          {"ffn_hidden_size", m.ffn_hidden_size},
-          {"num_attention_heads", m.num_attention_heads},
-          {"kv_channels", m.kv_channels},
-          {"max_position_embeddings", m.max_position_embeddings},
-          {"vocab_size", c.vocab_size},
-          {"position_embedding_type", m.position_embedding_type},
-          {"embed_layernorm", m.embed_layernorm},
-          {"glu_activation", m.glu_activation},
-          {"openai_gelu", m.openai_gelu},
-          // Megatron's unfused bias-GELU is the exact (erf) GELU: true only where that is the activation, so a GLU
-          // or --openai-gelu run loads whichever way the flag is given. The HF export reads it (gelu vs gelu_new).
-          {"no_bias_gelu_fusion", c.activation() == ops::Activation::kGeluErf},
-          {"apply_residual_connection_post_layernorm", m.apply_residual_connection_post_layernorm},
-          {"layernorm_epsilon", m.layernorm_epsilon},
-          {"untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights}};
-}
-
 nlohmann::json args_json(const TrainConfig& c) {
   const auto& p = c.parallel;
-  const auto& t = c.training;
+  const auto& t = c.loop;
+  const auto& lr = c.lr;
   return {{"tensor_model_parallel_size", p.tensor_model_parallel_size},
           {"pipeline_model_parallel_size", p.pipeline_model_parallel_size},
           {"data_parallel_size", p.data_parallel_size},
@@ -41,22 +20,22 @@ nlohmann::json args_json(const TrainConfig& c) {
           {"train_samples", t.train_samples},
           {"seq_length", c.model.seq_length},
           {"seed", t.seed},
-          {"optimizer", t.optimizer},
-          {"lr", t.lr},
-          {"min_lr", t.min_lr},
-          {"lr_decay_style", t.lr_decay_style},
-          {"weight_decay", t.weight_decay},
-          {"clip_grad", t.clip_grad},
+          {"optimizer", c.optimizer.kind},
+          {"lr", lr.lr},
+          {"min_lr", lr.min_lr},
+          {"lr_decay_style", lr.lr_decay_style},
+          {"weight_decay", c.optimizer.weight_decay},
+          {"clip_grad", c.optimizer.clip_grad},
           {"fp16", c.precision.fp16},
           {"bf16", c.precision.bf16},
           {"data_path", c.data.data_path},
           {"split", c.data.split},
           {"train_weighted_split_paths", c.data.train_weighted_split_paths},
           {"valid_weighted_split_paths", c.data.valid_weighted_split_paths},
-          {"tokenizer_type", c.data.tokenizer_type},
-          {"vocab_file", c.data.vocab_file},
-          {"merge_file", c.data.merge_file},
-          {"tokenizer_name_or_path", c.data.tokenizer_name_or_path}};
+          {"tokenizer_type", c.tokenizer.tokenizer_type},
+          {"vocab_file", c.tokenizer.vocab_file},
+          {"merge_file", c.tokenizer.merge_file},
+          {"tokenizer_name_or_path", c.tokenizer.tokenizer_name_or_path}};
 }
 
 checkpoint::OptimState to_checkpoint_optim(const std::map<std::string, optim::ParamState>& by_param) {

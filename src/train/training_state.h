@@ -14,10 +14,6 @@
 
 namespace megaton::train {
 
-/// The architecture keys of a checkpoint (meta/model_config.json): equal at load or the load fails naming the key.
-/// Independent of TP/PP/DP (the padded vocabulary is not in it: it depends on TP).
-nlohmann::json model_config_json(const model::GptConfig& c);
-
 /// The flags of this run, for the record in the checkpoint.
 nlohmann::json args_json(const TrainConfig& c);
 

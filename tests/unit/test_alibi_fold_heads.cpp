@@ -2,7 +2,7 @@
 //   FoldHeads.*         on the CPU (the torch::cat path): the values, the gradients (the first d columns), bad shapes.
 //   KernelsFoldHeads.*  on CUDA: the kernel bit-equal to torch::cat for q and k as views of the QKV output (Megatron's
 //                       [s, b, np, 3, d]) and contiguous, bf16 and fp16, b = 1 and > 1; what it does not take.
-//                       Skipped without CUDA; run on the GPU machine by perf/gpu/session_batch.sh.
+//                       Skipped without CUDA; run on the GPU machine by perf/gpu/run.sh.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

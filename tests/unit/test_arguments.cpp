@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "cli/commands.h"
 #include "cli/parser.h"
 #include "core/error.h"
 #include "train/layout_estimate.h"
@@ -17,7 +18,7 @@ bool parse(std::vector<std::string> args, TrainConfig& c, int world = 1) {
   std::vector<const char*> argv;
   for (auto& a : args) argv.push_back(a.c_str());
   std::ostringstream help;
-  return megaton::train::parse_train_config(static_cast<int>(argv.size()), argv.data(), world, c, help);
+  return megaton::cli::parse_train_command(static_cast<int>(argv.size()), argv.data(), world, c, help);
 }
 
 std::vector<std::string> base() {
@@ -48,9 +49,9 @@ TEST(Arguments, DefaultsAndDerivedValues) {
   EXPECT_EQ(c.model.kv_channels, 16);
   EXPECT_EQ(c.model.max_position_embeddings, 32);
   EXPECT_EQ(c.parallel.data_parallel_size, 4);
-  EXPECT_EQ(c.training.num_micro_batches, 2);
-  EXPECT_DOUBLE_EQ(c.training.adam_beta2, 0.999);
-  EXPECT_EQ(c.training.seed, 1234);
+  EXPECT_EQ(c.loop.num_micro_batches, 2);
+  EXPECT_DOUBLE_EQ(c.optimizer.adam_beta2, 0.999);
+  EXPECT_EQ(c.loop.seed, 1234);
 }
 
 TEST(Arguments, MegatronValidationRules) {
@@ -77,20 +78,20 @@ TEST(Arguments, HelpReturnsFalse) {
 }
 
 TEST(Arguments, PaddedVocab) {
-  megaton::cli::ModelArgs m;
-  EXPECT_EQ(megaton::cli::padded_vocab_size(50257, m, 1), 50304);
-  EXPECT_EQ(megaton::cli::padded_vocab_size(50257, m, 2), 50432);
+  megaton::model::GptOptions m;
+  EXPECT_EQ(m.padded_vocab_size(50257, 1), 50304);
+  EXPECT_EQ(m.padded_vocab_size(50257, 2), 50432);
   m.pad_vocab_size_to = 50300;
-  EXPECT_THROW(megaton::cli::padded_vocab_size(50257, m, 8), UsageError);
+  EXPECT_THROW(m.padded_vocab_size(50257, 8), UsageError);
 }
 
 TEST(LayoutEstimate, GPT2SmallParameterCountAndFlops) {
-  megaton::cli::ModelArgs m;
+  megaton::model::GptOptions m;
   m.num_layers = 12;
   m.hidden_size = 768;
   m.num_attention_heads = 12;
   m.seq_length = 1024;
-  megaton::cli::validate_model(m);
+  m.validate();
   const auto c = megaton::train::count_parameters(m, 50257);
   EXPECT_EQ(c.total, 124439808);  // GPT-2 124M as Hugging Face counts it (tied embedding, 1024 positions)
   const double f = megaton::train::model_flops_per_iteration(m, 50257, 1);
@@ -111,8 +112,8 @@ TEST(Arguments, PythonDigitSeparatorsInNumbers) {
   auto a = base();
   a.insert(a.end(), {"--global-batch-size", "1_024", "--seed", "4_2"});
   ASSERT_TRUE(parse(a, c, 1));
-  EXPECT_EQ(c.training.global_batch_size, 1024);
-  EXPECT_EQ(c.training.seed, 42);
+  EXPECT_EQ(c.loop.global_batch_size, 1024);
+  EXPECT_EQ(c.loop.seed, 42);
 }
 
 TEST(Arguments, BigScienceTemplateFlagsAccepted) {
@@ -125,7 +126,6 @@ TEST(Arguments, BigScienceTemplateFlagsAccepted) {
   EXPECT_EQ(c.logging.tensorboard_queue_size, 5);
   EXPECT_TRUE(c.logging.log_batch_size_to_tensorboard);
   EXPECT_TRUE(c.parallel.sync_tp_duplicated_parameters);
-  EXPECT_EQ(c.data.valid_num_workers, 0);
   EXPECT_NE(error_of({"--tensorboard-queue-size", "0"}).find("--tensorboard-queue-size must be > 0"),
             std::string::npos);
 }
@@ -137,13 +137,12 @@ TEST(Arguments, MegatronFusionFlagsMapOntoMegatons) {
   a.insert(a.end(), {"--no-masked-softmax-fusion", "--no-bias-dropout-fusion", "--accumulate-allreduce-grads-in-fp32",
                      "--dataloader-type", "single"});
   ASSERT_TRUE(parse(a, c, 1));
-  EXPECT_TRUE(c.model.no_masked_softmax_fusion);
-  EXPECT_TRUE(c.model.no_dropout_layernorm_fusion);  // --no-bias-dropout-fusion is the same fusion
-  EXPECT_TRUE(c.precision.accumulate_allreduce_grads_in_fp32);
+  EXPECT_FALSE(c.kernels.masked_softmax_fusion);
+  EXPECT_FALSE(c.kernels.dropout_layernorm_fusion);  // --no-bias-dropout-fusion is the same fusion
   TrainConfig plain;
   ASSERT_TRUE(parse(base(), plain, 1));
-  EXPECT_FALSE(plain.model.no_masked_softmax_fusion);
-  EXPECT_FALSE(plain.model.no_dropout_layernorm_fusion);
+  EXPECT_TRUE(plain.kernels.masked_softmax_fusion);
+  EXPECT_TRUE(plain.kernels.dropout_layernorm_fusion);
   EXPECT_EQ(plain.data.dataloader_type, "single");
   EXPECT_NE(error_of({"--no-bias-dropout-fusion", "--dropout-layernorm-fusion"}).find("contradict"), std::string::npos);
   const std::string cyclic = error_of({"--dataloader-type", "cyclic"});
@@ -151,7 +150,7 @@ TEST(Arguments, MegatronFusionFlagsMapOntoMegatons) {
   auto f = base();
   f.insert(f.end(), {"--fp16", "--fp16-lm-cross-entropy"});
   ASSERT_TRUE(parse(f, c, 1));
-  EXPECT_TRUE(c.precision.fp16_lm_cross_entropy);
+  EXPECT_TRUE(c.precision.fp16);
   EXPECT_NE(error_of({"--bf16", "--fp16-lm-cross-entropy"}).find("--fp16-lm-cross-entropy needs --fp16"),
             std::string::npos);
 }
@@ -170,14 +169,14 @@ TEST(Arguments, Fp32ResidualConnectionNeedsAHalfPrecisionModel) {
 TEST(Arguments, MegatronLoggingSwitches) {
   TrainConfig plain;
   ASSERT_TRUE(parse(base(), plain, 1));
-  EXPECT_FALSE(plain.logging.log_params_norm || plain.logging.log_num_zeros_in_grad);
+  EXPECT_FALSE(plain.logging.log_params_norm || plain.optimizer.log_num_zeros_in_grad);
   EXPECT_TRUE(plain.logging.log_learning_rate_to_tensorboard && plain.logging.log_loss_scale_to_tensorboard);
   TrainConfig c;
   auto a = base();
   a.insert(a.end(), {"--log-params-norm", "--log-num-zeros-in-grad", "--no-log-learnig-rate-to-tensorboard",
                      "--no-log-loss-scale-to-tensorboard"});
   ASSERT_TRUE(parse(a, c, 1));
-  EXPECT_TRUE(c.logging.log_params_norm && c.logging.log_num_zeros_in_grad);
+  EXPECT_TRUE(c.logging.log_params_norm && c.optimizer.log_num_zeros_in_grad);
   EXPECT_FALSE(c.logging.log_learning_rate_to_tensorboard || c.logging.log_loss_scale_to_tensorboard);
 }
 
@@ -185,11 +184,11 @@ TEST(Arguments, MegatronLoggingSwitches) {
 TEST(Arguments, VarlenAttentionIsTheDefault) {
   TrainConfig plain, off;
   ASSERT_TRUE(parse(base(), plain, 1));
-  EXPECT_FALSE(plain.model.no_varlen_attention);
+  EXPECT_TRUE(plain.kernels.varlen_attention);
   auto a = base();
   a.push_back("--no-varlen-attention");
   ASSERT_TRUE(parse(a, off, 1));
-  EXPECT_TRUE(off.model.no_varlen_attention);
+  EXPECT_FALSE(off.kernels.varlen_attention);
   EXPECT_NE(error_of({"--varlen-attention", "--no-varlen-attention"}).find("contradict each other"), std::string::npos);
 }
 
@@ -197,11 +196,11 @@ TEST(Arguments, VarlenAttentionIsTheDefault) {
 TEST(Arguments, AlibiFoldIsTheDefault) {
   TrainConfig plain, off;
   ASSERT_TRUE(parse(base(), plain, 1));
-  EXPECT_FALSE(plain.model.no_alibi_fold);
+  EXPECT_TRUE(plain.kernels.alibi_fold);
   auto a = base();
   a.push_back("--no-alibi-fold");
   ASSERT_TRUE(parse(a, off, 1));
-  EXPECT_TRUE(off.model.no_alibi_fold);
+  EXPECT_FALSE(off.kernels.alibi_fold);
 }
 
 // --train-tokens: a token budget beside --train-iters/--train-samples (the stop itself: test_train_stops.sh).
@@ -210,10 +209,10 @@ TEST(Arguments, TrainTokensIsATokenBudget) {
   auto a = base();
   a.insert(a.end(), {"--train-tokens", "300_000_000_000"});
   ASSERT_TRUE(parse(a, c, 1));
-  EXPECT_EQ(c.training.train_tokens, 300000000000LL);
+  EXPECT_EQ(c.loop.train_tokens, 300000000000LL);
   TrainConfig plain;
   ASSERT_TRUE(parse(base(), plain, 1));
-  EXPECT_EQ(plain.training.train_tokens, 0);
+  EXPECT_EQ(plain.loop.train_tokens, 0);
   EXPECT_NE(error_of({"--train-tokens", "-5"}).find("--train-tokens must be > 0, got -5"), std::string::npos);
 }
 

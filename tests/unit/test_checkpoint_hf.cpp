@@ -194,24 +194,23 @@ TEST(CheckpointHf, RefusesWhatDoesNotFit) {
 
 // The model config a training run stores says which GELU it trained with, and the HF export follows it: Megatron's
 // unfused bias-GELU (--no-bias-gelu-fusion) is the exact erf GELU, "gelu" in HF; the default fused one and
-// --openai-gelu are the tanh approximation, "gelu_new". Before the twentieth session the stored config lacked the key
-// and every export said gelu_new.
+// --openai-gelu are the tanh approximation, "gelu_new". A stored config without the key exports gelu_new.
 TEST(CheckpointHf, StoredModelConfigCarriesTheGeluForTheExport) {
   model::GptConfig c;
   c.model.num_layers = 2, c.model.hidden_size = 8, c.model.num_attention_heads = 2, c.model.kv_channels = 4;
   c.model.ffn_hidden_size = 32, c.model.max_position_embeddings = 16;
   c.vocab_size = 50;
   const auto activation = [&] {
-    return hf_config(train::model_config_json(c), HfArch::kGpt2, torch::kFloat32).at("activation_function");
+    return hf_config(model::architecture_json(c), HfArch::kGpt2, torch::kFloat32).at("activation_function");
   };
   EXPECT_EQ(activation(), "gelu_new");
-  c.model.no_bias_gelu_fusion = true;
-  EXPECT_EQ(train::model_config_json(c).at("no_bias_gelu_fusion"), true);
+  c.model.bias_gelu_fusion = false;
+  EXPECT_EQ(model::architecture_json(c).at("no_bias_gelu_fusion"), true);
   EXPECT_EQ(activation(), "gelu");
   c.model.openai_gelu = true;  // the tanh approximation whatever the fusion flag says
-  EXPECT_EQ(train::model_config_json(c).at("no_bias_gelu_fusion"), false);
+  EXPECT_EQ(model::architecture_json(c).at("no_bias_gelu_fusion"), false);
   EXPECT_EQ(activation(), "gelu_new");
   c.model.openai_gelu = false;
   c.model.glu_activation = "swiglu";  // no GELU at all: the flag must not make a load refuse either way
-  EXPECT_EQ(train::model_config_json(c).at("no_bias_gelu_fusion"), false);
+  EXPECT_EQ(model::architecture_json(c).at("no_bias_gelu_fusion"), false);
 }

@@ -47,7 +47,7 @@ TEST(RemoveTree, ReportsWhatCouldNotBeRemoved) {
 }
 
 // No code calls std::filesystem::remove_all: on the GPU node the call binds to libtorch's exported copy, which crashes
-// on a non-empty directory (the nineteenth session's DeepSpeed JSON tests did, in their TearDown). remove_tree instead.
+// on a non-empty directory. remove_tree instead.
 TEST(RemoveTree, NothingCallsStdFilesystemRemoveAll) {
   const fs::path root = MEGATON_SOURCE_DIR;
   const std::string call = std::string("remove_") + "all(";  // split: this file must not match itself

@@ -4,7 +4,7 @@
 
 #include <numeric>
 
-#include "cli/arguments.h"
+#include "data/data_options.h"
 #include "core/error.h"
 #include "core/remove_tree.h"
 #include "data/blended_dataset.h"
@@ -129,7 +129,7 @@ std::string make_dataset(const std::filesystem::path& dir, const std::string& na
 TEST(DataGptDataset, SamplesAreContiguousTokensAndIndexIsCachedBySplit) {
   const auto dir = testing::scratch_dir("gpt");
   const std::string p = make_dataset(dir, "corpus", 50, 20);
-  cli::DataArgs args;
+  data::DataOptions args;
   args.data_path = {p};
   args.split = "90,10,0";
   const Logger log(0, 1, LogLevel::kWarning);
@@ -172,7 +172,7 @@ TEST(DataGptDataset, SamplesAreContiguousTokensAndIndexIsCachedBySplit) {
 TEST(DataGptDataset, BlendDrawsByWeight) {
   const auto dir = testing::scratch_dir("gpt");
   const std::string a = make_dataset(dir, "a", 30, 20), b = make_dataset(dir, "b", 40, 30);
-  cli::DataArgs args;
+  data::DataOptions args;
   args.data_path = {"0.25", a, "0.75", b};
   args.split = "1,0,0";
   const Logger log(0, 1, LogLevel::kWarning);

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "cli/commands.h"
 #include "cli/deepspeed_config.h"
 #include "core/error.h"
 #include "core/remove_tree.h"
@@ -26,7 +27,7 @@ class DeepSpeedConfig : public ::testing::Test {
     std::filesystem::create_directories(dir_);
   }
   // Not std::filesystem::remove_all: the PyTorch wheel's libtorch exports a copy that segfaults on a non-empty
-  // directory (src/core/remove_tree.h; this test crashed on the GPU node, session 20).
+  // directory (src/core/remove_tree.h).
   void TearDown() override { megaton::remove_tree(dir_.string()); }
 
   std::string write(const std::string& text) {
@@ -44,7 +45,7 @@ class DeepSpeedConfig : public ::testing::Test {
     for (auto& a : args) argv.push_back(a.c_str());
     TrainConfig c;
     std::ostringstream help;
-    megaton::train::parse_train_config(static_cast<int>(argv.size()), argv.data(), 4, c, help);
+    megaton::cli::parse_train_command(static_cast<int>(argv.size()), argv.data(), 4, c, help);
     return c;
   }
 
@@ -88,11 +89,12 @@ TEST_F(DeepSpeedConfig, Tr1JsonSetsTheScalerZeroAndBatches) {
   EXPECT_EQ(c.precision.hysteresis, 2);
   EXPECT_EQ(c.precision.min_loss_scale, 1.0);
   EXPECT_EQ(c.parallel.zero_stage, 1);
-  EXPECT_EQ(c.training.clip_grad, 1.0);
-  EXPECT_EQ(c.training.global_batch_size, 1024);  // filled from train_batch_size
-  EXPECT_EQ(c.training.num_micro_batches, 1024 / 4);
-  ASSERT_FALSE(c.deepspeed_notes.empty());
-  EXPECT_EQ(c.deepspeed_notes.back(), "ignored: steps_per_print, wall_clock_breakdown");
+  EXPECT_EQ(c.optimizer.clip_grad, 1.0);
+  EXPECT_EQ(c.loop.global_batch_size, 1024);  // filled from train_batch_size
+  EXPECT_EQ(c.loop.num_micro_batches, 1024 / 4);
+  ASSERT_FALSE(c.notes.empty());
+  const std::string& last = c.notes.back();  // "--deepspeed_config FILE: ignored: ..."
+  EXPECT_EQ(last.substr(last.find(": ") + 2), "ignored: steps_per_print, wall_clock_breakdown") << last;
 }
 
 TEST_F(DeepSpeedConfig, BloomBf16StageZeroIsZeroOneAndDefaultsApply) {
@@ -102,8 +104,8 @@ TEST_F(DeepSpeedConfig, BloomBf16StageZeroIsZeroOneAndDefaultsApply) {
   EXPECT_TRUE(c.precision.bf16);
   EXPECT_FALSE(c.precision.fp16);
   EXPECT_EQ(c.parallel.zero_stage, 1) << "DeepSpeed's bf16 optimizer shards its state: a ZeRO-1";
-  EXPECT_EQ(c.training.clip_grad, 0.0) << "no gradient_clipping: DeepSpeed does not clip";
-  EXPECT_EQ(c.training.global_batch_size, 3 * 2 * 4);  // gradient_accumulation_steps x micro x DP
+  EXPECT_EQ(c.optimizer.clip_grad, 0.0) << "no gradient_clipping: DeepSpeed does not clip";
+  EXPECT_EQ(c.loop.global_batch_size, 3 * 2 * 4);  // gradient_accumulation_steps x micro x DP
   // fp16 without the scaler keys: DeepSpeed's defaults.
   const TrainConfig d = parse({"--deepspeed", "--deepspeed_config", write(R"({"fp16": {"enabled": true}})"),
                                "--micro-batch-size", "2", "--initial-loss-scale", "8"});
@@ -145,8 +147,7 @@ TEST_F(DeepSpeedConfig, AcceptedDeepSpeedOnlyFlagsChangeNothing) {
   const TrainConfig plain = parse({"--micro-batch-size", "1", "--checkpoint-activations"});
   const TrainConfig c = parse({"--micro-batch-size", "1", "--checkpoint-activations",
                                "--deepspeed-activation-checkpointing", "--deepspeed_mpi"});
-  EXPECT_TRUE(c.training.deepspeed_activation_checkpointing);
   EXPECT_EQ(c.model.checkpoint_activations, plain.model.checkpoint_activations);
   EXPECT_EQ(c.parallel.zero_stage, plain.parallel.zero_stage);
-  EXPECT_TRUE(c.deepspeed_notes.empty());
+  EXPECT_TRUE(c.notes.empty());
 }

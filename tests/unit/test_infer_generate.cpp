@@ -64,7 +64,7 @@ TEST(KernelsKvCache, AlibiCachedForwardMatchesTheFoldedForward) {
   const torch::Tensor full = fold.forward(ids).narrow(-1, 0, 257).to(torch::kFloat32);  // [s, b, V]
   const double exact = modeltest::rel_err(pieced(fold), full);
   auto cm = c;
-  cm.model.no_alibi_fold = true;
+  cm.kernels.alibi_fold = false;
   model::GptStage masked(cm, groups);  // the same seed: the same weights
   masked.set_training(false);
   const double rounded = modeltest::rel_err(pieced(masked), full);

@@ -2,7 +2,7 @@
 // (optim::adam_step_aten, the CPU path of MixedPrecisionOptimizer): several steps on buffers of odd sizes, weight
 // decay on part of the buffer, a clip coefficient, 16-byte aligned and unaligned buffers, bf16/fp16 parameters written
 // by the kernel; and the optimizer with the fused path against itself with --no-fused-adam. Skipped without CUDA (the
-// chunk-table test runs everywhere); run on the GPU machine by perf/gpu/gpu_batch.sh.
+// chunk-table test runs everywhere); run on the GPU machine by perf/gpu/run.sh.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

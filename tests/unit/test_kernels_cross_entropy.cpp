@@ -1,7 +1,7 @@
 // The fused CUDA cross-entropy (kernels/cross_entropy_kernels.cu) against the unfused ATen path: per-token loss and
 // logits gradient for fp32 and bf16 logits, rows whose length is and is not a multiple of the 16-byte vector width,
 // -inf padding columns, and targets at the first and last real column. Skipped without CUDA (CPU builds and
-// machines; the valid_columns test of the ATen path runs everywhere); run on the GPU machine by perf/gpu/gpu_batch.sh.
+// machines; the valid_columns test of the ATen path runs everywhere); run on the GPU machine by perf/gpu/run.sh.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

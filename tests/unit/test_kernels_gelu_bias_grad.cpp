@@ -5,7 +5,7 @@
 //                          at every compiled GeluBiasGradTuning;
 //                          shapes that are not a multiple of the kernel's tiles, a misaligned input, the fallback;
 //                          ops::bias_grad (the column sums alone).
-//                          Skipped without CUDA; run on the GPU machine by perf/gpu/session_batch.sh.
+//                          Skipped without CUDA; run on the GPU machine by perf/gpu/run.sh.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

@@ -300,7 +300,7 @@ TEST(KernelsLayerNormMixed, TinyGptMatchesAtenLayerNorm) {
   const torch::Tensor labels = modeltest::tokens(2, 8, 100, 1).to(c.device);
   auto run = [&](bool fused) {
     model::GptConfig cf = c;
-    cf.model.no_fused_layernorm = !fused;
+    cf.kernels.fused_layernorm = fused;
     model::GptStage m(cf, groups);
     const torch::Tensor logits = m.forward(ids);
     const torch::Tensor loss =

@@ -5,7 +5,7 @@
 //   LmHeadLoss.*        the ATen path (CPU), fp64 and fp32.
 //   KernelsLmHeadLoss.* CUDA: cross_entropy_loss_grad_'s kernels (one pass with the row in shared memory; the
 //                       two-kernel fallback for rows that are not 16-byte aligned) against its ATen path, and the
-//                       whole op in bf16 and fp32. Skipped without CUDA; run on the GPU by perf/gpu/session_batch.sh.
+//                       whole op in bf16 and fp32. Skipped without CUDA; run on the GPU by perf/gpu/run.sh.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

@@ -5,7 +5,8 @@
 
 #include "core/error.h"
 #include "model/gpt_stage.h"
-#include "model/train_step.h"
+#include "model/micro_batch.h"
+#include "train/training_model.h"
 #include "ops/attention.h"
 #include "parallel/self_communicator.h"
 #include "test_model_util.h"
@@ -332,15 +333,30 @@ TEST(ModelGpt, LayerPartition) {
   EXPECT_THROW(model::partition_layers(c, 2), UsageError);
 }
 
+// One training iteration as the trainer runs it (train::TrainingModel over the pipeline schedule; PP = 1): each
+// micro-batch's masked mean loss / M backpropagated. Returns the mean loss.
+static double train_iteration(train::TrainingModel& model, const std::vector<model::MicroBatch>& mbs) {
+  const int m = static_cast<int>(mbs.size());
+  double loss = 0;
+  auto forward = [&](int chunk, int mb, const torch::Tensor& input) {
+    torch::Tensor out = model.forward_step(chunk, mbs[static_cast<size_t>(mb)], input);
+    loss += out.item<double>() / m;
+    return out / m;
+  };
+  model.run_schedule(m, static_cast<int>(mbs.front().tokens.size(0)), forward, {}, false);
+  return loss;
+}
+
 TEST(ModelGpt, TrainingStepAveragesMicroBatchesAndDescends) {
   auto groups = parallel::single_rank_groups();
-  model::GptStage m(tiny_config("rotary"), groups);
+  train::TrainingModel tm(tiny_config("rotary"), groups, 0, Logger(0, 1, LogLevel::kWarning));
+  model::GptStage& m = tm.chunk(0);
   std::vector<model::MicroBatch> mbs;
   for (int i = 0; i < 2; ++i)
     mbs.push_back({modeltest::tokens(2, 8, 100, i), modeltest::tokens(2, 8, 100, i + 10), torch::ones({2, 8}), {}});
   // The step's gradient is the mean of the micro-batches' gradients.
   m.zero_grad();
-  const auto step = model::forward_backward_no_pipeline(m, mbs);
+  const double step_loss = train_iteration(tm, mbs);
   std::map<std::string, torch::Tensor> g_step;
   for (const auto& p : m.params()) g_step[p.name] = p.param.grad().clone();
   std::map<std::string, torch::Tensor> g_sum;
@@ -353,13 +369,13 @@ TEST(ModelGpt, TrainingStepAveragesMicroBatchesAndDescends) {
     for (const auto& p : m.params())
       g_sum[p.name] = g_sum.count(p.name) ? g_sum[p.name] + p.param.grad() : p.param.grad().clone();
   }
-  EXPECT_NEAR(step.loss, loss_sum / 2, 1e-5);
+  EXPECT_NEAR(step_loss, loss_sum / 2, 1e-5);
   for (const auto& [name, g] : g_step) EXPECT_LT(modeltest::rel_err(g, g_sum[name] / 2), 1e-5) << name;
   // Plain gradient descent on these gradients lowers the loss.
-  double first = step.loss, last = 0;
+  double first = step_loss, last = 0;
   for (int it = 0; it < 5; ++it) {
     m.zero_grad();
-    last = model::forward_backward_no_pipeline(m, mbs).loss;
+    last = train_iteration(tm, mbs);
     torch::NoGradGuard ng;
     for (const auto& p : m.params()) p.param.sub_(p.param.grad() * 0.05);
   }

@@ -326,7 +326,7 @@ TEST(KernelsAttention, AlibiFoldedIntoTheHeadsMatchesTheExactBias) {
 
 // Short documents (10, 30 and 24 tokens in one sample, 63 and 1 in the other) and documents longer than the head size
 // (200 and 184; one of 384), which a kernel that took the head size for the longest document would get wrong (cuDNN's
-// ragged SDPA through ATen 2.11 did, in the twentieth 2026-12-05 session: infinite dq and dk).
+// ragged SDPA through ATen 2.11 does: infinite dq and dk).
 TEST(KernelsAttention, VarlenDocumentsMatchTheExplicitPathWithGradients) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   if (!compat::kHasVarlenFlash) GTEST_SKIP() << "LibTorch " << compat::torch_version() << " has no varlen flash";
@@ -338,8 +338,8 @@ namespace {
 
 // Attention dropout in training on `device` (the fused path where LibTorch has it): the masks come from the generator
 // passed in (equal generators, equal outputs; the generator advances), and the device's default generator is left as it
-// was. Before the twelfth 2026-12-04 session the fused path held the default generator's mutex across the kernel, which
-// locks it itself: on LibTorch >= 2 the first such call never returned.
+// was. A fused path that held the default generator's mutex across the kernel, which locks it itself, would never
+// return from the first such call on LibTorch >= 2.
 void check_attention_dropout(torch::Device device, torch::ScalarType dtype, bool documents = false) {
   torch::manual_seed(6);
   auto opts = torch::TensorOptions().device(device).dtype(dtype);

@@ -5,7 +5,6 @@
 #include <map>
 #include <string>
 
-#include "cli/arguments.h"
 #include "model/gpt_config.h"
 #include "parallel/param_info.h"
 
@@ -13,7 +12,7 @@ namespace megaton::modeltest {
 
 /// 2 layers, hidden 32, 8 heads (head dim 4), ffn 64, seq 8, vocab 100 padded to 128; dropout off.
 inline model::GptConfig tiny_config(const std::string& positions = "absolute", const std::string& glu = "") {
-  cli::ModelArgs m;
+  model::GptOptions m;
   m.num_layers = 2;
   m.hidden_size = 32;
   m.num_attention_heads = 8;
@@ -22,11 +21,11 @@ inline model::GptConfig tiny_config(const std::string& positions = "absolute", c
   m.max_position_embeddings = 16;
   m.position_embedding_type = positions;
   m.glu_activation = glu;
-  if (!glu.empty()) m.no_bias_gelu_fusion = true;
+  if (!glu.empty()) m.bias_gelu_fusion = false;
   m.hidden_dropout = 0.0;
   m.attention_dropout = 0.0;
   m.init_method_std = 0.2;  // large enough that every layer matters in the comparisons
-  cli::validate_model(m);
+  m.validate();
   model::GptConfig c;
   c.model = m;
   c.vocab_size = 100;

@@ -3,7 +3,7 @@
 // autograd gradient, and the sums are those of torch::embedding's autograd.
 //   OpsEmbedding.*           CPU (index_add_).
 //   KernelsEmbeddingGrad.*   CUDA (a stable sort, then kernels/embedding_grad_kernels.cu) against an fp64 reference,
-//                            on skewed ids; skipped without CUDA, run on the GPU machine by perf/gpu/session_batch.sh.
+//                            on skewed ids; skipped without CUDA, run on the GPU machine by perf/gpu/run.sh.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

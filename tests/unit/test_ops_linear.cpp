@@ -4,7 +4,7 @@
 // keeps the first-write flags (a main grad not zeroed for an iteration is overwritten by its first gradient).
 //   OpsLinear.*         CPU, fp64/fp32 (the ATen addmm_ path).
 //   KernelsOpsLinear.*  CUDA bf16/fp16 (one cublasGemmEx into the fp32 main grad) against an fp32 reference; skipped
-//                       without CUDA, run on the GPU machine by perf/gpu/session_batch.sh.
+//                       without CUDA, run on the GPU machine by perf/gpu/run.sh.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

@@ -78,7 +78,7 @@ TEST(OptimGradScaler, StateRoundTrip) {
 }
 
 TEST(OptimGradScaler, FactoryFollowsMegatron) {
-  cli::PrecisionArgs p;
+  optim::PrecisionOptions p;
   EXPECT_EQ(optim::make_grad_scaler(p), nullptr);  // fp32
   p.bf16 = true;
   EXPECT_EQ(optim::make_grad_scaler(p), nullptr);
@@ -88,7 +88,7 @@ TEST(OptimGradScaler, FactoryFollowsMegatron) {
   EXPECT_EQ(c->scale(), 128);
   c->update(true);
   EXPECT_EQ(c->scale(), 128);
-  p = cli::PrecisionArgs{};
+  p = optim::PrecisionOptions{};
   p.fp16 = true;
   auto d = optim::make_grad_scaler(p);
   ASSERT_NE(dynamic_cast<optim::DynamicGradScaler*>(d.get()), nullptr);

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "core/error.h"
+#include "optim/lr_schedule_options.h"
 #include "optim/lr_scheduler.h"
 
 using namespace megaton;
@@ -96,34 +97,32 @@ TEST(OptimLr, RejectsBadSpans) {
 }
 
 TEST(OptimLr, OptionsFromIterationAndSampleModes) {
-  cli::TrainingArgs t;
+  optim::LrScheduleOptions t;
   t.lr = 0.1;
-  t.global_batch_size = 8;
-  t.train_iters = 100;
   t.lr_warmup_iters = 5;
-  auto o = optim::lr_scheduler_options(t);
+  auto o = t.scheduler(/*train_iters=*/100, /*train_samples=*/0, /*global_batch=*/8);
   EXPECT_EQ(o.decay_steps, 800);
   EXPECT_DOUBLE_EQ(o.warmup_steps, 40);
   t.lr_warmup_iters = 0;
   t.lr_warmup_fraction = 0.1;
   t.lr_decay_iters = 50;
-  o = optim::lr_scheduler_options(t);
+  o = t.scheduler(100, 0, 8);
   EXPECT_EQ(o.decay_steps, 400);
   EXPECT_DOUBLE_EQ(o.warmup_steps, 40);
-  cli::TrainingArgs s;
+  optim::LrScheduleOptions s;
   s.lr = 0.1;
-  s.global_batch_size = 8;
-  s.train_samples = 1000;
   s.lr_warmup_samples = 30;
-  o = optim::lr_scheduler_options(s);
+  o = s.scheduler(0, /*train_samples=*/1000, 8);
   EXPECT_EQ(o.decay_steps, 1000);
   EXPECT_DOUBLE_EQ(o.warmup_steps, 30);
   s.lr_decay_samples = 600;
   s.lr_warmup_samples = 0;
   s.lr_warmup_fraction = 0.25;
-  o = optim::lr_scheduler_options(s);
+  o = s.scheduler(0, 1000, 8);
   EXPECT_EQ(o.decay_steps, 600);
   EXPECT_DOUBLE_EQ(o.warmup_steps, 150);
+  optim::LrScheduleOptions none;
+  EXPECT_THROW(none.scheduler(100, 0, 8), UsageError);  // no --lr
 }
 
 TEST(OptimLr, StateRoundTripRestoresPosition) {

@@ -53,14 +53,10 @@ TEST(OptimMicroBatches, TrainItersForSamples) {
 }
 
 TEST(OptimMicroBatches, FromCommandLine) {
-  cli::TrainingArgs t;
-  t.global_batch_size = 16;
-  t.micro_batch_size = 2;
-  auto c = optim::make_num_micro_batches_calculator(t, 2);
+  auto c = optim::make_num_micro_batches_calculator(/*global=*/16, /*micro=*/2, {}, /*dp=*/2);
   EXPECT_FALSE(c.rampup());
   EXPECT_EQ(c.num_micro_batches(), 4);
-  t.rampup_batch_size = {4, 4, 100};
-  c = optim::make_num_micro_batches_calculator(t, 2);
+  c = optim::make_num_micro_batches_calculator(16, 2, {4, 4, 100}, 2);
   EXPECT_TRUE(c.rampup());
   EXPECT_EQ(c.num_micro_batches(), 1);
 }

@@ -20,7 +20,7 @@ namespace {
 ModelSpec gpt_1p3b(int global_batch = 8) {
   ModelSpec s;
   s.model.num_layers = 24, s.model.hidden_size = 2048, s.model.num_attention_heads = 16, s.model.seq_length = 2048;
-  megaton::cli::validate_model(s.model);
+  s.model.validate();
   s.vocab = 50257, s.padded_vocab = 50304, s.global_batch = global_batch, s.bf16 = true;
   return s;
 }
@@ -75,7 +75,7 @@ TEST(Plan, LmHeadLossKeepsOneLogitsBuffer) {
   ModelSpec s = gpt_1p3b();
   const Layout l{2, 1, 1, 8, false};
   const StepPrediction fused = predict(s, l, node(1, 2, 141), Calibration());
-  s.model.no_fused_lm_head_loss = true;
+  s.kernels.fused_lm_head_loss = false;
   const StepPrediction separate = predict(s, l, node(1, 2, 141), Calibration());
   // bf16 logits [2048, 8, 50304 / 2]: one buffer with the one-pass loss, a second for their gradient without it.
   EXPECT_NEAR(separate.memory.activations_gib - fused.memory.activations_gib,
@@ -110,11 +110,10 @@ TEST(Plan, ElementwiseTermFollowsTheActivations) {
 }
 
 TEST(Plan, DropoutTermFollowsTheMeasuredKernels) {
-  // With Megatron's default dropout (0.1 / 0.1, the flags' defaults) the thirteenth 2026-12-04 session's profiles on
-  // an H200 (perf/gpu/results/2026-12-04-h200-session13-run3/prof/) measured, per step: 1.3B mb8 ATen's hidden dropout
-  // 4.87 ms + the attention's dropout in cuDNN 12.47 ms; 124M mb32 1.87 + 3.84 ms. The hidden dropout drawn inside
-  // the LayerNorm kernels (the default since) added, per call, forward + fused backward, 17.0 + 14.8 us at the 1.3B
-  // shape and 9.4 + 14.9 us at the 124M one over the plain kernels (run 14.1, BM_DropoutAddLayerNormKernels): 48 and
+  // With Megatron's default dropout (0.1 / 0.1, the flags' defaults) profiles on an H200 measured, per step: 1.3B mb8
+  // ATen's hidden dropout 4.87 ms + the attention's dropout in cuDNN 12.47 ms; 124M mb32 1.87 + 3.84 ms. The hidden
+  // dropout drawn inside the LayerNorm kernels (the default) adds, per call, forward + fused backward, 17.0 + 14.8 us
+  // at the 1.3B shape and 9.4 + 14.9 us at the 124M one over the plain kernels (BM_DropoutAddLayerNormKernels): 48 and
   // 24 calls a step. The term predicts each within 10% from per-element constants, picks ATen's with
   // --no-dropout-layernorm-fusion, --no-fused-layernorm or fp32, is absent without dropout, counts only this rank's
   // heads under TP and grows by 4/3 with recomputation.
@@ -124,7 +123,7 @@ TEST(Plan, DropoutTermFollowsTheMeasuredKernels) {
   ASSERT_GT(big.model.attention_dropout, 0.0);
   ASSERT_TRUE(hidden_dropout_in_kernels(big));
   ModelSpec big_aten = big;
-  big_aten.model.no_dropout_layernorm_fusion = true;
+  big_aten.kernels.dropout_layernorm_fusion = false;
   ASSERT_FALSE(hidden_dropout_in_kernels(big_aten));
   const StepPrediction a = predict(big_aten, Layout{1, 1, 1, 8, false}, h200, Calibration());
   EXPECT_FALSE(a.hidden_dropout_in_kernels);
@@ -141,7 +140,7 @@ TEST(Plan, DropoutTermFollowsTheMeasuredKernels) {
   fp32.bf16 = false;
   EXPECT_NEAR(predict(fp32, Layout{1, 1, 1, 8, false}, h200, Calibration()).dropout_ms, a.dropout_ms, 1e-9);
   ModelSpec unfused = big;
-  unfused.model.no_fused_layernorm = true;
+  unfused.kernels.fused_layernorm = false;
   EXPECT_NEAR(predict(unfused, Layout{1, 1, 1, 8, false}, h200, Calibration()).dropout_ms, a.dropout_ms, 1e-9);
   ModelSpec none = big;
   none.model.hidden_dropout = 0.0, none.model.attention_dropout = 0.0;
@@ -157,10 +156,10 @@ TEST(Plan, DropoutTermFollowsTheMeasuredKernels) {
   ModelSpec small;
   small.model.num_layers = 12, small.model.hidden_size = 768, small.model.num_attention_heads = 12;
   small.model.seq_length = 1024;
-  megaton::cli::validate_model(small.model);
+  small.model.validate();
   small.global_batch = 32;
   ModelSpec small_aten = small;
-  small_aten.model.no_dropout_layernorm_fusion = true;
+  small_aten.kernels.dropout_layernorm_fusion = false;
   EXPECT_NEAR(predict(small_aten, Layout{1, 1, 1, 32, false}, h200, Calibration()).dropout_ms, 1.87 + 3.84,
               0.10 * (1.87 + 3.84));
   hidden_only = small;
@@ -170,17 +169,16 @@ TEST(Plan, DropoutTermFollowsTheMeasuredKernels) {
 }
 
 TEST(Plan, AlibiAndFp32ResidualTermsFollowTheMeasuredRuns) {
-  // A/Bs on an H100 (30 iterations, medians, no dropout), each flag's step minus the defaults': ALiBi folded (the
-  // twenty-third 2026-12-06 session, perf/gpu/results/2026-12-06-h100-session23-run1/) 1.3B 271.8 - 257.8, 124M
-  // 63.2 - 58.8 ms; the twenty-first session's (perf/gpu/results/2026-12-05-h100-session21-run{1,4}/) through the
-  // mask (--no-alibi-fold) 305.2 - 252.7 and 69.6 - 57.6, --fp32-residual-connection 259.1 - 253.7 and 60.2 - 58.4.
+  // A/Bs on an H100 (30 iterations, medians, no dropout), each flag's step minus the defaults': ALiBi folded 1.3B
+  // 271.8 - 257.8, 124M 63.2 - 58.8 ms; through the mask (--no-alibi-fold) 305.2 - 252.7 and 69.6 - 57.6,
+  // --fp32-residual-connection 259.1 - 253.7 and 60.2 - 58.4.
   // The terms reproduce them (the fold within 10%, the stream 12%, the mask 15%: one constant for both head sizes),
   // count only this rank's heads under TP, grow by 4/3 with recomputation, and are absent without the flags.
   const Cluster h100 = node(1, 1, 80);
   ModelSpec big = gpt_1p3b(8), small;
   small.model.num_layers = 12, small.model.hidden_size = 768, small.model.num_attention_heads = 12;
   small.model.seq_length = 1024;
-  megaton::cli::validate_model(small.model);
+  small.model.validate();
   small.global_batch = 32;
   for (ModelSpec* m : {&big, &small}) m->model.hidden_dropout = 0.0, m->model.attention_dropout = 0.0;
   struct Case {
@@ -202,7 +200,7 @@ TEST(Plan, AlibiAndFp32ResidualTermsFollowTheMeasuredRuns) {
     // ALiBi has no learned positions: the optimizer steps fewer parameters.
     EXPECT_NEAR(fold.total_ms - plain.total_ms, fold.alibi_ms + fold.optimizer_ms - plain.optimizer_ms, 1e-9);
     ModelSpec masked = alibi;
-    masked.model.no_alibi_fold = true;
+    masked.kernels.alibi_fold = false;
     const StepPrediction mask = predict(masked, l, h100, Calibration());
     EXPECT_FALSE(mask.alibi_folded);
     EXPECT_NEAR(mask.alibi_ms, c.mask, 0.15 * c.mask);
@@ -212,10 +210,10 @@ TEST(Plan, AlibiAndFp32ResidualTermsFollowTheMeasuredRuns) {
     ModelSpec stream = c.spec;
     stream.model.fp32_residual_connection = true;
     EXPECT_NEAR(predict(stream, l, h100, Calibration()).fp32_residual_ms, c.stream, 0.12 * c.stream);
-    // Memory: the fold keeps q', k', v with 8 more columns each in place of the QKV output (run 23.1, the peak
+    // Memory: the fold keeps q', k', v with 8 more columns each in place of the QKV output (measured: the peak
     // allocated above the defaults' 216.1 / 201.7 MiB at 1.3B / 124M, plus the learned position embedding's parameter
     // state ALiBi does not have, 2 + 4 + 12 bytes for s h parameters: 72.0 / 13.5 MiB), the fp32 stream its two
-    // LayerNorm inputs at 4 bytes (run 21.1, 1.3B 3136 MiB, 124M 1200 MiB).
+    // LayerNorm inputs at 4 bytes (measured: 1.3B 3136 MiB, 124M 1200 MiB).
     const double fold_gib = fold.memory.activations_gib - plain.memory.activations_gib;
     const double stream_gib =
         predict(stream, l, h100, Calibration()).memory.activations_gib - plain.memory.activations_gib;
@@ -238,8 +236,8 @@ TEST(Plan, AlibiAndFp32ResidualTermsFollowTheMeasuredRuns) {
 }
 
 TEST(Plan, MeasuredPointsCarryTheirDropout) {
-  // The sweep's dropout columns reach the prediction; a CSV without them (every sweep before 2026-12-04 ran without
-  // dropout) reads as dropout 0, not as the flags' defaults of 0.1.
+  // The sweep's dropout columns reach the prediction; a CSV without them (sweeps without dropout) reads as dropout 0,
+  // not as the flags' defaults of 0.1.
   const std::string path = testing::TempDir() + "plan_dropout.csv";
   std::ofstream(path) << "num_layers,hidden_size,num_attention_heads,seq_length,global_batch_size,micro_batch_size,tp,"
                          "pp,dp,ms_per_iter,peak_tflops,hidden_dropout,attention_dropout,extra_args\n"
@@ -394,11 +392,10 @@ TEST(Plan, FitRecoversSyntheticPoints) {
 }
 
 TEST(Plan, CalibrationReproducesMeasuredH200Points) {
-  // perf/results/2026-12-04-h200-session12/sweep.csv: the second full GPU sweep (today's kernels), 7 single-H200 points
-  // at the sustained clock (124M, 350M, 1.3B at several micro-batch sizes, with recomputation; its
-  // gradient-accumulation point ran out of the call's time). Stated tolerances: in-sample 4% per point and 2% on
+  // src/plan/calibration_h200.csv: the built-in calibration's 7 single-H200 points at the sustained clock (124M,
+  // 350M, 1.3B at several micro-batch sizes, with recomputation). Stated tolerances: in-sample 4% per point and 2% on
   // average (measured: fit 1.3% / 0.7%, built-in 1.5% / 0.9%); leave-one-out 5% per point and 3% on average
-  // (measured 2.0% / 1.3%). Before the elementwise term and the multi-start search the same file gave 8.9% / 4.6%
+  // (measured 2.0% / 1.3%). Without the elementwise term and the multi-start search the same points give 8.9% / 4.6%
   // in-sample and 42% / 11% left out.
   const auto pts = read_measured_points(source("src/plan/calibration_h200.csv"), "--check");
   ASSERT_EQ(pts.size(), 7u);
@@ -413,17 +410,9 @@ TEST(Plan, CalibrationReproducesMeasuredH200Points) {
     EXPECT_LT(sum / pts.size(), 0.02) << what;
   };
   check(fit_calibration(pts), "fit");
-  // The built-in defaults are the fit of this file (rounded) from the previous built-in values; a refit from them moves
-  // the weakly determined per-parameter cost (docs/plan.md), so only the errors are compared.
+  // The built-in defaults are a fit of this file (rounded); a refit from them moves the weakly determined
+  // per-parameter cost (docs/plan.md), so only the errors are compared.
   check(Calibration(), "built-in");
-  // The first sweep (perf/results/2026-12-03-h200/sweep.csv, 8 points, the first day's kernels, short runs: the
-  // previous built-in's points) is still met by its own fit (measured mean 1.5%, worst 2.2%).
-  const auto first = read_measured_points(source("perf/results/2026-12-03-h200/sweep.csv"), "--check");
-  ASSERT_EQ(first.size(), 8u);
-  const Calibration first_fit = fit_calibration(first);
-  double first_sum = 0;
-  for (const auto& p : first) first_sum += std::fabs(relative_error(p, first_fit));
-  EXPECT_LT(first_sum / first.size(), 0.03);
   double loo_sum = 0;
   for (size_t i = 0; i < pts.size(); ++i) {
     std::vector<MeasuredPoint> others(pts);
@@ -433,20 +422,10 @@ TEST(Plan, CalibrationReproducesMeasuredH200Points) {
     loo_sum += e;
   }
   EXPECT_LT(loo_sum / pts.size(), 0.03);
-  // The earlier two-point files (perf/results/2026-12-02-h200-session: 1.3B and 124M with the fused kernels but the
-  // ATen LayerNorm; perf/results/2026-12-02-h200: before the fused kernels) are fitted as well (the built-in, fitted to
-  // today's kernels, does not reproduce them).
-  for (const char* file :
-       {"perf/results/2026-12-02-h200-session/sweep.csv", "perf/results/2026-12-02-h200/sweep.csv"}) {
-    const auto before = read_measured_points(source(file), "--check");
-    ASSERT_EQ(before.size(), 2u) << file;
-    const Calibration fit_before = fit_calibration(before);
-    for (const auto& p : before) EXPECT_LT(std::fabs(relative_error(p, fit_before)), 0.05) << file << ": " << p.label;
-  }
 }
 
 TEST(Plan, CalibrationReproducesMeasuredCpuPoints) {
-  // perf/results/2026-12-02-cpu-2core/sweep.csv: tiny GPTs on a shared 2-core machine; timing noise there is large,
+  // Tiny GPTs on a shared 2-core machine; timing noise there is large,
   // so the stated tolerance is 40% per point and 20% on average.
   const auto pts = read_measured_points(source("tests/plan/data/sweep_cpu_2core.csv"), "--check");
   ASSERT_GE(pts.size(), 5u);

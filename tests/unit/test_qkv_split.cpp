@@ -6,7 +6,7 @@
 //   KernelsQkvSplit.*  the interleave + bias-gradient kernel on CUDA (bf16, fp16) against torch::stack and a column
 //                      sum, also reading parts narrowed from wider heads; the autograd function on CUDA against the
 //                      ATen reference.
-//                      Skipped without CUDA; run on the GPU machine by perf/gpu/session_batch.sh.
+//                      Skipped without CUDA; run on the GPU machine by perf/gpu/run.sh.
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

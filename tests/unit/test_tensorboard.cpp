@@ -63,7 +63,7 @@ TEST(TensorBoard, FileNameAndFirstRecord) {
 
 TEST(TensorBoard, IndependentDecoderReadsScalars) {
   if (run("command -v python3").empty()) GTEST_SKIP() << "python3 not available";
-  // MEGATON_KEEP_TFEVENTS=DIR keeps the file for perf/gpu/check_tfevents.py (TensorBoard's own reader).
+  // MEGATON_KEEP_TFEVENTS=DIR keeps the file for dev/gpu/check_tfevents.py (TensorBoard's own reader).
   const char* keep = std::getenv("MEGATON_KEEP_TFEVENTS");
   const auto dir = keep ? fs::path(keep) : fresh_dir("decode");
   std::string path;

@@ -219,4 +219,20 @@ void forward_only(int num_microbatches, P2p& p2p, const StageStep& step) {
   }
 }
 
+void run_schedule(int num_microbatches, int num_chunks, P2p& p2p, const ChunkedStep& step, bool forward_only_) {
+  if (num_chunks > 1) {
+    forward_backward_interleaved(num_microbatches, num_chunks, p2p, step, forward_only_);
+    return;
+  }
+  StageStep stage;
+  stage.forward = [&](int mb, const torch::Tensor& input) { return step.forward(0, mb, input); };
+  if (step.before_backward) stage.before_backward = [&](int mb) { step.before_backward(0, mb); };
+  if (forward_only_)
+    forward_only(num_microbatches, p2p, stage);
+  else if (p2p.stages() == 1)
+    forward_backward_no_pipelining(num_microbatches, stage);
+  else
+    forward_backward_1f1b(num_microbatches, p2p, stage);
+}
+
 }  // namespace megaton::parallel::pipeline

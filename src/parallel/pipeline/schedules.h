@@ -70,6 +70,11 @@ void forward_backward_interleaved(int num_microbatches, int num_chunks, P2p& p2p
 /// Evaluation: forwards only, under NoGradGuard, outputs passed on to the next stage. Collective over the pipeline.
 void forward_only(int num_microbatches, P2p& p2p, const StageStep& step);
 
+/// The schedule a layout calls for, over this rank's `num_chunks` model chunks: the interleaved one with more than
+/// one chunk; else forward_only (evaluation), no pipelining (one stage) or 1F1B. The one entry point for running an
+/// iteration's micro-batches; with one chunk the step's `chunk` is always 0. Collective over the pipeline group.
+void run_schedule(int num_microbatches, int num_chunks, P2p& p2p, const ChunkedStep& step, bool forward_only);
+
 /// Backward of one micro-batch on a stage: output.backward(output_grad) (output_grad undefined: output is the
 /// scalar loss), returns input's gradient (undefined when input is).
 torch::Tensor backward_step(const torch::Tensor& input, const torch::Tensor& output, const torch::Tensor& output_grad);

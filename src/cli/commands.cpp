@@ -1,0 +1,114 @@
+#include "cli/commands.h"
+
+#include "cli/megatron_flags.h"
+#include "cli/parser.h"
+#include "core/error.h"
+
+namespace megaton::cli {
+
+namespace po = boost::program_options;
+
+bool parse_train_command(int argc, const char* const* argv, int world_size, train::TrainConfig& config,
+                         std::ostream& help_out) {
+  MegatronFlags f;
+  po::options_description d;
+  f.bind(d);
+  int dry_run_world_size = 0;
+  po::options_description extra("megaton train");
+  extra.add_options()("world-size", po::value<int>(&dry_run_world_size)->default_value(0),
+                      "with --dry-run: the world size to plan for (default: the launcher's)")(
+      "vocab-size", po::value<int64_t>(&f.config.vocab_size)->default_value(0),
+      "vocabulary size when no tokenizer is given (default 50257, GPT-2)");
+  d.add(extra);
+  if (!parse_args("train", "Pretrain a GPT model (replaces pretrain_gpt.py; takes its flags).", argc, argv, d,
+                  help_out))
+    return false;
+  int world = world_size;
+  if (dry_run_world_size > 0) {
+    MEGATON_CHECK(f.config.loop.dry_run, UsageError, "--world-size is only for --dry-run; the launcher sets the world");
+    world = dry_run_world_size;
+  }
+  f.resolve();
+  // The layout first: a DeepSpeed JSON's gradient_accumulation_steps reads the data-parallel size.
+  train::TrainConfig& c = f.config;
+  c.model.validate();
+  MEGATON_CHECK(c.model.seq_length > 0, UsageError, "--seq-length is required for megaton train");
+  c.parallel.validate(world);
+  f.apply_deepspeed();
+  c.validate(world);
+  config = std::move(c);
+  return true;
+}
+
+infer::InferenceOptions inference_options(const train::TrainConfig& flags) {
+  infer::InferenceOptions o;
+  o.model = flags.model;
+  o.kernels = flags.kernels;
+  o.parallel = flags.parallel;
+  o.dist = flags.dist;
+  o.precision = flags.precision;
+  o.tokenizer = flags.tokenizer;
+  o.load = flags.checkpoint.load;
+  o.seed = flags.loop.seed;
+  o.micro_batch_size = flags.loop.micro_batch_size;
+  o.log_level = flags.logging.log_level;
+  o.reset_position_ids = flags.data.reset_position_ids;
+  o.reset_attention_mask = flags.data.reset_attention_mask;
+  return o;
+}
+
+// clang-format off
+bool parse_generate_command(int argc, const char* const* argv, int world_size, infer::GenerateAppOptions& o,
+                            std::ostream& help_out) {
+  MegatronFlags f;
+  po::options_description d, g("text generation");
+  f.bind(d);
+  g.add_options()
+      ("temperature", po::value(&o.temperature)->default_value(1.0), "sampling temperature (> 0)")
+      ("greedy", po::bool_switch(&o.greedy), "take the most likely token (no sampling)")
+      ("top_p", po::value(&o.top_p)->default_value(0.0), "nucleus sampling mass; 0 = off")
+      ("top_k", po::value(&o.top_k)->default_value(0), "sample among the k most likely tokens; 0 = off")
+      ("out-seq-length", po::value(&o.out_seq_length)->default_value(1024),
+       "at most this many tokens after the shortest prompt (also capped by --seq-length)")
+      ("sample-input-file", po::value(&o.sample_input_file), "prompts, one a line")
+      ("sample-output-file", po::value(&o.sample_output_file), "where conditional samples go (default INPUT.out)")
+      ("num-samples", po::value(&o.num_samples)->default_value(0),
+       "unconditional samples to write to --genfile; 0 = conditional (input file) or interactive")
+      ("genfile", po::value(&o.genfile), "JSONL output of unconditional samples")
+      ("recompute", po::bool_switch(&o.recompute), "no KV cache: run the whole prefix at every step")
+      ("ignore-eos", po::bool_switch(&o.ignore_eos),
+       "(megaton) do not stop a row at the end-of-document token: fixed-length decoding for benchmarks");
+  d.add(g);
+  if (!parse_args("generate", "Generate text from a GPT checkpoint (tools/generate_samples_gpt.py).", argc, argv, d,
+                  help_out))
+    return false;
+  f.resolve();
+  o.model = inference_options(f.config);
+  o.validate(world_size);
+  return true;
+}
+
+bool parse_eval_command(int argc, const char* const* argv, int world_size, eval::EvalOptions& o,
+                        std::ostream& help_out) {
+  MegatronFlags f;
+  po::options_description d, e("zero-shot evaluation");
+  f.bind(d);
+  e.add_options()
+      ("task", po::value(&o.task), "WIKITEXT103 (perplexity) | LAMBADA (last-word accuracy)")
+      ("valid-data", po::value(&o.valid_data)->multitoken(), "the evaluation file (WikiText raw text / LAMBADA JSONL)")
+      ("overlapping-eval", po::value(&o.overlapping_eval)->default_value(32),
+       "sliding-window stride in tokens for WIKITEXT103 (= --seq-length: no overlap)")
+      ("strict-lambada", po::bool_switch(&o.strict_lambada), "LAMBADA: predict the whole last word, not its last token")
+      ("results-file", po::value(&o.results_file), "also write the numbers as JSON here");
+  d.add(e);
+  if (!parse_args("eval", "Zero-shot evaluation of a GPT checkpoint (tasks/main.py: WIKITEXT103, LAMBADA).", argc,
+                  argv, d, help_out))
+    return false;
+  f.resolve();
+  o.model = inference_options(f.config);
+  o.validate(world_size);
+  return true;
+}
+// clang-format on
+
+}  // namespace megaton::cli

@@ -1,0 +1,24 @@
+// The optimizer's settings (Megatron's _add_training_args and _add_regularization_args): Adam/AdamW or SGD, weight
+// decay, gradient clipping, and which update implementation runs.
+#pragma once
+#include <string>
+
+namespace megaton::optim {
+
+struct OptimizerOptions {
+  std::string kind = "adam";  // adam | sgd  (--optimizer)
+  double lr = 0.0;            // the LR scheduler sets it every iteration
+  double weight_decay = 0.01;
+  double adam_beta1 = 0.9;
+  double adam_beta2 = 0.999;
+  double adam_eps = 1e-8;
+  double sgd_momentum = 0.9;
+  double clip_grad = 1.0;  // 0: no clipping and no grad norm (as Megatron)
+  bool log_num_zeros_in_grad = false;
+  bool use_fused_adam = true;  // CUDA masters: the fused Adam kernel; false: the ATen path (--no-fused-adam)
+
+  /// UsageError naming the flag: an unknown --optimizer, negative --weight-decay or --clip-grad, betas outside [0, 1).
+  void validate() const;
+};
+
+}  // namespace megaton::optim

@@ -1,0 +1,45 @@
+// The training loop's side of checkpoints: what it saves (weights, optimizer state and scalars, the LR schedule, the
+// dropout RNG, the progress counters, the architecture and the run's flags) and how a loaded checkpoint resumes the
+// run, as Megatron's save_checkpoint / load_checkpoint do (--finetune, --no-load-optim, --no-load-rng, ...).
+#pragma once
+#include <cstdint>
+
+#include "checkpoint/checkpoint_options.h"
+#include "core/log.h"
+#include "dist/process_groups.h"
+#include "optim/lr_scheduler.h"
+#include "optim/optimizer.h"
+#include "train/progress.h"
+#include "train/train_config.h"
+#include "train/training_model.h"
+
+namespace megaton::train {
+
+class TrainCheckpoints {
+ public:
+  struct Parts {
+    TrainingModel& model;
+    optim::MixedPrecisionOptimizer& optimizer;
+    optim::AnnealingLR& lr;
+    const dist::ProcessGroups& groups;
+    const Logger& log;
+  };
+  /// `config` is recorded in each checkpoint (args); `job_id` names the SLURM job in it.
+  TrainCheckpoints(Parts parts, const TrainConfig& config, std::string job_id);
+
+  /// --load: resumes `progress`, the optimizer and the LR schedule from the checkpoint (collective). Without --load,
+  /// or when it holds no checkpoint yet, nothing changes.
+  void load(TrainingProgress& progress);
+  /// --save: a checkpoint of the state after progress.iteration (collective), unless that iteration is already saved.
+  void save(const TrainingProgress& progress);
+  bool saving() const { return !options_.save.empty(); }
+
+ private:
+  Parts p_;
+  const TrainConfig& config_;
+  checkpoint::CheckpointOptions options_;
+  std::string job_id_;
+  int64_t last_saved_ = -1;
+};
+
+}  // namespace megaton::train
