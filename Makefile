@@ -2,7 +2,7 @@
 #   make test   install dependencies, build (Release, precompiled headers), run unit + multi-rank tests
 #   make demo   build, fetch the GPT-2 tokenizer, preprocess the bundled corpus, train a tiny GPT on 4 MPI ranks
 #               (TP=2, PP=2), save, resume, generate
-# Other targets: deps, build, install PREFIX=..., gpu (on the GPU machine), format, clean.
+# Other targets: deps, build, install PREFIX=..., gpu (on the GPU machine), check (repository hygiene), format, clean.
 # deps: libopenblas0-openmp makes Debian's libtorch use OpenBLAS instead of the reference BLAS (9x faster CPU GEMMs;
 # the alternatives system switches libblas.so.3 on install). A Node.js that already brings its own npm (e.g. NodeSource's nodejs, which conflicts with Debian's npm) is
 # taken as is; only packages that are missing are installed.
@@ -19,7 +19,7 @@ DEBIAN_PACKAGES := build-essential cmake ninja-build pkg-config git ca-certifica
   libgtest-dev libgmock-dev libbenchmark-dev nodejs npm fortunes-min fortunes python3 python3-numpy python3-matplotlib \
   slurm-wlm munge lmod
 
-.PHONY: all deps build test demo install gpu format clean tokenizer
+.PHONY: all deps build test demo install gpu check format clean tokenizer
 
 all: build
 
@@ -57,8 +57,11 @@ install: build
 gpu:
 	JOBS=$(JOBS) bash perf/gpu/setup.sh
 
+check:
+	bash scripts/check_hygiene.sh
+
 format:
-	find src tests perf kernels -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' | xargs clang-format -i
+	find src tests perf kernels dev -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' | xargs clang-format -i
 
 clean:
 	rm -rf $(BUILD)

@@ -8,7 +8,7 @@ OLD=$(realpath "${1:?usage: compare_builds.sh OLD_MEGATON NEW_MEGATON [SRC]}")
 NEW=$(realpath "${2:?usage: compare_builds.sh OLD_MEGATON NEW_MEGATON [SRC]}")
 SRC=$(realpath "${3:-$(dirname "$0")/..}")
 BUILD=unused
-source "$SRC/tests/scripts/train_lib.sh"
+source "$SRC/tests/support/train_lib.sh"
 setup_work
 fail=0
 

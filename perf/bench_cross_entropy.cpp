@@ -26,7 +26,7 @@
 
 #include "cross_entropy_kernels.h"
 #endif
-#include "parallel/self_communicator.h"
+#include "dist/self_communicator.h"
 #include "parallel/tensor/cross_entropy.h"
 #include "parallel/tensor/layers.h"
 #include "parallel/tensor/lm_head_loss.h"
@@ -44,7 +44,7 @@ void BM_CrossEntropyFusedVsAten(benchmark::State& state) {
   auto opts = torch::TensorOptions().device(torch::kCUDA);
   torch::Tensor logits = torch::randn({tokens, 1, vocab}, opts).to(torch::kBFloat16).requires_grad_(true);  // [t,1,V]
   torch::Tensor target = torch::randint(0, vocab, {tokens, 1}, opts.dtype(torch::kInt64));                  // [t, 1]
-  auto tp = parallel::single_rank_groups().tp;
+  auto tp = dist::single_rank_groups().tp;
   auto run = [&](bool fused) {
     parallel::vocab_parallel_cross_entropy(logits, target, tp, /*valid_columns=*/-1, fused).mean().backward();
   };
@@ -62,7 +62,7 @@ void BM_LmHeadLossVsSeparate(benchmark::State& state) {
   torch::Tensor hidden = torch::randn({tokens, 1, h}, opts).to(torch::kBFloat16).requires_grad_(true);  // [t, 1, h]
   torch::Tensor weight = (torch::randn({vocab, h}, opts) * 0.02).to(torch::kBFloat16).requires_grad_(true);
   torch::Tensor target = torch::randint(0, 50257, {tokens, 1}, opts.dtype(torch::kInt64));  // [t, 1]
-  auto tp = parallel::single_rank_groups().tp;
+  auto tp = dist::single_rank_groups().tp;
   auto fused = [&] { parallel::lm_head_cross_entropy(hidden, weight, target, tp, 50257).mean().backward(); };
   auto separate = [&] {
     parallel::vocab_parallel_cross_entropy(parallel::parallel_lm_logits(hidden, weight, tp), target, tp, 50257)

@@ -12,7 +12,7 @@
 
 #include "bench_alternate.h"
 #include "ops/embedding.h"
-#include "parallel/grad_accum.h"
+#include "parallel/data/grad_accum.h"
 
 using namespace megaton;
 

@@ -5,10 +5,10 @@
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
 
-#include "model/gpt_stage.h"
 #include "core/log.h"
+#include "dist/self_communicator.h"
+#include "model/gpt_stage.h"
 #include "train/training_model.h"
-#include "parallel/self_communicator.h"
 
 using namespace megaton;
 
@@ -35,7 +35,7 @@ model::GptConfig bench_config(int positions, bool recompute) {
 
 void BM_GptForwardBackward(benchmark::State& state) {
   const int64_t b = 4, s = 256;
-  const dist::ProcessGroups groups = parallel::single_rank_groups();
+  const dist::ProcessGroups groups = dist::single_rank_groups();
   train::TrainingModel model(bench_config(static_cast<int>(state.range(0)), state.range(1) != 0), groups, 0,
                              Logger(0, 1, LogLevel::kWarning));
   std::vector<model::MicroBatch> mb{{(torch::arange(b * s, torch::kInt64).view({b, s}) * 7919) % 8000,
@@ -45,8 +45,8 @@ void BM_GptForwardBackward(benchmark::State& state) {
   for (auto _ : state) {
     model.chunk(0).zero_grad();
     model.run_schedule(
-        1, static_cast<int>(b), [&](int chunk, int i, const torch::Tensor& in) { return model.forward_step(chunk, mb[i], in); },
-        {}, false);
+        1, static_cast<int>(b),
+        [&](int chunk, int i, const torch::Tensor& in) { return model.forward_step(chunk, mb[i], in); }, {}, false);
   }
   state.counters["tokens/s"] = benchmark::Counter(double(b * s), benchmark::Counter::kIsIterationInvariantRate);
 }

@@ -6,7 +6,7 @@
 #include <torch/torch.h>
 
 #include "optim/optimizer.h"
-#include "parallel/data_parallel.h"
+#include "parallel/data/data_parallel.h"
 
 using namespace megaton;
 
@@ -66,8 +66,12 @@ void flat_step(benchmark::State& state, torch::ScalarType dtype) {
   state.SetItemsProcessed(state.iterations() * state.range(0) * state.range(1));
 }
 
-void BM_FlatAdamFp32(benchmark::State& s) { flat_step(s, torch::kFloat32); }
-void BM_FlatAdamBf16(benchmark::State& s) { flat_step(s, torch::kBFloat16); }
+void BM_FlatAdamFp32(benchmark::State& s) {
+  flat_step(s, torch::kFloat32);
+}
+void BM_FlatAdamBf16(benchmark::State& s) {
+  flat_step(s, torch::kBFloat16);
+}
 
 void BM_LibtorchAdamWPerParam(benchmark::State& state) {
   auto params = make_params(state.range(0), state.range(1), torch::kFloat32);

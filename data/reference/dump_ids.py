@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Prints the items of a Megatron MMapIndexedDataset (PREFIX.bin/.idx) as JSON arrays, one per line, reading the
-format independently of megaton (struct + array, no numpy): the cross-check used by tests/scripts/test_preprocess*.sh.
+format independently of megaton (struct + array, no numpy): the cross-check used by tests/data/preprocess_gpt2_test.sh.
 Optionally drops a trailing EOD id from each item (--strip-eod ID)."""
 import argparse
 import array

@@ -10,6 +10,7 @@
 #                                                                                                -> OUTDIR/peer.log
 # Model FLOPs are Megatron's 72 B s l h^2 (1 + s/6h + V/12lh) for both (docs/performance.md).
 # Environment: CONFIGS ("124M 1.3B"), SKIP (words of: build kernels benches peer), BUILD (build-gpu),
+# BENCH_MIN_TIME (each benchmark case's --benchmark_min_time, 0.3),
 # COMPARE (a second megaton binary, e.g. an older build: its step runs right after megaton's, same flags, and the
 # table shows both; ratio = compared / megaton).
 set -uo pipefail
@@ -38,7 +39,7 @@ if wants kernels; then
 fi
 if wants benches; then
   for b in $benches; do
-    [ -x "$BUILD/perf/$b" ] && "$BUILD/perf/$b" --benchmark_min_time=0.3 >> "$OUT/benches.log" 2>&1
+    [ -x "$BUILD/perf/$b" ] && "$BUILD/perf/$b" --benchmark_min_time="${BENCH_MIN_TIME:-0.3}" >> "$OUT/benches.log" 2>&1
   done
   say "kernel benchmarks: $(grep -c '^BM_' "$OUT/benches.log") rows -> benches.log"
 fi

@@ -1,7 +1,6 @@
 #include "checkpoint/catalog.h"
 
 #include <nlohmann/json.hpp>
-
 #include <set>
 
 #include "checkpoint/collective.h"
@@ -16,7 +15,10 @@ Catalog gather_catalog(const std::vector<LocalTensor>& local, const dist::RankGr
   json mine = json::array();
   if (me.dp == 0)
     for (const auto& t : local)
-      mine.push_back({{"p", t.path}, {"s", t.global_shape}, {"d", t.partition_dim}, {"u", t.unpadded_rows},
+      mine.push_back({{"p", t.path},
+                      {"s", t.global_shape},
+                      {"d", t.partition_dim},
+                      {"u", t.unpadded_rows},
                       {"t", dtype_name(t.tensor.scalar_type())}});
   const auto all = allgather_strings(mine.dump());
   Catalog cat;
@@ -53,8 +55,8 @@ Catalog gather_catalog(const std::vector<LocalTensor>& local, const dist::RankGr
     const auto& h = holders[path];
     const int need = e.partition_dim < 0 ? 1 : grid.tp_size();
     for (int tp = 0; tp < need; ++tp)
-      MEGATON_ASSERT(h.count({e.writer_pp, tp}), "tensor '", path, "' (split on dim ", e.partition_dim,
-                     "): TP rank ", tp, " of pipeline stage ", e.writer_pp, " does not hold its shard");
+      MEGATON_ASSERT(h.count({e.writer_pp, tp}), "tensor '", path, "' (split on dim ", e.partition_dim, "): TP rank ",
+                     tp, " of pipeline stage ", e.writer_pp, " does not hold its shard");
     (void)place(e, 0, grid.tp_size());  // checks the contract (divisibility, padding dim)
   }
   return cat;

@@ -9,11 +9,11 @@
 // Both are collective over MPI_COMM_WORLD (ProcessGroups must span the whole job). Errors are CheckpointError,
 // thrown on every rank alike where they are detected collectively.
 #pragma once
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
@@ -45,19 +45,19 @@ struct CheckpointState {
 };
 
 struct SaveOptions {
-  bool save_optim = true;   // false: --no-save-optim
-  bool save_rng = true;     // false: --no-save-rng
-  int keep_last = 0;        // > 0: keep only the newest K iter_ directories after publishing this one
+  bool save_optim = true;     // false: --no-save-optim
+  bool save_rng = true;       // false: --no-save-rng
+  int keep_last = 0;          // > 0: keep only the newest K iter_ directories after publishing this one
   bool collective_io = true;  // H5FD_MPIO_COLLECTIVE (else independent) raw-data transfers
-  std::string job_id;       // names the temporary directory; "" -> SLURM_JOB_ID or rank 0's pid
+  std::string job_id;         // names the temporary directory; "" -> SLURM_JOB_ID or rank 0's pid
 };
 
 struct LoadOptions {
-  bool load_optim = true;   // false: --no-load-optim
-  bool load_rng = true;     // false: --no-load-rng
-  bool finetune = false;    // --finetune: weights only, iteration and progress reset
+  bool load_optim = true;  // false: --no-load-optim
+  bool load_rng = true;    // false: --no-load-rng
+  bool finetune = false;   // --finetune: weights only, iteration and progress reset
   bool verify_checksums = true;
-  bool strict = true;       // every model tensor in the file must be used by the model
+  bool strict = true;  // every model tensor in the file must be used by the model
   bool collective_io = false;
   std::optional<int64_t> iteration;  // load this one instead of the tracker's
   /// Keys compared with the checkpoint's model_config; any difference is a CheckpointError naming the key.
@@ -71,10 +71,10 @@ struct SavedLayout {
 };
 
 struct LoadResult {
-  std::string path;        // the HDF5 file read
+  std::string path;  // the HDF5 file read
   int64_t saved_iteration = 0;
-  int64_t iteration = 0;   // 0 under finetune, else saved_iteration
-  CheckpointState meta;    // as saved (state is emptied under finetune)
+  int64_t iteration = 0;  // 0 under finetune, else saved_iteration
+  CheckpointState meta;   // as saved (state is emptied under finetune)
   SavedLayout saved_layout;
   bool optim_loaded = false;
   bool rng_loaded = false;

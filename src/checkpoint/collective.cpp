@@ -31,7 +31,8 @@ std::vector<std::string> allgather_strings(const std::string& mine) {
     displs[i] = static_cast<int>(total);
     total += lens[i];
   }
-  MEGATON_CHECK(total < (int64_t{1} << 31), CheckpointError, "checkpoint: gathered catalog too large (", total, " bytes)");
+  MEGATON_CHECK(total < (int64_t{1} << 31), CheckpointError, "checkpoint: gathered catalog too large (", total,
+                " bytes)");
   std::string all(static_cast<size_t>(total), '\0');
   MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR, MPI_COMM_WORLD);
   std::vector<std::string> out(n);

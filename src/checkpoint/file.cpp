@@ -66,7 +66,9 @@ std::vector<std::string> CheckpointFile::tensor_paths() const {
   return out;
 }
 
-bool CheckpointFile::has(const std::string& path) const { return manifest_["tensors"].contains(path); }
+bool CheckpointFile::has(const std::string& path) const {
+  return manifest_["tensors"].contains(path);
+}
 
 torch::Tensor CheckpointFile::read(const std::string& path) const {
   MEGATON_CHECK(has(path), CheckpointError, path_, ": no tensor '", path, "'");

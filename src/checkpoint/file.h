@@ -1,9 +1,9 @@
 // One checkpoint file read whole, by one process, without MPI-IO: for `megaton inspect`, `reshard`, `export-hf` and
 // tests. Opening checks the format name, version and completeness; verify() re-computes every checksum.
 #pragma once
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 

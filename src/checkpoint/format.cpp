@@ -16,14 +16,22 @@ std::string iteration_dir_name(int64_t iteration) {
 
 std::string dtype_name(torch::ScalarType t) {
   switch (t) {
-    case torch::kFloat32: return "float32";
-    case torch::kFloat64: return "float64";
-    case torch::kFloat16: return "float16";
-    case torch::kBFloat16: return "bfloat16";
-    case torch::kInt64: return "int64";
-    case torch::kInt32: return "int32";
-    case torch::kUInt8: return "uint8";
-    default: throw CheckpointError(str("checkpoint: tensors of dtype ", c10::toString(t), " cannot be stored"));
+    case torch::kFloat32:
+      return "float32";
+    case torch::kFloat64:
+      return "float64";
+    case torch::kFloat16:
+      return "float16";
+    case torch::kBFloat16:
+      return "bfloat16";
+    case torch::kInt64:
+      return "int64";
+    case torch::kInt32:
+      return "int32";
+    case torch::kUInt8:
+      return "uint8";
+    default:
+      throw CheckpointError(str("checkpoint: tensors of dtype ", c10::toString(t), " cannot be stored"));
   }
 }
 
@@ -35,8 +43,8 @@ torch::ScalarType dtype_from_name(const std::string& name, const std::string& wh
   if (name == "int64") return torch::kInt64;
   if (name == "int32") return torch::kInt32;
   if (name == "uint8") return torch::kUInt8;
-  throw CheckpointError(str(where, ": unknown dtype '", name,
-                            "' (expected float32, float64, float16, bfloat16, int64, int32 or uint8)"));
+  throw CheckpointError(
+      str(where, ": unknown dtype '", name, "' (expected float32, float64, float16, bfloat16, int64, int32 or uint8)"));
 }
 
 }  // namespace megaton::checkpoint

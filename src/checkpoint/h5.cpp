@@ -18,7 +18,9 @@ void Id::close(const std::string& what) {
   check(rc, what);
 }
 
-void quiet_errors() { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); }
+void quiet_errors() {
+  H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr);
+}
 
 namespace {
 herr_t collect_error(unsigned n, const H5E_error2_t* e, void* data) {
@@ -84,31 +86,47 @@ Id create_file_parallel(const std::string& path, MPI_Comm comm) {
             H5Fclose);
 }
 
-void flush(hid_t file, const std::string& what) { check(H5Fflush(file, H5F_SCOPE_GLOBAL), what); }
+void flush(hid_t file, const std::string& what) {
+  check(H5Fflush(file, H5F_SCOPE_GLOBAL), what);
+}
 
 hid_t file_type(torch::ScalarType t) {
   switch (t) {
-    case torch::kFloat32: return H5T_IEEE_F32LE;
-    case torch::kFloat64: return H5T_IEEE_F64LE;
+    case torch::kFloat32:
+      return H5T_IEEE_F32LE;
+    case torch::kFloat64:
+      return H5T_IEEE_F64LE;
     case torch::kFloat16:
-    case torch::kBFloat16: return H5T_STD_U16LE;
-    case torch::kInt64: return H5T_STD_I64LE;
-    case torch::kInt32: return H5T_STD_I32LE;
-    case torch::kUInt8: return H5T_STD_U8LE;
-    default: throw CheckpointError(str("checkpoint: dtype ", c10::toString(t), " cannot be stored"));
+    case torch::kBFloat16:
+      return H5T_STD_U16LE;
+    case torch::kInt64:
+      return H5T_STD_I64LE;
+    case torch::kInt32:
+      return H5T_STD_I32LE;
+    case torch::kUInt8:
+      return H5T_STD_U8LE;
+    default:
+      throw CheckpointError(str("checkpoint: dtype ", c10::toString(t), " cannot be stored"));
   }
 }
 
 hid_t mem_type(torch::ScalarType t) {
   switch (t) {
-    case torch::kFloat32: return H5T_NATIVE_FLOAT;
-    case torch::kFloat64: return H5T_NATIVE_DOUBLE;
+    case torch::kFloat32:
+      return H5T_NATIVE_FLOAT;
+    case torch::kFloat64:
+      return H5T_NATIVE_DOUBLE;
     case torch::kFloat16:
-    case torch::kBFloat16: return H5T_NATIVE_UINT16;
-    case torch::kInt64: return H5T_NATIVE_INT64;
-    case torch::kInt32: return H5T_NATIVE_INT32;
-    case torch::kUInt8: return H5T_NATIVE_UINT8;
-    default: throw CheckpointError(str("checkpoint: dtype ", c10::toString(t), " cannot be stored"));
+    case torch::kBFloat16:
+      return H5T_NATIVE_UINT16;
+    case torch::kInt64:
+      return H5T_NATIVE_INT64;
+    case torch::kInt32:
+      return H5T_NATIVE_INT32;
+    case torch::kUInt8:
+      return H5T_NATIVE_UINT8;
+    default:
+      throw CheckpointError(str("checkpoint: dtype ", c10::toString(t), " cannot be stored"));
   }
 }
 
@@ -130,7 +148,9 @@ void select_box(hid_t space, const std::vector<int64_t>& offset, const std::vect
   check(H5Sselect_hyperslab(space, H5S_SELECT_SET, start.data(), nullptr, cnt.data(), nullptr), "H5Sselect_hyperslab");
 }
 
-void select_none(hid_t space) { check(H5Sselect_none(space), "H5Sselect_none"); }
+void select_none(hid_t space) {
+  check(H5Sselect_none(space), "H5Sselect_none");
+}
 
 std::vector<int64_t> space_shape(hid_t space) {
   const int nd = H5Sget_simple_extent_ndims(space);
@@ -254,7 +274,8 @@ std::string read_text(hid_t file, const std::string& path, const std::string& wh
   if (shape.size() != 1) throw CheckpointError(str(where, ": '", path, "' is not a 1-D byte array"));
   std::string text(static_cast<size_t>(shape[0]), '\0');
   if (!text.empty())
-    check(H5Dread(ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()), str(where, ": reading '", path, "'"));
+    check(H5Dread(ds, H5T_NATIVE_UINT8, H5S_ALL, H5S_ALL, H5P_DEFAULT, text.data()),
+          str(where, ": reading '", path, "'"));
   return text;
 }
 

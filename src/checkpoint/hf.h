@@ -21,11 +21,11 @@
 //   layers.i.mlp.fc1.* / fc2.*                    -> ...mlp.dense_h_to_4h.* / dense_4h_to_h.*
 //   layers.i.{input,post_attention}_layernorm.*   -> same names;  final_layernorm.* -> transformer.ln_f.*
 #pragma once
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
 #include <functional>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "checkpoint/safetensors.h"

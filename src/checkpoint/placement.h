@@ -28,9 +28,9 @@ struct RowSlab {
 };
 
 struct ShardPlacement {
-  RowSlab main;                 // "<path>"
-  bool has_padding = false;     // true iff the tensor is padded (P > U), even if this shard holds no padding row
-  RowSlab padding;              // "<path>.vocab_padding"
+  RowSlab main;                      // "<path>"
+  bool has_padding = false;          // true iff the tensor is padded (P > U), even if this shard holds no padding row
+  RowSlab padding;                   // "<path>.vocab_padding"
   std::vector<int64_t> local_shape;  // the shape the local shard must have
 };
 

@@ -2,8 +2,8 @@
 // shape), reads each rank's hyperslabs into its local shards, and verifies the checksums collectively.
 #include <chrono>
 #include <cstring>
-#include <set>
 #include <filesystem>
+#include <set>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/collective.h"
@@ -81,19 +81,21 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_dir, parallel:
 
   // ~~~ which file ~~~
   std::string which;  // "none" or the iteration
-  run_agreed([&] {
-    std::optional<int64_t> it = opts.iteration ? opts.iteration : read_latest_iteration(load_dir);
-    if (!it) {
-      which = "none";
-      return;
-    }
-    const std::string f = checkpoint_file(load_dir, *it);
-    if (!fs::exists(f))
-      throw CheckpointError(str("--load ", load_dir, ": ", opts.iteration ? "the requested" : "the tracker's",
-                                " iteration ", *it, " has no file ", f,
-                                fs::exists(fs::path(f).parent_path()) ? "" : " (the directory is missing)"));
-    which = std::to_string(*it);
-  }, rank == 0);
+  run_agreed(
+      [&] {
+        std::optional<int64_t> it = opts.iteration ? opts.iteration : read_latest_iteration(load_dir);
+        if (!it) {
+          which = "none";
+          return;
+        }
+        const std::string f = checkpoint_file(load_dir, *it);
+        if (!fs::exists(f))
+          throw CheckpointError(str("--load ", load_dir, ": ", opts.iteration ? "the requested" : "the tracker's",
+                                    " iteration ", *it, " has no file ", f,
+                                    fs::exists(fs::path(f).parent_path()) ? "" : " (the directory is missing)"));
+        which = std::to_string(*it);
+      },
+      rank == 0);
   which = broadcast_string(which);
   if (which == "none") {
     log.warn0("--load ", load_dir, ": no '", kTrackerFile, "' or '", kMegatronTrackerFile,
@@ -136,8 +138,8 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_dir, parallel:
     if (res.meta.model_config[k] != v)
       mismatch += str("\n  ", k, ": checkpoint has ", res.meta.model_config[k].dump(), ", this run has ", v.dump());
   }
-  MEGATON_CHECK(mismatch.empty(), CheckpointError, fp, ": the model configuration does not match the checkpoint:",
-                mismatch);
+  MEGATON_CHECK(mismatch.empty(), CheckpointError, fp,
+                ": the model configuration does not match the checkpoint:", mismatch);
 
   // ~~~ what to read ~~~
   const bool want_optim = optim && opts.load_optim && !opts.finetune;
@@ -282,8 +284,8 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_dir, parallel:
     for (size_t i = 0; i < partials.size(); ++i)
       if (partials[i] != expected[i] && ++nbad <= 8)
         bad += str("\n  '", verified[i], "': stored crc32 ", expected[i], ", data gives ", partials[i]);
-    MEGATON_CHECK(nbad == 0, CheckpointError, fp, ": checksum mismatch in ", nbad, " tensor(s); the file is corrupt:",
-                  bad);
+    MEGATON_CHECK(nbad == 0, CheckpointError, fp, ": checksum mismatch in ", nbad,
+                  " tensor(s); the file is corrupt:", bad);
   }
   file.close(str(fp, ": close"));
 

@@ -98,10 +98,10 @@ std::string reshard_checkpoint(const std::string& load, const std::string& save,
            opts.drop_optimizer ? " (optimizer state)" : "", !same_layout ? " (RNG states: layout changed)" : "");
   CheckpointState st = src.meta();
   st.iteration = iteration;
-  const std::string dst = out.finish(st, SavedLayout{opts.target_tp, opts.target_pp, 1, opts.target_tp * opts.target_pp},
-                                     src_path, opts.keep_last);
-  log.info("reshard: ", src_path, " (TP=", src.layout().tp, " PP=", src.layout().pp, ") -> ", dst, " (TP=",
-           opts.target_tp, " PP=", opts.target_pp, ")");
+  const std::string dst = out.finish(
+      st, SavedLayout{opts.target_tp, opts.target_pp, 1, opts.target_tp * opts.target_pp}, src_path, opts.keep_last);
+  log.info("reshard: ", src_path, " (TP=", src.layout().tp, " PP=", src.layout().pp, ") -> ", dst,
+           " (TP=", opts.target_tp, " PP=", opts.target_pp, ")");
   return dst;
 }
 

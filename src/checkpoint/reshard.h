@@ -4,10 +4,9 @@
 // `release` it writes release/ (tracker "release"), Megatron's single-rank release checkpoint.
 #pragma once
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
-#include <nlohmann/json.hpp>
 
 #include "core/log.h"
 

@@ -1,11 +1,10 @@
 #include "checkpoint/safetensors.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/error.h"
@@ -19,14 +18,22 @@ namespace {
 
 const char* st_dtype(torch::ScalarType t) {
   switch (t) {
-    case torch::kFloat64: return "F64";
-    case torch::kFloat32: return "F32";
-    case torch::kFloat16: return "F16";
-    case torch::kBFloat16: return "BF16";
-    case torch::kInt64: return "I64";
-    case torch::kInt32: return "I32";
-    case torch::kUInt8: return "U8";
-    default: throw RuntimeError(str("safetensors: cannot store dtype ", c10::toString(t)));
+    case torch::kFloat64:
+      return "F64";
+    case torch::kFloat32:
+      return "F32";
+    case torch::kFloat16:
+      return "F16";
+    case torch::kBFloat16:
+      return "BF16";
+    case torch::kInt64:
+      return "I64";
+    case torch::kInt32:
+      return "I32";
+    case torch::kUInt8:
+      return "U8";
+    default:
+      throw RuntimeError(str("safetensors: cannot store dtype ", c10::toString(t)));
   }
 }
 
@@ -52,7 +59,8 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   for (const auto& [name, t0] : tensors) {
     torch::Tensor t = t0.detach().to(torch::kCPU).contiguous();
     const int64_t n = t.numel() * t.element_size();
-    header[name] = {{"dtype", st_dtype(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + n}}};
+    header[name] = {
+        {"dtype", st_dtype(t.scalar_type())}, {"shape", t.sizes().vec()}, {"data_offsets", {offset, offset + n}}};
     offset += n;
     data.push_back(t);
   }

@@ -5,11 +5,15 @@
 
 namespace megaton::checkpoint {
 
-std::string model_path(const std::string& name) { return str(kModelSection, "/", name); }
+std::string model_path(const std::string& name) {
+  return str(kModelSection, "/", name);
+}
 std::string optim_path(const std::string& state, const std::string& name) {
   return str(kOptimSection, "/", state, "/", name);
 }
-std::string rng_path(const std::string& generator) { return str(kRngSection, "/", generator); }
+std::string rng_path(const std::string& generator) {
+  return str(kRngSection, "/", generator);
+}
 
 namespace {
 void check_name(const std::string& what, const std::string& name) {
@@ -19,7 +23,8 @@ void check_name(const std::string& what, const std::string& name) {
 
 LocalTensor local_of(const parallel::ParamInfo& p, const std::string& path, const torch::Tensor& t, int tp_rank,
                      int tp_size) {
-  const ShardPlacement pl = place_shard(path, p.global_shape, p.partition_dim, p.global_unpadded_rows, tp_rank, tp_size);
+  const ShardPlacement pl =
+      place_shard(path, p.global_shape, p.partition_dim, p.global_unpadded_rows, tp_rank, tp_size);
   MEGATON_ASSERT(t.defined(), "tensor '", path, "' is undefined");
   // The shard may be held in a working shape (e.g. QKV as [3*np*hd, h]): any contiguous reshape of the canonical
   // shard. A detached view of the same storage lets the loader fill it in place.

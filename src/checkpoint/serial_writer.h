@@ -1,9 +1,9 @@
 // Writes a checkpoint from one process without MPI (reshard, import-hf): tensors are added whole, each with its
 // CRC-32; finish() writes the metadata and the `complete` mark and publishes the directory like a parallel save.
 #pragma once
-#include <nlohmann/json.hpp>
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "checkpoint/checkpoint.h"

@@ -29,8 +29,8 @@ struct KernelSwitches {
 
 /// Flags taken for compatibility that change nothing megaton computes, and DeepSpeed's launch flags.
 struct CompatibilityFlags {
-  bool deepspeed = false;        // --deepspeed: read --deepspeed_config (cli/deepspeed_config.h)
-  std::string deepspeed_config;  // --deepspeed_config FILE
+  bool deepspeed = false;                           // --deepspeed: read --deepspeed_config (cli/deepspeed_config.h)
+  std::string deepspeed_config;                     // --deepspeed_config FILE
   bool deepspeed_activation_checkpointing = false;  // --checkpoint-activations is megaton's own recompute
   bool deepspeed_mpi = false;                       // megaton always starts through MPI
   bool accumulate_allreduce_grads_in_fp32 = false;  // main grads are always fp32

@@ -10,13 +10,13 @@ namespace megaton {
 /// Process exit codes: the job's exit status tells the operator which kind of failure ended it.
 enum class ExitCode : int {
   kOk = 0,
-  kInternal = 1,    // a bug: an invariant did not hold
-  kUsage = 2,       // bad flags or inconsistent configuration, found before any allocation
-  kData = 3,        // unreadable or malformed input data (corpus, tokenizer files, .bin/.idx)
-  kCheckpoint = 4,  // unreadable, corrupt or mismatched checkpoint
-  kComm = 5,        // a collective failed or timed out, or a peer rank died
-  kRuntime = 6,     // anything else at run time (out of memory, I/O)
-  kInterrupted = 7, // stopped by a signal after saving what was asked
+  kInternal = 1,     // a bug: an invariant did not hold
+  kUsage = 2,        // bad flags or inconsistent configuration, found before any allocation
+  kData = 3,         // unreadable or malformed input data (corpus, tokenizer files, .bin/.idx)
+  kCheckpoint = 4,   // unreadable, corrupt or mismatched checkpoint
+  kComm = 5,         // a collective failed or timed out, or a peer rank died
+  kRuntime = 6,      // anything else at run time (out of memory, I/O)
+  kInterrupted = 7,  // stopped by a signal after saving what was asked
 };
 
 /// Base of all megaton errors.
@@ -68,16 +68,17 @@ std::string str(const Args&... args) {
 
 }  // namespace megaton
 
-/// User-facing check: MEGATON_CHECK(cond, UsageError, "--x (", x, ") must be > 0"). The message is built only on failure.
-#define MEGATON_CHECK(cond, ErrorType, ...)               \
-  do {                                                    \
+/// User-facing check: MEGATON_CHECK(cond, UsageError, "--x (", x, ") must be > 0"). The message is built only on
+/// failure.
+#define MEGATON_CHECK(cond, ErrorType, ...)                    \
+  do {                                                         \
     if (!(cond)) throw ErrorType(::megaton::str(__VA_ARGS__)); \
   } while (0)
 
 /// Invariant check, always on (also in Release): a failure is a bug in megaton.
-#define MEGATON_ASSERT(cond, ...)                                                                       \
-  do {                                                                                                  \
-    if (!(cond))                                                                                        \
-      throw ::megaton::InternalError(::megaton::str(__FILE__, ":", __LINE__, ": assertion '", #cond,    \
+#define MEGATON_ASSERT(cond, ...)                                                                            \
+  do {                                                                                                       \
+    if (!(cond))                                                                                             \
+      throw ::megaton::InternalError(::megaton::str(__FILE__, ":", __LINE__, ": assertion '", #cond,         \
                                                     "' failed: ", ##__VA_ARGS__, " (please report a bug)")); \
   } while (0)

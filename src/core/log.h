@@ -28,12 +28,30 @@ class Logger {
   bool is_rank0() const { return rank_ == 0; }
   const std::string& tag() const { return tag_; }
 
-  template <typename... A> void debug(const A&... a) const { write(LogLevel::kDebug, str(a...)); }
-  template <typename... A> void info(const A&... a) const { write(LogLevel::kInfo, str(a...)); }
-  template <typename... A> void warn(const A&... a) const { write(LogLevel::kWarning, str(a...)); }
-  template <typename... A> void error(const A&... a) const { write(LogLevel::kError, str(a...)); }
-  template <typename... A> void info0(const A&... a) const { if (is_rank0()) info(a...); }
-  template <typename... A> void warn0(const A&... a) const { if (is_rank0()) warn(a...); }
+  template <typename... A>
+  void debug(const A&... a) const {
+    write(LogLevel::kDebug, str(a...));
+  }
+  template <typename... A>
+  void info(const A&... a) const {
+    write(LogLevel::kInfo, str(a...));
+  }
+  template <typename... A>
+  void warn(const A&... a) const {
+    write(LogLevel::kWarning, str(a...));
+  }
+  template <typename... A>
+  void error(const A&... a) const {
+    write(LogLevel::kError, str(a...));
+  }
+  template <typename... A>
+  void info0(const A&... a) const {
+    if (is_rank0()) info(a...);
+  }
+  template <typename... A>
+  void warn0(const A&... a) const {
+    if (is_rank0()) warn(a...);
+  }
 
   /// Writes one whole line with the tag, never interleaved with another thread's line.
   void write(LogLevel level, const std::string& line) const;

@@ -1,4 +1,4 @@
-// Precompiled header for every translation unit of megaton_core and its users: LibTorch dominates compile time.
+// Precompiled header of every layer (compiled once, for megaton_core, and reused): LibTorch dominates compile time.
 #pragma once
 #include <torch/torch.h>
 

@@ -1,6 +1,7 @@
 // `rm -rf PATH` without std::filesystem::remove_all. The PyTorch wheels' libtorch.so exports its own copy of
 // remove_all(const path&), which the dynamic linker can bind megaton's calls to; that copy segfaulted on a non-empty
-// directory on a GPU node (docs/gpu.md, troubleshooting), and linking libstdc++ first does not help. This is plain POSIX.
+// directory on a GPU node (docs/gpu.md, troubleshooting), and linking libstdc++ first does not help. This is plain
+// POSIX.
 #pragma once
 #include <string>
 

@@ -40,7 +40,8 @@ BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const SampleDataset>>
                 " datasets but ", weights.size(), " weights");
   int64_t size = 0;
   for (const auto& d : datasets_) {
-    MEGATON_CHECK(d->seq_length() == datasets_.front()->seq_length(), InternalError, "blended datasets differ in seq length");
+    MEGATON_CHECK(d->seq_length() == datasets_.front()->seq_length(), InternalError,
+                  "blended datasets differ in seq length");
     size += d->size();
   }
   build_blending_indices(weights, size, dataset_index_, dataset_sample_index_);

@@ -23,7 +23,9 @@ void PairMap::reserve(size_t n) {
     if (s.key != kEmpty) insert(int32_t(s.key >> 32), int32_t(s.key & 0xFFFFFFFFu), s.merge);
 }
 
-void PairMap::grow() { reserve(slots_.empty() ? 8 : slots_.size()); }
+void PairMap::grow() {
+  reserve(slots_.empty() ? 8 : slots_.size());
+}
 
 void PairMap::insert(int32_t a, int32_t b, Merge m) {
   if (2 * (count_ + 1) > slots_.size()) grow();
@@ -207,7 +209,8 @@ void BpeCache::encode_word(const BpeModel& model, std::string_view word, std::ve
   size_t i = h & mask;
   for (; slots_[i].key_len; i = (i + 1) & mask) {
     const Slot& s = slots_[i];
-    if (s.hash == h && s.key_len == word.size() && std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
+    if (s.hash == h && s.key_len == word.size() &&
+        std::memcmp(keys_.data() + s.key_off, word.data(), word.size()) == 0) {
       out.insert(out.end(), values_.begin() + s.val_off, values_.begin() + s.val_off + s.val_len);
       return;
     }

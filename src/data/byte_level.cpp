@@ -6,7 +6,9 @@ namespace megaton::data {
 
 namespace {
 
-bool printable(uint32_t b) { return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF); }
+bool printable(uint32_t b) {
+  return (b >= '!' && b <= '~') || (b >= 0xA1 && b <= 0xAC) || (b >= 0xAE && b <= 0xFF);
+}
 
 struct Tables {
   std::array<uint32_t, 256> to_cp{};
@@ -28,7 +30,9 @@ const Tables& tables() {
 
 }  // namespace
 
-uint32_t byte_to_code_point(uint8_t b) { return tables().to_cp[b]; }
+uint32_t byte_to_code_point(uint8_t b) {
+  return tables().to_cp[b];
+}
 
 bool byte_level_to_bytes(std::string_view key, std::string& out) {
   out.clear();

@@ -39,9 +39,8 @@ std::array<int64_t, 3> blend_component_samples(const std::array<int64_t, 3>& sam
 
 namespace {
 
-std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const DataOptions& args,
-                                                                     const std::string& prefix, int seq_length,
-                                                                     uint32_t seed,
+std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const DataOptions& args, const std::string& prefix,
+                                                                     int seq_length, uint32_t seed,
                                                                      const std::array<int64_t, 3>& num_samples,
                                                                      const Logger& log, bool build) {
   auto data = std::make_shared<const MMapIndexedDataset>(prefix);
@@ -58,7 +57,8 @@ std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const DataO
   return out;
 }
 
-// The groups of one mode-2 flag, inline or read from its -path file (DataOptions::validate let only one of them through).
+// The groups of one mode-2 flag, inline or read from its -path file (DataOptions::validate let only one of them
+// through).
 std::vector<WeightedSplitGroup> groups_of(const std::vector<std::string>& inline_groups, const std::string& file,
                                           const std::string& flag) {
   const auto texts = file.empty() ? inline_groups : read_weighted_split_paths_file(file, flag + "-path");
@@ -68,9 +68,9 @@ std::vector<WeightedSplitGroup> groups_of(const std::vector<std::string>& inline
 }
 
 // One mode-2 group: its datasets restricted to their document ranges, blended by weight.
-std::shared_ptr<const SampleDataset> build_group(const DataOptions& args, const WeightedSplitGroup& g,
-                                                 const char* kind, int seq_length, uint32_t seed, int64_t samples,
-                                                 const Logger& log, bool build) {
+std::shared_ptr<const SampleDataset> build_group(const DataOptions& args, const WeightedSplitGroup& g, const char* kind,
+                                                 int seq_length, uint32_t seed, int64_t samples, const Logger& log,
+                                                 bool build) {
   std::vector<std::shared_ptr<const SampleDataset>> parts;
   std::vector<double> weights;
   for (const auto& p : g.parts) {

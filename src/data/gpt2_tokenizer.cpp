@@ -84,12 +84,13 @@ std::vector<std::pair<std::string, std::string>> read_gpt2_merges(const std::str
     if (lineno == 1 && line.rfind("#", 0) == 0) continue;  // "#version: 0.2"
     if (line.empty()) continue;
     const size_t sp = line.find(' ');
-    MEGATON_CHECK(sp != std::string::npos && sp > 0 && sp + 1 < line.size() && line.find(' ', sp + 1) == std::string::npos,
-                  DataError, path, ":", lineno, ": expected two tokens 'left right', got '", line, "'");
+    MEGATON_CHECK(
+        sp != std::string::npos && sp > 0 && sp + 1 < line.size() && line.find(' ', sp + 1) == std::string::npos,
+        DataError, path, ":", lineno, ": expected two tokens 'left right', got '", line, "'");
     a.assign(line, 0, sp);
     b.assign(line, sp + 1, std::string::npos);
-    MEGATON_CHECK(byte_level_to_bytes(a, ab) && byte_level_to_bytes(b, bb), DataError, path, ":", lineno,
-                  ": '", line, "' is not in GPT-2's byte-level alphabet");
+    MEGATON_CHECK(byte_level_to_bytes(a, ab) && byte_level_to_bytes(b, bb), DataError, path, ":", lineno, ": '", line,
+                  "' is not in GPT-2's byte-level alphabet");
     merges.emplace_back(ab, bb);
   }
   MEGATON_CHECK(!merges.empty(), DataError, path, ": no merges found; expected GPT-2 merges.txt / vocab.bpe");

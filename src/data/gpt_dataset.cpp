@@ -92,9 +92,9 @@ GptIndices build_gpt_indices(const std::vector<int32_t>& documents, const std::v
   return r;
 }
 
-std::string gpt_index_cache_prefix(const std::string& data_prefix, const std::string& cache_dir, const std::string& name,
-                                   int64_t num_samples, int seq_length, uint32_t seed, int64_t doc_begin,
-                                   int64_t doc_end, const MMapIndexedDataset& data) {
+std::string gpt_index_cache_prefix(const std::string& data_prefix, const std::string& cache_dir,
+                                   const std::string& name, int64_t num_samples, int seq_length, uint32_t seed,
+                                   int64_t doc_begin, int64_t doc_end, const MMapIndexedDataset& data) {
   // FNV-1a over what else changes the indices: the split's item range and the data's shape.
   uint64_t h = 1469598103934665603ull;
   for (int64_t v : {doc_begin, doc_end, static_cast<int64_t>(data.size()), data.num_tokens(),
@@ -103,7 +103,8 @@ std::string gpt_index_cache_prefix(const std::string& data_prefix, const std::st
   }
   char key[17];
   std::snprintf(key, sizeof(key), "%08llx", static_cast<unsigned long long>(h & 0xFFFFFFFFull));
-  const fs::path base = cache_dir.empty() ? fs::path(data_prefix) : fs::path(cache_dir) / fs::path(data_prefix).filename();
+  const fs::path base =
+      cache_dir.empty() ? fs::path(data_prefix) : fs::path(cache_dir) / fs::path(data_prefix).filename();
   return str(base.string(), "_", name, "_indexmap_", num_samples, "ns_", seq_length, "sl_", seed, "s_", key, "k");
 }
 
@@ -125,8 +126,8 @@ GptDataset::GptDataset(std::string name, std::shared_ptr<const MMapIndexedDatase
     MEGATON_CHECK(cache.build, DataError, "sample index '", f_doc, "' (and sample_idx/shuffle_idx) not found; it is ",
                   "built by global rank 0 before the other ranks load it");
     Progress timer(0, "");
-    log.info(" > building ", name_, " sample index for ", data_->prefix(), " (items ", doc_begin, "..", doc_end,
-             ", ", num_samples, " samples of ", seq_length, " tokens, seed ", seed, ")");
+    log.info(" > building ", name_, " sample index for ", data_->prefix(), " (items ", doc_begin, "..", doc_end, ", ",
+             num_samples, " samples of ", seq_length, " tokens, seed ", seed, ")");
     std::vector<int32_t> documents(static_cast<size_t>(doc_end - doc_begin));
     std::iota(documents.begin(), documents.end(), static_cast<int32_t>(doc_begin));
     const GptIndices idx = build_gpt_indices(documents, data_->sizes(), num_samples, seq_length, seed);

@@ -26,9 +26,9 @@ int64_t gpt_num_epochs(int64_t tokens_per_epoch, int seq_length, int64_t num_sam
 bool gpt_separate_last_epoch(int64_t tokens_per_epoch, int seq_length, int64_t num_samples, int64_t num_epochs);
 
 struct GptIndices {
-  std::vector<int32_t> doc_idx;     // [E * num_docs] document (item) ids, epoch by epoch, shuffled
-  std::vector<int32_t> sample_idx;  // [S+1, 2] (position in doc_idx, token offset) where sample i starts
-  std::vector<int64_t> shuffle_idx; // [S] sample visiting order (stored as uint32 or int64 like Megatron)
+  std::vector<int32_t> doc_idx;      // [E * num_docs] document (item) ids, epoch by epoch, shuffled
+  std::vector<int32_t> sample_idx;   // [S+1, 2] (position in doc_idx, token offset) where sample i starts
+  std::vector<int64_t> shuffle_idx;  // [S] sample visiting order (stored as uint32 or int64 like Megatron)
   int64_t num_epochs = 0;
   bool separate_last_epoch = false;
 };
@@ -75,8 +75,8 @@ class GptDataset : public SampleDataset {
 };
 
 /// The cache prefix for a split: "{dir}/{basename(prefix)}_{name}_indexmap_{ns}ns_{sl}sl_{seed}s_{key}k".
-std::string gpt_index_cache_prefix(const std::string& data_prefix, const std::string& cache_dir, const std::string& name,
-                                   int64_t num_samples, int seq_length, uint32_t seed, int64_t doc_begin,
-                                   int64_t doc_end, const MMapIndexedDataset& data);
+std::string gpt_index_cache_prefix(const std::string& data_prefix, const std::string& cache_dir,
+                                   const std::string& name, int64_t num_samples, int seq_length, uint32_t seed,
+                                   int64_t doc_begin, int64_t doc_end, const MMapIndexedDataset& data);
 
 }  // namespace megaton::data

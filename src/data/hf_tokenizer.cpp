@@ -25,8 +25,8 @@ struct PreStep {
   bool use_regex = true;  // ByteLevel
   Behavior behavior = Behavior::kIsolated;
   bool invert = false;
-  std::string literal;     // kSplitString
-  int regex_index = -1;    // into Shared::regexes (kSplitRegex and ByteLevel with use_regex)
+  std::string literal;   // kSplitString
+  int regex_index = -1;  // into Shared::regexes (kSplitRegex and ByteLevel with use_regex)
 };
 
 struct AddedToken {
@@ -45,7 +45,9 @@ json read_json(const fs::path& p) {
   }
 }
 
-bool is_ws(char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
+bool is_ws(char c) {
+  return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f';
+}
 
 }  // namespace
 
@@ -186,7 +188,8 @@ HfTokenizer::HfTokenizer(const std::string& path)
         MEGATON_CHECK(norm.is_null(), DataError, s->origin, ": normalizer '", norm.value("type", "?"),
                       "' is not supported (only byte-level BPE tokenizers without a normalizer)");
         bool byte_level = false;
-        if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null()) add_pre_step(*s, j["pre_tokenizer"], byte_level);
+        if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null())
+          add_pre_step(*s, j["pre_tokenizer"], byte_level);
         MEGATON_CHECK(byte_level, DataError, s->origin,
                       ": no ByteLevel pre-tokenizer; only byte-level BPE tokenizer.json files are supported");
 
@@ -217,8 +220,7 @@ HfTokenizer::HfTokenizer(const std::string& path)
                           ": merges[", k - 1, "] = '", line, "' is not 'left right'");
             l = line.substr(0, sp), r = line.substr(sp + 1);
           } else {
-            MEGATON_CHECK(mj.is_array() && mj.size() == 2, DataError, s->origin, ": merges[", k - 1,
-                          "] is not a pair");
+            MEGATON_CHECK(mj.is_array() && mj.size() == 2, DataError, s->origin, ": merges[", k - 1, "] is not a pair");
             l = mj[0].get<std::string>(), r = mj[1].get<std::string>();
           }
           MEGATON_CHECK(byte_level_to_bytes(l, a) && byte_level_to_bytes(r, b), DataError, s->origin, ": merges[",
@@ -255,12 +257,13 @@ HfTokenizer::HfTokenizer(const std::string& path)
               } else {
                 const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
                 const json& st = pp.at("special_tokens").at(name);
-                for (const auto& id : st.at("ids")) (seen_a ? s->suffix_ids : s->prefix_ids).push_back(id.get<int32_t>());
+                for (const auto& id : st.at("ids"))
+                  (seen_a ? s->suffix_ids : s->prefix_ids).push_back(id.get<int32_t>());
               }
             }
           } else if (type != "ByteLevel") {
-            throw DataError(str(s->origin, ": post_processor '", type,
-                                "' is not supported (null, ByteLevel, TemplateProcessing)"));
+            throw DataError(
+                str(s->origin, ": post_processor '", type, "' is not supported (null, ByteLevel, TemplateProcessing)"));
           }
         }
 
@@ -295,9 +298,13 @@ HfTokenizer::HfTokenizer(std::shared_ptr<const Shared> s) : shared_(std::move(s)
   for (const auto& re : shared_->regexes) matchers_.push_back(std::make_unique<RegexSplitter::Matcher>(*re));
 }
 
-std::unique_ptr<Tokenizer> HfTokenizer::clone() const { return std::unique_ptr<Tokenizer>(new HfTokenizer(shared_)); }
+std::unique_ptr<Tokenizer> HfTokenizer::clone() const {
+  return std::unique_ptr<Tokenizer>(new HfTokenizer(shared_));
+}
 
-int64_t HfTokenizer::vocab_size() const { return shared_->vocab_size; }
+int64_t HfTokenizer::vocab_size() const {
+  return shared_->vocab_size;
+}
 
 int32_t HfTokenizer::eod() const {
   MEGATON_CHECK(shared_->eod >= 0, DataError, shared_->origin,
@@ -364,7 +371,8 @@ void HfTokenizer::encode_segment(std::string_view text, std::vector<int32_t>& ou
           pos = end;
         }
       } else if (step.kind == PreStep::kSplitString) {
-        for (size_t p = piece.find(step.literal); p != std::string::npos; p = piece.find(step.literal, p + step.literal.size()))
+        for (size_t p = piece.find(step.literal); p != std::string::npos;
+             p = piece.find(step.literal, p + step.literal.size()))
           matches.emplace_back(p, p + step.literal.size());
       } else {
         auto& matcher = *matchers_[static_cast<size_t>(step.regex_index)];

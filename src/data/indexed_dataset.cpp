@@ -26,11 +26,20 @@ void put(std::vector<char>& buf, T v) {
 
 size_t dtype_itemsize(uint8_t code) {
   switch (code) {
-    case kUInt8: case kInt8: return 1;
-    case kInt16: case kUInt16: return 2;
-    case kInt32: return 4;
-    case kInt64: case kFloat64Legacy: case kFloat64: return 8;
-    default: throw DataError(str("unknown indexed-dataset dtype code ", int(code), " (expected 1..8)"));
+    case kUInt8:
+    case kInt8:
+      return 1;
+    case kInt16:
+    case kUInt16:
+      return 2;
+    case kInt32:
+      return 4;
+    case kInt64:
+    case kFloat64Legacy:
+    case kFloat64:
+      return 8;
+    default:
+      throw DataError(str("unknown indexed-dataset dtype code ", int(code), " (expected 1..8)"));
   }
 }
 
@@ -65,7 +74,9 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<uint8_t*>(data_), size_);
 }
 
-MappedFile::MappedFile(MappedFile&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr, o.size_ = 0; }
+MappedFile::MappedFile(MappedFile&& o) noexcept : data_(o.data_), size_(o.size_) {
+  o.data_ = nullptr, o.size_ = 0;
+}
 
 MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
   if (this != &o) {
@@ -80,16 +91,17 @@ MappedFile& MappedFile::operator=(MappedFile&& o) noexcept {
 
 MMapIndexedDataset::MMapIndexedDataset(const std::string& prefix) : prefix_(prefix) {
   const std::string ip = prefix + ".idx", bp = prefix + ".bin";
-  MEGATON_CHECK(std::filesystem::exists(ip), DataError, "dataset index '", ip, "' not found (--data-path takes the prefix ",
-                "without .bin/.idx, e.g. my-corpus_text_document)");
+  MEGATON_CHECK(std::filesystem::exists(ip), DataError, "dataset index '", ip,
+                "' not found (--data-path takes the prefix ", "without .bin/.idx, e.g. my-corpus_text_document)");
   MEGATON_CHECK(std::filesystem::exists(bp), DataError, "dataset payload '", bp, "' not found");
   idx_ = MappedFile(ip);
   bin_ = MappedFile(bp);
   const uint8_t* p = idx_.data();
   MEGATON_CHECK(idx_.size() >= kHeader, DataError, ip, ": ", idx_.size(), " bytes, shorter than the 34-byte header");
-  MEGATON_CHECK(std::memcmp(p, kMagic, 9) == 0, DataError, ip,
-                ": bad magic; expected MMIDIDX\\x00\\x00 (Megatron --data-impl mmap)",
-                std::memcmp(p, "TNTIDX", 6) == 0 ? "; this is the legacy lazy/cached format, which is not supported" : "");
+  MEGATON_CHECK(
+      std::memcmp(p, kMagic, 9) == 0, DataError, ip,
+      ": bad magic; expected MMIDIDX\\x00\\x00 (Megatron --data-impl mmap)",
+      std::memcmp(p, "TNTIDX", 6) == 0 ? "; this is the legacy lazy/cached format, which is not supported" : "");
   const auto version = load<uint64_t>(p + 9);
   MEGATON_CHECK(version == 1, DataError, ip, ": version ", version, ", expected 1");
   dtype_ = p[17];
@@ -137,13 +149,26 @@ void MMapIndexedDataset::get(size_t i, size_t offset, size_t length, int64_t* ou
                 offset, ", ", length, ") is outside the item (", n_, " items)");
   const uint8_t* src = bin_.data() + pointer(i) + offset * itemsize_;
   switch (dtype_) {
-    case kUInt16: for (size_t k = 0; k < length; ++k) out[k] = load<uint16_t>(src + 2 * k); break;
-    case kInt32: for (size_t k = 0; k < length; ++k) out[k] = load<int32_t>(src + 4 * k); break;
-    case kInt64: for (size_t k = 0; k < length; ++k) out[k] = load<int64_t>(src + 8 * k); break;
-    case kUInt8: for (size_t k = 0; k < length; ++k) out[k] = src[k]; break;
-    case kInt8: for (size_t k = 0; k < length; ++k) out[k] = static_cast<int8_t>(src[k]); break;
-    case kInt16: for (size_t k = 0; k < length; ++k) out[k] = load<int16_t>(src + 2 * k); break;
-    default: throw DataError(str(prefix_, ": dtype ", dtype_name(dtype_), " does not hold token ids"));
+    case kUInt16:
+      for (size_t k = 0; k < length; ++k) out[k] = load<uint16_t>(src + 2 * k);
+      break;
+    case kInt32:
+      for (size_t k = 0; k < length; ++k) out[k] = load<int32_t>(src + 4 * k);
+      break;
+    case kInt64:
+      for (size_t k = 0; k < length; ++k) out[k] = load<int64_t>(src + 8 * k);
+      break;
+    case kUInt8:
+      for (size_t k = 0; k < length; ++k) out[k] = src[k];
+      break;
+    case kInt8:
+      for (size_t k = 0; k < length; ++k) out[k] = static_cast<int8_t>(src[k]);
+      break;
+    case kInt16:
+      for (size_t k = 0; k < length; ++k) out[k] = load<int16_t>(src + 2 * k);
+      break;
+    default:
+      throw DataError(str(prefix_, ": dtype ", dtype_name(dtype_), " does not hold token ids"));
   }
 }
 
@@ -161,11 +186,14 @@ bool indexed_dataset_exists(const std::string& prefix) {
 // ~~~ IndexedDatasetBuilder ~~~
 
 IndexedDatasetBuilder::IndexedDatasetBuilder(const std::string& prefix, uint8_t dtype)
-    : prefix_(prefix), bin_tmp_(prefix + ".bin.tmp"), idx_tmp_(prefix + ".idx.tmp"), dtype_(dtype),
+    : prefix_(prefix),
+      bin_tmp_(prefix + ".bin.tmp"),
+      idx_tmp_(prefix + ".idx.tmp"),
+      dtype_(dtype),
       itemsize_(dtype_itemsize(dtype)) {
-  MEGATON_CHECK(dtype == kUInt16 || dtype == kInt32 || dtype == kInt64 || dtype == kUInt8 || dtype == kInt16 ||
-                    dtype == kInt8,
-                UsageError, "indexed dataset dtype ", dtype_name(dtype), " cannot hold token ids");
+  MEGATON_CHECK(
+      dtype == kUInt16 || dtype == kInt32 || dtype == kInt64 || dtype == kUInt8 || dtype == kInt16 || dtype == kInt8,
+      UsageError, "indexed dataset dtype ", dtype_name(dtype), " cannot hold token ids");
   bin_ = std::fopen(bin_tmp_.c_str(), "wb");
   MEGATON_CHECK(bin_ != nullptr, RuntimeError, "cannot create '", bin_tmp_, "': ", std::strerror(errno));
   std::setvbuf(bin_, nullptr, _IOFBF, 1 << 22);
@@ -191,23 +219,53 @@ void IndexedDatasetBuilder::add_item(const int32_t* tokens, size_t n) {
   char* dst = convert_.data();
   int64_t lo = 0, hi = 0;
   switch (dtype_) {
-    case kUInt16: lo = 0, hi = 65535; break;
-    case kInt32: lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max(); break;
-    case kInt64: lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max(); break;
-    case kUInt8: lo = 0, hi = 255; break;
-    case kInt8: lo = -128, hi = 127; break;
-    case kInt16: lo = -32768, hi = 32767; break;
+    case kUInt16:
+      lo = 0, hi = 65535;
+      break;
+    case kInt32:
+      lo = std::numeric_limits<int32_t>::min(), hi = std::numeric_limits<int32_t>::max();
+      break;
+    case kInt64:
+      lo = std::numeric_limits<int64_t>::min(), hi = std::numeric_limits<int64_t>::max();
+      break;
+    case kUInt8:
+      lo = 0, hi = 255;
+      break;
+    case kInt8:
+      lo = -128, hi = 127;
+      break;
+    case kInt16:
+      lo = -32768, hi = 32767;
+      break;
   }
   for (size_t k = 0; k < n; ++k) {
     const int64_t t = tokens[k];
     MEGATON_CHECK(t >= lo && t <= hi, DataError, "token id ", t, " does not fit dtype ", dtype_name(dtype_), " of '",
                   prefix_, "'");
     switch (dtype_) {
-      case kUInt16: { const auto v = static_cast<uint16_t>(t); std::memcpy(dst + 2 * k, &v, 2); break; }
-      case kInt32: { const auto v = static_cast<int32_t>(t); std::memcpy(dst + 4 * k, &v, 4); break; }
-      case kInt64: { std::memcpy(dst + 8 * k, &t, 8); break; }
-      case kUInt8: case kInt8: dst[k] = static_cast<char>(t); break;
-      case kInt16: { const auto v = static_cast<int16_t>(t); std::memcpy(dst + 2 * k, &v, 2); break; }
+      case kUInt16: {
+        const auto v = static_cast<uint16_t>(t);
+        std::memcpy(dst + 2 * k, &v, 2);
+        break;
+      }
+      case kInt32: {
+        const auto v = static_cast<int32_t>(t);
+        std::memcpy(dst + 4 * k, &v, 4);
+        break;
+      }
+      case kInt64: {
+        std::memcpy(dst + 8 * k, &t, 8);
+        break;
+      }
+      case kUInt8:
+      case kInt8:
+        dst[k] = static_cast<char>(t);
+        break;
+      case kInt16: {
+        const auto v = static_cast<int16_t>(t);
+        std::memcpy(dst + 2 * k, &v, 2);
+        break;
+      }
     }
   }
   write_bin(dst, n * itemsize_);
@@ -215,7 +273,9 @@ void IndexedDatasetBuilder::add_item(const int32_t* tokens, size_t n) {
   tokens_ += static_cast<int64_t>(n);
 }
 
-void IndexedDatasetBuilder::end_document() { doc_idx_.push_back(static_cast<int64_t>(sizes_.size())); }
+void IndexedDatasetBuilder::end_document() {
+  doc_idx_.push_back(static_cast<int64_t>(sizes_.size()));
+}
 
 void IndexedDatasetBuilder::merge_file(const std::string& other_prefix) {
   const MMapIndexedDataset other(other_prefix);
@@ -255,8 +315,8 @@ void IndexedDatasetBuilder::finalize() {
   buf.insert(buf.end(), dp, dp + 8 * doc_idx_.size());
   std::FILE* idx = std::fopen(idx_tmp_.c_str(), "wb");
   MEGATON_CHECK(idx != nullptr, RuntimeError, "cannot create '", idx_tmp_, "': ", std::strerror(errno));
-  const bool ok = std::fwrite(buf.data(), 1, buf.size(), idx) == buf.size() && std::fflush(idx) == 0 &&
-                  ::fsync(fileno(idx)) == 0;
+  const bool ok =
+      std::fwrite(buf.data(), 1, buf.size(), idx) == buf.size() && std::fflush(idx) == 0 && ::fsync(fileno(idx)) == 0;
   std::fclose(idx);
   MEGATON_CHECK(ok, RuntimeError, "writing '", idx_tmp_, "' failed: ", std::strerror(errno));
   // Publish: drop any old index first, so that no moment shows a new .bin next to a stale .idx.

@@ -16,7 +16,14 @@ namespace megaton::data {
 
 /// dtype codes of indexed_dataset.dtypes.
 enum DTypeCode : uint8_t {
-  kUInt8 = 1, kInt8 = 2, kInt16 = 3, kInt32 = 4, kInt64 = 5, kFloat64Legacy = 6, kFloat64 = 7, kUInt16 = 8
+  kUInt8 = 1,
+  kInt8 = 2,
+  kInt16 = 3,
+  kInt32 = 4,
+  kInt64 = 5,
+  kFloat64Legacy = 6,
+  kFloat64 = 7,
+  kUInt16 = 8
 };
 /// Bytes per element; throws DataError for an unknown code.
 size_t dtype_itemsize(uint8_t code);
@@ -60,7 +67,8 @@ class MMapIndexedDataset {
   /// Total tokens in the dataset.
   int64_t num_tokens() const { return total_tokens_; }
 
-  /// Tokens [offset, offset+length) of item i, widened to int64, written to out (Megatron's `ds.get(i, offset, length)`).
+  /// Tokens [offset, offset+length) of item i, widened to int64, written to out (Megatron's `ds.get(i, offset,
+  /// length)`).
   void get(size_t i, size_t offset, size_t length, int64_t* out) const;
   std::vector<int64_t> get(size_t i) const;
   const uint8_t* bin_data() const { return bin_.data(); }

@@ -109,7 +109,8 @@ class XzStream : public InputStream {
       if (rc == LZMA_STREAM_END) {
         done_ = true;
       } else if (rc != LZMA_OK) {
-        throw DataError(str(path_, ": corrupt or truncated xz data near byte ", pos_, " (liblzma error ", int(rc), ")"));
+        throw DataError(
+            str(path_, ": corrupt or truncated xz data near byte ", pos_, " (liblzma error ", int(rc), ")"));
       }
     }
     return n - s_.avail_out;
@@ -136,7 +137,10 @@ std::unique_ptr<InputStream> InputStream::open(const std::string& path) {
   std::unique_ptr<InputStream> s;
   if (got >= 2 && magic[0] == 0x1f && magic[1] == 0x8b) {
     s = std::make_unique<GzipStream>(f);
-  } else if (got >= 6 && std::memcmp(magic, "\xFD" "7zXZ\0", 6) == 0) {
+  } else if (got >= 6 && std::memcmp(magic,
+                                     "\xFD"
+                                     "7zXZ\0",
+                                     6) == 0) {
     s = std::make_unique<XzStream>(f);
   } else {
     s = std::make_unique<FileStream>(f);

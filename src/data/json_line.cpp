@@ -23,7 +23,8 @@ struct JsonLineParser::Impl {
 #endif
 };
 
-JsonLineParser::JsonLineParser(std::vector<std::string> keys) : impl_(std::make_unique<Impl>()), keys_(std::move(keys)) {}
+JsonLineParser::JsonLineParser(std::vector<std::string> keys)
+    : impl_(std::make_unique<Impl>()), keys_(std::move(keys)) {}
 JsonLineParser::~JsonLineParser() = default;
 
 namespace {
@@ -33,10 +34,14 @@ int hex4(std::string_view s, size_t i) {
   for (size_t k = i; k < i + 4; ++k) {
     const char c = s[k];
     v <<= 4;
-    if (c >= '0' && c <= '9') v |= c - '0';
-    else if (c >= 'a' && c <= 'f') v |= c - 'a' + 10;
-    else if (c >= 'A' && c <= 'F') v |= c - 'A' + 10;
-    else return -1;
+    if (c >= '0' && c <= '9')
+      v |= c - '0';
+    else if (c >= 'a' && c <= 'f')
+      v |= c - 'a' + 10;
+    else if (c >= 'A' && c <= 'F')
+      v |= c - 'A' + 10;
+    else
+      return -1;
   }
   return v;
 }

@@ -11,14 +11,13 @@ MergeStats merge_datasets(const std::vector<std::string>& inputs, const std::str
   uint8_t dtype = 0;
   std::string first;
   for (const auto& p : inputs) {
-    MEGATON_CHECK(p != output_prefix, UsageError, "merge-data: --output-prefix '", output_prefix,
-                  "' is also an input");
+    MEGATON_CHECK(p != output_prefix, UsageError, "merge-data: --output-prefix '", output_prefix, "' is also an input");
     const MMapIndexedDataset ds(p);
     if (first.empty()) {
       dtype = ds.dtype(), first = p;
     } else {
-      MEGATON_CHECK(ds.dtype() == dtype, DataError, "merge-data: '", p, "' has dtype ", dtype_name(ds.dtype()), " but '",
-                    first, "' has ", dtype_name(dtype), "; datasets of different dtypes cannot be merged");
+      MEGATON_CHECK(ds.dtype() == dtype, DataError, "merge-data: '", p, "' has dtype ", dtype_name(ds.dtype()),
+                    " but '", first, "' has ", dtype_name(dtype), "; datasets of different dtypes cannot be merged");
     }
   }
   IndexedDatasetBuilder out(output_prefix, dtype);

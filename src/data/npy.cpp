@@ -79,8 +79,8 @@ NpyArray::NpyArray(const std::string& path) : file_(path) {
     shape_.push_back(std::stoll(it->str()));
   offset_ = hstart + hlen;
   MEGATON_CHECK(file_.size() == offset_ + static_cast<size_t>(numel()) * descr_size(descr_), DataError, path, ": ",
-                file_.size(), " bytes, expected ", offset_ + numel() * descr_size(descr_), " for shape ", dims,
-                " of ", descr_, " (truncated?)");
+                file_.size(), " bytes, expected ", offset_ + numel() * descr_size(descr_), " for shape ", dims, " of ",
+                descr_, " (truncated?)");
 }
 
 int64_t NpyArray::numel() const {

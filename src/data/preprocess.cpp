@@ -218,9 +218,10 @@ PreprocessStats preprocess_jsonl(const PreprocessOptions& opts, const Tokenizer&
     const double frac = input->file_size() ? double(file_pos) / double(input->file_size()) : 0.0;
     const double eta = frac > 0 ? s * (1.0 - frac) / frac : 0.0;
     char buf[256];
-    std::snprintf(buf, sizeof(buf), "processed %lld documents (%.0f docs/s, %.2f MB/s, %.0f tokens/s), %.1f%% of input, ETA %s",
-                  static_cast<long long>(stats.documents), stats.documents / s, stats.bytes / s / 1e6,
-                  stats.tokens / s, 100.0 * frac, format_duration(eta).c_str());
+    std::snprintf(buf, sizeof(buf),
+                  "processed %lld documents (%.0f docs/s, %.2f MB/s, %.0f tokens/s), %.1f%% of input, ETA %s",
+                  static_cast<long long>(stats.documents), stats.documents / s, stats.bytes / s / 1e6, stats.tokens / s,
+                  100.0 * frac, format_duration(eta).c_str());
     return std::string(buf);
   };
   try {

@@ -21,19 +21,19 @@ struct PreprocessOptions {
   bool append_eod = false;
   bool skip_bad_lines = false;
   int workers = 1;
-  int64_t log_interval = 100;     // documents between progress lines (at most one line per second)
+  int64_t log_interval = 100;    // documents between progress lines (at most one line per second)
   size_t chunk_bytes = 1 << 20;  // lines are handed to workers in chunks of about this size
 };
 
 struct PreprocessStats {
   int64_t lines = 0;
-  int64_t documents = 0;        // lines that produced at least one non-empty item
-  int64_t empty_skipped = 0;    // (line, key) pairs whose text tokenized to nothing: no item, as in Megatron
-  int64_t blank_lines = 0;      // whitespace-only lines, ignored
-  int64_t bad_lines = 0;        // malformed lines skipped under --skip-bad-lines
+  int64_t documents = 0;                 // lines that produced at least one non-empty item
+  int64_t empty_skipped = 0;             // (line, key) pairs whose text tokenized to nothing: no item, as in Megatron
+  int64_t blank_lines = 0;               // whitespace-only lines, ignored
+  int64_t bad_lines = 0;                 // malformed lines skipped under --skip-bad-lines
   std::vector<int64_t> first_bad_lines;  // up to 10 line numbers
   int64_t tokens = 0;
-  uint64_t bytes = 0;           // decompressed input bytes
+  uint64_t bytes = 0;  // decompressed input bytes
   double seconds = 0.0;
   std::vector<std::string> outputs;  // the prefixes written
 };

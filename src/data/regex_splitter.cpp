@@ -10,7 +10,8 @@ const char* const kGpt2Pattern = R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?
 
 namespace {
 // Unicode White_Space, as class members (without brackets).
-constexpr const char* kWhiteSpace = R"(\x{09}-\x{0D}\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
+constexpr const char* kWhiteSpace =
+    R"(\x{09}-\x{0D}\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 }  // namespace
 
 std::string portable_whitespace_pattern(std::string_view p) {
@@ -55,20 +56,24 @@ RegexSplitter::RegexSplitter(std::string_view pattern, const std::string& origin
   if (!code_) {
     PCRE2_UCHAR msg[256];
     pcre2_get_error_message(err, msg, sizeof(msg));
-    throw DataError(str(origin, ": cannot compile pre-tokenizer regex '", std::string(pattern), "': ",
-                        reinterpret_cast<const char*>(msg), " at offset ", off));
+    throw DataError(str(origin, ": cannot compile pre-tokenizer regex '", std::string(pattern),
+                        "': ", reinterpret_cast<const char*>(msg), " at offset ", off));
   }
   jit_ = pcre2_jit_compile(static_cast<pcre2_code*>(code_), PCRE2_JIT_COMPLETE) == 0;
 }
 
-RegexSplitter::~RegexSplitter() { pcre2_code_free(static_cast<pcre2_code*>(code_)); }
+RegexSplitter::~RegexSplitter() {
+  pcre2_code_free(static_cast<pcre2_code*>(code_));
+}
 
 RegexSplitter::Matcher::Matcher(const RegexSplitter& re)
     : re_(re), match_data_(pcre2_match_data_create_from_pattern(static_cast<pcre2_code*>(re.code_), nullptr)) {
   MEGATON_ASSERT(match_data_ != nullptr, "pcre2_match_data_create failed");
 }
 
-RegexSplitter::Matcher::~Matcher() { pcre2_match_data_free(static_cast<pcre2_match_data*>(match_data_)); }
+RegexSplitter::Matcher::~Matcher() {
+  pcre2_match_data_free(static_cast<pcre2_match_data*>(match_data_));
+}
 
 bool RegexSplitter::Matcher::find(std::string_view text, size_t start, size_t& begin, size_t& end) {
   auto* code = static_cast<pcre2_code*>(re_.code_);

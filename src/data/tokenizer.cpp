@@ -15,8 +15,9 @@ std::unique_ptr<Tokenizer> make_tokenizer(const std::string& type, const std::st
     return std::make_unique<Gpt2Tokenizer>(vocab_file, merge_file);
   }
   if (type == "PretrainedFromHF") {
-    MEGATON_CHECK(!name_or_path.empty(), UsageError,
-                  "--tokenizer-type PretrainedFromHF needs --tokenizer-name-or-path DIR (a directory with tokenizer.json)");
+    MEGATON_CHECK(
+        !name_or_path.empty(), UsageError,
+        "--tokenizer-type PretrainedFromHF needs --tokenizer-name-or-path DIR (a directory with tokenizer.json)");
     return std::make_unique<HfTokenizer>(name_or_path);
   }
   throw UsageError(str("--tokenizer-type '", type, "' is not supported; expected GPT2BPETokenizer or PretrainedFromHF",
@@ -27,6 +28,8 @@ std::unique_ptr<Tokenizer> make_tokenizer(const TokenizerOptions& a) {
   return make_tokenizer(a.tokenizer_type, a.vocab_file, a.merge_file, a.tokenizer_name_or_path);
 }
 
-uint8_t best_fitting_dtype_code(int64_t vocab_size) { return vocab_size < 65500 ? 8 : 4; }
+uint8_t best_fitting_dtype_code(int64_t vocab_size) {
+  return vocab_size < 65500 ? 8 : 4;
+}
 
 }  // namespace megaton::data

@@ -12,10 +12,14 @@ std::string Communicator::describe() const {
 
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return "sum";
-    case ReduceOp::kAvg: return "avg";
-    case ReduceOp::kMax: return "max";
-    case ReduceOp::kMin: return "min";
+    case ReduceOp::kSum:
+      return "sum";
+    case ReduceOp::kAvg:
+      return "avg";
+    case ReduceOp::kMax:
+      return "max";
+    case ReduceOp::kMin:
+      return "min";
   }
   return "?";
 }

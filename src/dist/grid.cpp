@@ -9,8 +9,8 @@ RankGrid::RankGrid(int world, int tp, int pp) : world_(world), tp_(tp), pp_(pp),
   MEGATON_CHECK(tp >= 1, UsageError, "--tensor-model-parallel-size must be >= 1, got ", tp);
   MEGATON_CHECK(pp >= 1, UsageError, "--pipeline-model-parallel-size must be >= 1, got ", pp);
   MEGATON_CHECK(world % (tp * pp) == 0, UsageError, "world size (", world,
-                ") must be divisible by --tensor-model-parallel-size x --pipeline-model-parallel-size (", tp, " x ",
-                pp, " = ", tp * pp, ")");
+                ") must be divisible by --tensor-model-parallel-size x --pipeline-model-parallel-size (", tp, " x ", pp,
+                " = ", tp * pp, ")");
   dp_ = world / (tp * pp);
 }
 

@@ -29,8 +29,10 @@ LaunchEnv detect_launch_env(const EnvLookup& env) {
     e.launcher = "slurm";
     read_int(env, "SLURM_LOCALID", e.local_rank);
     read_int(env, "SLURM_NODEID", e.node_id);
-    if (read_int(env, "SLURM_NTASKS_PER_NODE", v)) e.local_size = v;
-    else if (const char* s = env("SLURM_TASKS_PER_NODE")) e.local_size = std::atoi(s) > 0 ? std::atoi(s) : 1;
+    if (read_int(env, "SLURM_NTASKS_PER_NODE", v))
+      e.local_size = v;
+    else if (const char* s = env("SLURM_TASKS_PER_NODE"))
+      e.local_size = std::atoi(s) > 0 ? std::atoi(s) : 1;
     if (const char* j = env("SLURM_JOB_ID")) e.job_id = j;
   } else if (read_int(env, "OMPI_COMM_WORLD_RANK", e.rank) && read_int(env, "OMPI_COMM_WORLD_SIZE", e.size)) {
     e.launcher = "openmpi";

@@ -11,29 +11,43 @@ namespace {
 
 MPI_Datatype mpi_type(c10::ScalarType t) {
   switch (t) {
-    case torch::kFloat32: return MPI_FLOAT;
-    case torch::kFloat64: return MPI_DOUBLE;
-    case torch::kInt32: return MPI_INT32_T;
-    case torch::kInt64: return MPI_INT64_T;
-    case torch::kUInt8: return MPI_UINT8_T;
-    case torch::kInt8: return MPI_INT8_T;
-    case torch::kInt16: return MPI_INT16_T;
-    case torch::kBool: return MPI_C_BOOL;
-    default: return MPI_DATATYPE_NULL;
+    case torch::kFloat32:
+      return MPI_FLOAT;
+    case torch::kFloat64:
+      return MPI_DOUBLE;
+    case torch::kInt32:
+      return MPI_INT32_T;
+    case torch::kInt64:
+      return MPI_INT64_T;
+    case torch::kUInt8:
+      return MPI_UINT8_T;
+    case torch::kInt8:
+      return MPI_INT8_T;
+    case torch::kInt16:
+      return MPI_INT16_T;
+    case torch::kBool:
+      return MPI_C_BOOL;
+    default:
+      return MPI_DATATYPE_NULL;
   }
 }
 
 MPI_Op mpi_op(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:
-    case ReduceOp::kAvg: return MPI_SUM;
-    case ReduceOp::kMax: return MPI_MAX;
-    case ReduceOp::kMin: return MPI_MIN;
+    case ReduceOp::kAvg:
+      return MPI_SUM;
+    case ReduceOp::kMax:
+      return MPI_MAX;
+    case ReduceOp::kMin:
+      return MPI_MIN;
   }
   return MPI_SUM;
 }
 
-bool is_half(c10::ScalarType t) { return t == torch::kBFloat16 || t == torch::kFloat16; }
+bool is_half(c10::ScalarType t) {
+  return t == torch::kBFloat16 || t == torch::kFloat16;
+}
 
 void require_cpu_contiguous(const torch::Tensor& t, const Communicator& c, const char* op) {
   MEGATON_CHECK(t.defined() && t.device().is_cpu() && t.is_contiguous(), InternalError, op, " on ", c.describe(),
@@ -98,8 +112,10 @@ void MpiCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) {
         "all_reduce");
   wait(req, "all_reduce");
   if (op == ReduceOp::kAvg) {
-    if (t.is_floating_point()) t.div_(size_);
-    else t.div_(size_, "floor");
+    if (t.is_floating_point())
+      t.div_(size_);
+    else
+      t.div_(size_, "floor");
   }
 }
 
@@ -128,8 +144,8 @@ void MpiCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& in
   MPI_Datatype type = mpi_type(in.scalar_type());
   MEGATON_CHECK(type != MPI_DATATYPE_NULL, InternalError, "reduce_scatter: unsupported dtype ", in.scalar_type());
   MPI_Request req;
-  check(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()), type, mpi_op(op),
-                                  comm_, &req),
+  check(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()), type, mpi_op(op), comm_,
+                                  &req),
         "reduce_scatter");
   wait(req, "reduce_scatter");
   if (op == ReduceOp::kAvg) out.div_(size_);

@@ -12,12 +12,12 @@
 namespace megaton::dist {
 namespace {
 
-#define NCCL_CHECK(expr, what)                                                                            \
-  do {                                                                                                    \
-    ncclResult_t r_ = (expr);                                                                             \
-    if (r_ != ncclSuccess)                                                                                \
-      throw CommError(str(what, " on ", describe(), ": NCCL error '", ncclGetErrorString(r_), "'",     \
-                          last_nccl_error(), " at ", __FILE__, ":", __LINE__));                          \
+#define NCCL_CHECK(expr, what)                                                                                        \
+  do {                                                                                                                \
+    ncclResult_t r_ = (expr);                                                                                         \
+    if (r_ != ncclSuccess)                                                                                            \
+      throw CommError(str(what, " on ", describe(), ": NCCL error '", ncclGetErrorString(r_), "'", last_nccl_error(), \
+                          " at ", __FILE__, ":", __LINE__));                                                          \
   } while (0)
 
 /// NCCL's own explanation of its last failure ("Duplicate GPU detected : rank 1 and rank 0 both on CUDA device
@@ -41,30 +41,46 @@ std::string gpu_description(int device) {
 
 ncclDataType_t nccl_type(c10::ScalarType t) {
   switch (t) {
-    case torch::kFloat32: return ncclFloat32;
-    case torch::kFloat64: return ncclFloat64;
-    case torch::kFloat16: return ncclFloat16;
-    case torch::kBFloat16: return ncclBfloat16;
-    case torch::kInt32: return ncclInt32;
-    case torch::kInt64: return ncclInt64;
+    case torch::kFloat32:
+      return ncclFloat32;
+    case torch::kFloat64:
+      return ncclFloat64;
+    case torch::kFloat16:
+      return ncclFloat16;
+    case torch::kBFloat16:
+      return ncclBfloat16;
+    case torch::kInt32:
+      return ncclInt32;
+    case torch::kInt64:
+      return ncclInt64;
     case torch::kUInt8:
-    case torch::kBool: return ncclUint8;
-    case torch::kInt8: return ncclInt8;
-    default: throw InternalError(::megaton::str("NCCL: unsupported dtype ", c10::toString(t)));  // ::megaton: c10::str is found by ADL
+    case torch::kBool:
+      return ncclUint8;
+    case torch::kInt8:
+      return ncclInt8;
+    default:
+      throw InternalError(
+          ::megaton::str("NCCL: unsupported dtype ", c10::toString(t)));  // ::megaton: c10::str is found by ADL
   }
 }
 
 ncclRedOp_t nccl_op(ReduceOp op) {
   switch (op) {
-    case ReduceOp::kSum: return ncclSum;
-    case ReduceOp::kAvg: return ncclAvg;
-    case ReduceOp::kMax: return ncclMax;
-    case ReduceOp::kMin: return ncclMin;
+    case ReduceOp::kSum:
+      return ncclSum;
+    case ReduceOp::kAvg:
+      return ncclAvg;
+    case ReduceOp::kMax:
+      return ncclMax;
+    case ReduceOp::kMin:
+      return ncclMin;
   }
   return ncclSum;
 }
 
-cudaStream_t current_stream() { return c10::cuda::getCurrentCUDAStream().stream(); }
+cudaStream_t current_stream() {
+  return c10::cuda::getCurrentCUDAStream().stream();
+}
 
 }  // namespace
 

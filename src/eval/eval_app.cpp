@@ -1,9 +1,8 @@
 #include "eval/eval_app.h"
 
-#include <nlohmann/json.hpp>
-
 #include <fstream>
 #include <iostream>
+#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -45,22 +44,29 @@ int run_eval_app(const EvalOptions& f, const dist::LaunchEnv& env, std::ostream&
     LmWindows windows(std::move(ids), seq, tok.eod(), f.overlapping_eval);
     log.info0(path, ": ", raw.num_original_tokens, " original words, ", num_tokenized, " tokens (detokenizer ",
               detok_name, "), ", windows.size(), " windows of ", seq, " stride ", windows.stride());
-    LossTotals t = evaluate_loss(runner, windows.size(), [&](int64_t i) { return windows.window(i); }, mb);
+    LossTotals t = evaluate_loss(
+        runner, windows.size(), [&](int64_t i) { return windows.window(i); }, mb);
     MEGATON_CHECK(t.scored == num_tokenized - 1, InternalError, "scored ", t.scored, " targets, expected ",
                   num_tokenized - 1);
     PerplexityReport r = perplexity_report(t.loss_sum, num_tokenized, raw.num_original_tokens);
     line = format_perplexity(f.task, r);
-    result.update({{"avg_loss", r.avg_loss}, {"ppl", r.ppl}, {"adjusted_ppl", r.adjusted_ppl},
-                   {"token_ratio", r.token_ratio}, {"num_tokenized_tokens", num_tokenized},
-                   {"num_original_tokens", raw.num_original_tokens}, {"overlapping_eval", windows.stride()}});
+    result.update({{"avg_loss", r.avg_loss},
+                   {"ppl", r.ppl},
+                   {"adjusted_ppl", r.adjusted_ppl},
+                   {"token_ratio", r.token_ratio},
+                   {"num_tokenized_tokens", num_tokenized},
+                   {"num_original_tokens", raw.num_original_tokens},
+                   {"overlapping_eval", windows.stride()}});
   } else {
     LambadaSet set = read_lambada(path, tok, f.strict_lambada, seq, tok.eod());
     log.info0(path, ": ", set.examples.size(), " examples", f.strict_lambada ? " (strict)" : "");
-    AccuracyTotals t = evaluate_accuracy(runner, static_cast<int64_t>(set.examples.size()),
-                                         [&](int64_t i) { return set.examples[i]; }, mb);
+    AccuracyTotals t = evaluate_accuracy(
+        runner, static_cast<int64_t>(set.examples.size()), [&](int64_t i) { return set.examples[i]; }, mb);
     line = format_accuracy(f.task, t);
-    result.update({{"correct", t.correct}, {"total", t.total},
-                   {"accuracy", t.total ? double(t.correct) / double(t.total) : 0.0}, {"strict", f.strict_lambada}});
+    result.update({{"correct", t.correct},
+                   {"total", t.total},
+                   {"accuracy", t.total ? double(t.correct) / double(t.total) : 0.0},
+                   {"strict", f.strict_lambada}});
   }
   timer.stop();
   result["seconds"] = timer.elapsed();

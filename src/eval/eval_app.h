@@ -17,8 +17,7 @@ struct EvalOptions {
   std::vector<std::string> valid_data;  // one file
   int64_t overlapping_eval = 32;        // Megatron's default
   bool strict_lambada = false;
-  std::string results_file;             // optional JSON of the numbers
-
+  std::string results_file;  // optional JSON of the numbers
 
   /// The model's options (InferenceOptions::validate), a known task with one data file, a positive stride (capped
   /// at --seq-length).

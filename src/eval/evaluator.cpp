@@ -76,27 +76,24 @@ std::string py_float(double v) {
 }  // namespace
 
 LossTotals evaluate_loss(infer::StageRunner& runner, int64_t n, const WindowFn& window, int64_t micro_batch) {
-  auto [loss, scored] = run_batches(runner, n, window, micro_batch,
-                                    [&](const torch::Tensor& logits, const torch::Tensor& labels,
-                                        const torch::Tensor& mask) {
-                                      torch::Tensor losses =
-                                          runner.stage().token_losses(logits.to(torch::kFloat32), labels);  // [b, s]
-                                      return std::pair<double, double>((losses * mask).sum().item<double>(),
-                                                                       mask.sum().item<double>());
-                                    });
+  auto [loss, scored] =
+      run_batches(runner, n, window, micro_batch,
+                  [&](const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& mask) {
+                    torch::Tensor losses = runner.stage().token_losses(logits.to(torch::kFloat32), labels);  // [b, s]
+                    return std::pair<double, double>((losses * mask).sum().item<double>(), mask.sum().item<double>());
+                  });
   return {loss, static_cast<int64_t>(std::llround(scored))};
 }
 
 AccuracyTotals evaluate_accuracy(infer::StageRunner& runner, int64_t n, const WindowFn& window, int64_t micro_batch) {
-  auto [correct, total] = run_batches(runner, n, window, micro_batch,
-                                      [&](const torch::Tensor& logits, const torch::Tensor& labels,
-                                          const torch::Tensor& mask) {
-                                        torch::Tensor pred = runner.gather_vocab(logits).argmax(-1).t();  // [b, s]
-                                        torch::Tensor ok = (pred == labels) | (mask == 0);               // [b, s]
-                                        torch::Tensor all = ok.all(-1);                                  // [b]
-                                        return std::pair<double, double>(all.sum().item<double>(),
-                                                                         double(labels.size(0)));
-                                      });
+  auto [correct, total] =
+      run_batches(runner, n, window, micro_batch,
+                  [&](const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& mask) {
+                    torch::Tensor pred = runner.gather_vocab(logits).argmax(-1).t();  // [b, s]
+                    torch::Tensor ok = (pred == labels) | (mask == 0);                // [b, s]
+                    torch::Tensor all = ok.all(-1);                                   // [b]
+                    return std::pair<double, double>(all.sum().item<double>(), double(labels.size(0)));
+                  });
   return {static_cast<int64_t>(std::llround(correct)), static_cast<int64_t>(std::llround(total))};
 }
 

@@ -1,8 +1,7 @@
 #include "eval/lm_windows.h"
 
-#include <nlohmann/json.hpp>
-
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "core/error.h"
@@ -13,7 +12,9 @@ namespace megaton::eval {
 namespace {
 
 // Python's str.strip() whitespace for the ASCII/C0 range (what WikiText contains).
-bool py_space(char c) { return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f'); }
+bool py_space(char c) {
+  return c == ' ' || (c >= '\t' && c <= '\r') || (c >= '\x1c' && c <= '\x1f');
+}
 
 std::string strip(const std::string& s) {
   size_t b = 0, e = s.size();
@@ -127,8 +128,8 @@ LambadaSet read_lambada(const std::string& path, data::Tokenizer& tok, bool stri
     }
     MEGATON_CHECK(!context.empty(), DataError, where, ": the context before the last word is empty");
     const int64_t n = static_cast<int64_t>(context.size() + target.size());
-    MEGATON_CHECK(n <= seq_len + 1, DataError, where, ": the example has ", n,
-                  " tokens, more than --seq-length + 1 (", seq_len + 1, ")");
+    MEGATON_CHECK(n <= seq_len + 1, DataError, where, ": the example has ", n, " tokens, more than --seq-length + 1 (",
+                  seq_len + 1, ")");
     Window w;
     std::vector<uint8_t> pad_mask(context.size(), 0);
     pad_mask.resize(n, 1);

@@ -1,11 +1,10 @@
 #include "infer/generate_app.h"
 
-#include <nlohmann/json.hpp>
-
 #include <cstring>
 #include <fstream>
-#include <optional>
 #include <iostream>
+#include <nlohmann/json.hpp>
+#include <optional>
 
 #include "core/error.h"
 #include "core/timer.h"
@@ -128,9 +127,10 @@ int run_generate_app(const GenerateAppOptions& f, const dist::LaunchEnv& env, st
   auto run_prompt = [&](const std::string& prompt, bool interactive) -> std::optional<std::string> {
     std::vector<int32_t> ids = tok.encode(prompt);
     if (ids.empty() || static_cast<int64_t>(ids.size()) >= max_prompt) {
-      log.warn0("context of ", ids.size(), " tokens skipped: ", ids.empty() ? "the prompt is empty"
-                                                                            : "Please give smaller context (half of the "
-                                                                              "sequence length)!");
+      log.warn0("context of ", ids.size(), " tokens skipped: ",
+                ids.empty() ? "the prompt is empty"
+                            : "Please give smaller context (half of the "
+                              "sequence length)!");
       return std::nullopt;
     }
     int64_t last_print = static_cast<int64_t>(ids.size());

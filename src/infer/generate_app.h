@@ -27,7 +27,6 @@ struct GenerateAppOptions {
   bool recompute = false;
   bool ignore_eos = false;  // megaton extension (benchmarks): decode to the full length, EOS or not
 
-
   /// The model's options (InferenceOptions::validate), the sampling settings and the mode's flags together; fills
   /// sample_output_file from sample_input_file. UsageError for bad or inconsistent flags.
   void validate(int world);
@@ -38,8 +37,7 @@ int run_generate_app(const GenerateAppOptions& f, const dist::LaunchEnv& env, st
 
 /// Megatron's unconditional JSONL record for one row: {"text": detokenize(tokens[1:length-1]), "length": length-1,
 /// "finished": length < seq_length - 1} (its off-by-one kept: the token before the EOS is not in "text").
-std::string unconditional_record(const GenerateResult& r, int64_t row, int64_t seq_length,
-                                 const data::Tokenizer& tok);
+std::string unconditional_record(const GenerateResult& r, int64_t row, int64_t seq_length, const data::Tokenizer& tok);
 
 /// The conditional output block for one prompt: "\nContext:" + prompt + "\n\nMegatron-LM:" + continuation + "\n",
 /// where continuation = detokenize(all tokens) without its first len(prompt) characters (code points, as Python).

@@ -19,11 +19,11 @@ namespace megaton::infer {
 
 struct GenerateOptions {
   SamplingOptions sampling;
-  int64_t seq_length = 0;       // --seq-length: tokens per sequence, prompt included
+  int64_t seq_length = 0;         // --seq-length: tokens per sequence, prompt included
   int64_t out_seq_length = 1024;  // --out-seq-length: at most this many positions after the shortest prompt
-  bool recompute = false;       // --recompute: no KV cache
-  int64_t eos_id = -1;          // the tokenizer's EOD
-  int64_t pad_id = 0;           // fills positions after a prompt (Megatron: EOD)
+  bool recompute = false;         // --recompute: no KV cache
+  int64_t eos_id = -1;            // the tokenizer's EOD
+  int64_t pad_id = 0;             // fills positions after a prompt (Megatron: EOD)
 };
 
 struct GenerateResult {

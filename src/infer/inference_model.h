@@ -26,6 +26,7 @@ struct InferenceModel {
 /// Collective over the job: builds the groups, the tokenizer, this rank's stage, and loads --load (weights only;
 /// CheckpointError if the checkpoint's architecture differs from the flags). Without --load the weights are the
 /// deterministic random init of --seed (a warning says so).
-std::unique_ptr<InferenceModel> build_inference_model(const InferenceOptions& f, const dist::LaunchEnv& env, Logger& log);
+std::unique_ptr<InferenceModel> build_inference_model(const InferenceOptions& f, const dist::LaunchEnv& env,
+                                                      Logger& log);
 
 }  // namespace megaton::infer

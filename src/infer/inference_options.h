@@ -20,9 +20,9 @@ struct InferenceOptions {
   dist::DistOptions dist;
   optim::PrecisionOptions precision;
   data::TokenizerOptions tokenizer;
-  std::string load;             // checkpoint directory; "" runs the random initial weights of `seed`
+  std::string load;  // checkpoint directory; "" runs the random initial weights of `seed`
   int64_t seed = 1234;
-  int micro_batch_size = 0;     // 0 -> 1 (validate)
+  int micro_batch_size = 0;  // 0 -> 1 (validate)
   std::string log_level = "info";
   // Training flags a script may pass along; generation and evaluation warn that they do not apply.
   bool reset_position_ids = false;

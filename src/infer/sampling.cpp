@@ -22,9 +22,9 @@ torch::Tensor filter_logits(const torch::Tensor& logits, int64_t top_k, double t
     out.masked_fill_(out < kth, ninf);
   }
   if (top_p > 0.0) {
-    auto [sorted, idx] = out.sort(-1, /*descending=*/true);           // [b, V]
-    torch::Tensor cum = torch::softmax(sorted, -1).cumsum(-1);         // [b, V]
-    torch::Tensor remove = cum > top_p;                                // [b, V] bool
+    auto [sorted, idx] = out.sort(-1, /*descending=*/true);     // [b, V]
+    torch::Tensor cum = torch::softmax(sorted, -1).cumsum(-1);  // [b, V]
+    torch::Tensor remove = cum > top_p;                         // [b, V] bool
     // Shift right by one: the token that crosses p stays; the top-1 always stays.
     remove = torch::cat({torch::zeros_like(remove.narrow(-1, 0, 1)), remove.narrow(-1, 0, remove.size(1) - 1)}, -1);
     torch::Tensor mask = torch::zeros_like(remove).scatter(-1, idx, remove);  // back to vocabulary order
@@ -34,7 +34,7 @@ torch::Tensor filter_logits(const torch::Tensor& logits, int64_t top_k, double t
 }
 
 torch::Tensor sample_next(const torch::Tensor& logits, const SamplingOptions& o, at::Generator& gen) {
-  if (o.greedy) return logits.argmax(-1).to(torch::kCPU, torch::kInt64);  // [b]
+  if (o.greedy) return logits.argmax(-1).to(torch::kCPU, torch::kInt64);      // [b]
   torch::Tensor l = logits.to(torch::kCPU, torch::kFloat32) / o.temperature;  // [b, V]
   l = filter_logits(l, o.top_k, o.top_p);
   torch::Tensor probs = torch::softmax(l, -1);

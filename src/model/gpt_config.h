@@ -16,7 +16,7 @@
 namespace megaton::model {
 
 struct GptConfig {
-  GptOptions model;                           // validated (kv_channels, ffn_hidden_size filled in)
+  GptOptions model;  // validated (kv_channels, ffn_hidden_size filled in)
   ops::KernelOptions kernels;
   int64_t vocab_size = 0;                     // the tokenizer's
   int64_t padded_vocab_size = 0;              // rows of the word embedding; >= vocab_size, divisible by TP

@@ -13,7 +13,7 @@ struct GptOptions {
   int hidden_size = 0;
   int ffn_hidden_size = 0;  // 0 -> 4 x hidden (validate); GLU's doubled fc1 is derived in the model
   int num_attention_heads = 0;
-  int kv_channels = 0;  // 0 -> hidden / heads (validate)
+  int kv_channels = 0;              // 0 -> hidden / heads (validate)
   int max_position_embeddings = 0;  // 0 -> seq_length for learned positions (validate)
   int seq_length = 0;
   int make_vocab_size_divisible_by = 128;

@@ -72,7 +72,8 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   fuse_qkv_grad_ = k.qkv_grad_fusion;
   use_varlen_ = k.varlen_attention;
   alibi_fold_ = k.alibi_fold;
-  mlp_epilogues_ = {k.gemm_epilogue, k.gemm_epilogue && k.gemm_dgelu_epilogue};  // where supported, else ATen
+  // where supported, else ATen
+  mlp_epilogues_ = {k.gemm_epilogue, k.gemm_epilogue && k.gemm_dgelu_epilogue, gemm_algos_.get()};
   const std::string p = "layers." + std::to_string(index) + ".";
   auto ln = [&](const std::string& name, bool weight) {
     return f.make({p + name, {h}, -1, {}, weight ? InitSpec::ones() : InitSpec::zeros(), 0, true});

@@ -9,6 +9,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <memory>
 #include <optional>
 
 #include "dist/communicator.h"
@@ -92,7 +93,8 @@ class TransformerLayer {
   bool alibi_fold_ = true;      // ALiBi folded into the heads where it applies; --no-alibi-fold clears it
   bool fuse_qkv_grad_ = true;   // QKV gradient and bias gradient in one pass (ops::split_qkv); --no-qkv-grad-fusion
   ops::MlpEpilogues mlp_epilogues_;  // cuBLASLt epilogues (--no-gemm-epilogue-fusion, --no-gemm-dgelu-epilogue)
-  torch::Tensor ln1_w_, ln1_b_, ln2_w_, ln2_b_;        // [h]
+  std::unique_ptr<ops::GemmAlgoMemo> gemm_algos_ = std::make_unique<ops::GemmAlgoMemo>();  // mlp_epilogues_.memo
+  torch::Tensor ln1_w_, ln1_b_, ln2_w_, ln2_b_;                                            // [h]
   parallel::MainGradsPtr main_grads_;                  // the chunk's (gradient accumulation fusion)
   std::optional<parallel::ColumnParallelLinear> qkv_;  // [3h/tp, h] = canonical [heads/tp, 3, d, h]
   std::optional<parallel::RowParallelLinear> dense_;   // [h, h/tp]

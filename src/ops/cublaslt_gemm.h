@@ -3,23 +3,26 @@
 // ops/gemm_epilogue.cpp calls them. Matrices are row-major, contiguous, bf16 or fp16, of one dtype, with T rows of
 // tokens; each function returns false without touching its outputs when cuBLASLt offers no algorithm for the shapes
 // and alignments given (the caller then computes the same with ATen). Each runs the algorithm cuBLASLt's heuristic
-// ranks first.
+// ranks first, looked up in `memo` (ops/gemm_algo_memo.h) when one is given, else asked on every call.
 //
 // cuBLASLt's GELU is the tanh approximation: 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))).
 #pragma once
 #ifdef MEGATON_HAVE_CUDA
 #include <torch/torch.h>
 
+#include "ops/gemm_algo_memo.h"
+
 namespace megaton::ops::lt {
 
 /// Forward of fc1 + GELU: pre = x w^T + b and act = gelu(pre) in one GEMM (epilogue GELU_AUX_BIAS).
 /// x [T, in], w [out, in], b [out] -> act, pre [T, out] (preallocated, contiguous).
 bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, torch::Tensor& act,
-                     torch::Tensor& pre);
+                     torch::Tensor& pre, GemmAlgoMemo* memo = nullptr);
 
 /// Backward through fc2's input and the GELU: d_pre = (dy w) * gelu'(pre), the derivative applied to the fp32
 /// product before its one rounding (epilogue DGELU). dy [T, h], w [h, f], pre [T, f] -> d_pre [T, f] (preallocated).
-bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre);
+bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
+                  GemmAlgoMemo* memo = nullptr);
 
 }  // namespace megaton::ops::lt
 

@@ -5,9 +5,8 @@
 //   linear_dgelu     d_pre_cm [f, T]  = w_cm [f, h] . dy_cm [h, T]; times gelu'(aux)                (NN)
 // (the layouts Transformer Engine uses for the same GEMMs). The handle is the current cuBLAS handle cast to a
 // cuBLASLt one (cuBLAS documents that every cublasHandle_t is a valid cublasLtHandle_t); the workspace comes from the
-// caching allocator on the current stream. The heuristic's answer for a GEMM's key (shapes, layouts, epilogue,
-// dtypes, alignments, device) is memoised per thread: asking it costs host time on every call, and its answer depends
-// on the key alone.
+// caching allocator on the current stream. The heuristic's answer for a GEMM's key is kept in the caller's
+// GemmAlgoMemo where one is given.
 #include <ATen/cuda/CUDAContext.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
@@ -16,7 +15,6 @@
 #include <climits>
 #include <cstdint>
 #include <cstring>
-#include <map>
 #include <optional>
 #include <vector>
 
@@ -207,37 +205,53 @@ std::vector<int64_t> key_of(const Gemm& g) {
           g.d->device().index()};
 }
 
-// Runs g with the heuristic's first-ranked algorithm (memoised per key on this thread); false (nothing run) where it
+constexpr size_t kAlgoWords = sizeof(cublasLtMatmulAlgo_t) / sizeof(uint64_t);
+static_assert(sizeof(cublasLtMatmulAlgo_t) % sizeof(uint64_t) == 0);
+
+// Runs g with the heuristic's first-ranked algorithm (looked up in `memo` when given); false (nothing run) where it
 // offers none.
-bool run(const Gemm& g) {
-  thread_local std::map<std::vector<int64_t>, std::optional<cublasLtMatmulAlgo_t>> first_ranked;
+bool run(const Gemm& g, GemmAlgoMemo* memo) {
   Prepared p(g);
+  std::optional<cublasLtMatmulAlgo_t> algo;
   const std::vector<int64_t> key = key_of(g);
-  auto it = first_ranked.find(key);
-  if (it == first_ranked.end()) it = first_ranked.emplace(key, p.query()).first;
-  if (!it->second) return false;
-  p.launch(g, *it->second);
+  if (const auto known = memo ? memo->find(key) : std::nullopt) {
+    if (known->empty()) return false;
+    cublasLtMatmulAlgo_t a;
+    std::memcpy(&a, known->data(), sizeof(a));
+    algo = a;
+  } else {
+    algo = p.query();
+    GemmAlgoMemo::Algo bytes;
+    if (algo) {
+      bytes.resize(kAlgoWords);
+      std::memcpy(bytes.data(), &*algo, sizeof(*algo));
+    }
+    if (memo) memo->remember(key, std::move(bytes));
+  }
+  if (!algo) return false;
+  p.launch(g, *algo);
   return true;
 }
 
 }  // namespace
 
 bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b, torch::Tensor& act,
-                     torch::Tensor& pre) {
+                     torch::Tensor& pre, GemmAlgoMemo* memo) {
   const int64_t tokens = x.size(0), in = x.size(1), out = w.size(0);
   Gemm g = product(CUBLAS_OP_T, CUBLAS_OP_N, out, tokens, in, w, in, x, in, act, out);
   g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   g.bias = b.data_ptr();
   g.aux = pre.data_ptr(), g.aux_ld = out;
-  return run(g);
+  return run(g, memo);
 }
 
-bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre) {
+bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
+                  GemmAlgoMemo* memo) {
   const int64_t tokens = dy.size(0), h = dy.size(1), f = w.size(1);
   Gemm g = product(CUBLAS_OP_N, CUBLAS_OP_N, f, tokens, h, w, f, dy, h, d_pre, f);
   g.epilogue = CUBLASLT_EPILOGUE_DGELU;
   g.aux = pre.data_ptr(), g.aux_ld = f;
-  return run(g);
+  return run(g, memo);
 }
 
 }  // namespace megaton::ops::lt

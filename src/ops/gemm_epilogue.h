@@ -16,6 +16,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include "ops/gemm_algo_memo.h"
 #include "ops/linear.h"
 
 namespace megaton::ops {
@@ -26,8 +27,9 @@ bool gemm_epilogue_supported(std::initializer_list<torch::Tensor> tensors);
 
 /// Which of the MLP's GEMMs take a cuBLASLt epilogue (where gemm_epilogue_supported; else ATen's ops).
 struct MlpEpilogues {
-  bool forward = false;   // fc1 + bias + GELU: GELU_AUX_BIAS
-  bool backward = false;  // fc2's input gradient times the GELU derivative: DGELU
+  bool forward = false;          // fc1 + bias + GELU: GELU_AUX_BIAS
+  bool backward = false;         // fc2's input gradient times the GELU derivative: DGELU
+  GemmAlgoMemo* memo = nullptr;  // the caller's memo of cuBLASLt's algorithms (must outlive the backward), or none
 };
 
 /// x [.., h], w1 [f, h], b1 [f], w2 [h, f], b2 [h] or undefined -> [.., h] = gelu_tanh(x w1^T + b1) w2^T (+ b2), with

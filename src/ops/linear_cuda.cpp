@@ -14,7 +14,9 @@ namespace megaton::ops {
 
 namespace {
 
-cudaDataType_t cuda_type(torch::ScalarType t) { return t == torch::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F; }
+cudaDataType_t cuda_type(torch::ScalarType t) {
+  return t == torch::kBFloat16 ? CUDA_R_16BF : CUDA_R_16F;
+}
 
 }  // namespace
 
@@ -34,10 +36,10 @@ bool accumulate_weight_grad_cuda(const torch::Tensor& main, const torch::Tensor&
   const c10::cuda::CUDAGuard guard(main.device());
   const float alpha = 1.0f, beta = overwrite ? 0.0f : 1.0f;
   const cudaDataType_t ab = cuda_type(t);
-  const cublasStatus_t st = cublasGemmEx(at::cuda::getCurrentCUDABlasHandle(), CUBLAS_OP_N, CUBLAS_OP_T, int(in),
-                                         int(out), int(rows), &alpha, x.data_ptr(), ab, int(in), dy.data_ptr(), ab,
-                                         int(out), &beta, main.data_ptr(), CUDA_R_32F, int(in), CUBLAS_COMPUTE_32F,
-                                         CUBLAS_GEMM_DEFAULT_TENSOR_OP);
+  const cublasStatus_t st =
+      cublasGemmEx(at::cuda::getCurrentCUDABlasHandle(), CUBLAS_OP_N, CUBLAS_OP_T, int(in), int(out), int(rows), &alpha,
+                   x.data_ptr(), ab, int(in), dy.data_ptr(), ab, int(out), &beta, main.data_ptr(), CUDA_R_32F, int(in),
+                   CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT_TENSOR_OP);
   MEGATON_CHECK(st == CUBLAS_STATUS_SUCCESS, RuntimeError,
                 "weight-gradient GEMM into the fp32 main grad: cuBLAS status ", int(st), " (m ", in, ", n ", out,
                 ", k ", rows, ")");

@@ -6,7 +6,7 @@
 #include <functional>
 #include <vector>
 
-#include "parallel/data_parallel_layout.h"
+#include "parallel/data/data_parallel_layout.h"
 #include "parallel/param_info.h"
 
 namespace megaton::optim {

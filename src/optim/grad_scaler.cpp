@@ -10,8 +10,8 @@ namespace {
 
 template <typename T>
 T get_checked(const nlohmann::json& state, const char* key, const char* who) {
-  MEGATON_CHECK(state.is_object() && state.contains(key), CheckpointError, who, " state: missing key '", key,
-                "' in ", state.dump());
+  MEGATON_CHECK(state.is_object() && state.contains(key), CheckpointError, who, " state: missing key '", key, "' in ",
+                state.dump());
   try {
     return state.at(key).get<T>();
   } catch (const nlohmann::json::exception& e) {
@@ -25,7 +25,9 @@ ConstantGradScaler::ConstantGradScaler(double scale) : scale_(scale) {
   MEGATON_CHECK(scale > 0, UsageError, "--loss-scale must be > 0, got ", scale);
 }
 
-nlohmann::json ConstantGradScaler::state_dict() const { return {{"scale", scale_}}; }
+nlohmann::json ConstantGradScaler::state_dict() const {
+  return {{"scale", scale_}};
+}
 
 void ConstantGradScaler::load_state_dict(const nlohmann::json&) {
   // As Megatron's ConstantGradScaler: the checkpoint is ignored, the command line's --loss-scale wins.

@@ -2,9 +2,8 @@
 // multiplied by scale() before backward; the optimizer unscales the fp32 main grads by 1/scale(), checks them for
 // inf/NaN (agreed over the model-parallel group) and calls update(found_inf); a step with found_inf is skipped.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "optim/precision_options.h"
 

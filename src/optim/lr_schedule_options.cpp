@@ -44,9 +44,8 @@ LrSchedulerOptions LrScheduleOptions::scheduler(int64_t train_iters, int64_t tra
   } else {
     const int64_t iters = lr_decay_iters > 0 ? lr_decay_iters : train_iters;
     o.decay_steps = iters * global_batch;
-    o.warmup_steps = lr_warmup_fraction >= 0
-                         ? lr_warmup_fraction * static_cast<double>(o.decay_steps)
-                         : static_cast<double>(lr_warmup_iters) * static_cast<double>(global_batch);
+    o.warmup_steps = lr_warmup_fraction >= 0 ? lr_warmup_fraction * static_cast<double>(o.decay_steps)
+                                             : static_cast<double>(lr_warmup_iters) * static_cast<double>(global_batch);
   }
   return o;
 }

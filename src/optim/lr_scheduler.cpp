@@ -51,9 +51,10 @@ double AnnealingLR::step(int64_t increment, int64_t num_tokens) {
 }
 
 nlohmann::json AnnealingLR::state_dict() const {
-  return {{"max_lr", o_.max_lr},           {"warmup_steps", o_.warmup_steps}, {"num_steps", num_steps_},
-          {"warmup_tokens", warmup_tokens_}, {"num_tokens", num_tokens_},     {"decay_style", o_.decay_style},
-          {"decay_steps", o_.decay_steps},  {"min_lr", o_.min_lr}};
+  return {{"max_lr", o_.max_lr},           {"warmup_steps", o_.warmup_steps},
+          {"num_steps", num_steps_},       {"warmup_tokens", warmup_tokens_},
+          {"num_tokens", num_tokens_},     {"decay_style", o_.decay_style},
+          {"decay_steps", o_.decay_steps}, {"min_lr", o_.min_lr}};
 }
 
 namespace {
@@ -70,8 +71,8 @@ template <typename T>
 T check_and_set(const LrSchedulerOptions& o, const T& cls_value, const T& sd_value, const char* name) {
   if (o.override_lr_scheduler) return cls_value;
   MEGATON_CHECK(o.use_checkpoint_lr_scheduler || cls_value == sd_value, CheckpointError,
-                "learning rate scheduler: the command line gives ", name, " = ", cls_value,
-                " but the checkpoint has ", sd_value,
+                "learning rate scheduler: the command line gives ", name, " = ", cls_value, " but the checkpoint has ",
+                sd_value,
                 "; pass --override-lr-scheduler to keep the command line's or --use-checkpoint-lr-scheduler to take "
                 "the checkpoint's");
   return sd_value;
@@ -96,8 +97,8 @@ void AnnealingLR::load_state_dict(const nlohmann::json& s) {
     num_steps_ = 0;
     step(steps, num_tokens_);
   } catch (const nlohmann::json::exception& e) {
-    throw CheckpointError(str("learning rate scheduler state: a value has the wrong type (", e.what(), ") in ",
-                              s.dump()));
+    throw CheckpointError(
+        str("learning rate scheduler state: a value has the wrong type (", e.what(), ") in ", s.dump()));
   }
 }
 

@@ -10,21 +10,19 @@
 // With --lr-decay-tokens T the decay ratio uses consumed tokens instead: r = (tokens - warmup_tokens) /
 // (T - warmup_tokens), warmup_tokens being the token count seen when n == W exactly (Megatron's behaviour, kept).
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
-
 
 namespace megaton::optim {
 
 struct LrSchedulerOptions {
   double max_lr = 0.0;
   double min_lr = 0.0;
-  double warmup_steps = 0;   // samples; fractional when it comes from --lr-warmup-fraction, as in Megatron
-  int64_t decay_steps = 0;   // samples
-  std::string decay_style = "linear";  // constant | linear | cosine
+  double warmup_steps = 0;              // samples; fractional when it comes from --lr-warmup-fraction, as in Megatron
+  int64_t decay_steps = 0;              // samples
+  std::string decay_style = "linear";   // constant | linear | cosine
   std::optional<int64_t> decay_tokens;  // --lr-decay-tokens
   bool override_lr_scheduler = false;
   bool use_checkpoint_lr_scheduler = false;

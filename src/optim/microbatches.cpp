@@ -56,7 +56,7 @@ void NumMicroBatchesCalculator::update(int64_t consumed_samples, bool consistenc
 }
 
 NumMicroBatchesCalculator make_num_micro_batches_calculator(int64_t global_batch_size, int64_t micro_batch_size,
-                                                           const std::vector<int64_t>& rampup, int dp) {
+                                                            const std::vector<int64_t>& rampup, int dp) {
   if (rampup.empty()) return NumMicroBatchesCalculator(global_batch_size, micro_batch_size, dp);
   MEGATON_CHECK(rampup.size() == 3, UsageError, "--rampup-batch-size expects 3 values (START INCR SAMPLES), got ",
                 rampup.size());

@@ -7,7 +7,6 @@
 // samples_per_increment) * INCR. num_micro_batches = current global batch // (MBS * DP).
 #pragma once
 #include <cstdint>
-
 #include <vector>
 
 namespace megaton::optim {
@@ -41,8 +40,8 @@ class NumMicroBatchesCalculator {
 
 /// A constant global batch, or with `rampup_batch_size` = {START, INCR, SAMPLES} (--rampup-batch-size) the ramp.
 NumMicroBatchesCalculator make_num_micro_batches_calculator(int64_t global_batch_size, int64_t micro_batch_size,
-                                                           const std::vector<int64_t>& rampup_batch_size,
-                                                           int data_parallel_size);
+                                                            const std::vector<int64_t>& rampup_batch_size,
+                                                            int data_parallel_size);
 
 /// update_train_iters: the number of iterations that --train-samples gives (the partial last batch is dropped). With
 /// ramp-up it simulates the ramp (while consumed <= SAMPLES: consumed += current batch; iterations += 1) and adds

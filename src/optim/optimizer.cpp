@@ -132,7 +132,9 @@ void MixedPrecisionOptimizer::apply_adam(const AdamScalars& s) {
   if (!param_out_.defined()) dp_.all_gather_params(master_);
 }
 
-void MixedPrecisionOptimizer::zero_grad() { dp_.zero_grad(); }
+void MixedPrecisionOptimizer::zero_grad() {
+  dp_.zero_grad();
+}
 
 void MixedPrecisionOptimizer::sgd_update() {
   const torch::Tensor& g = dp_.shard_grad();  // [S]

@@ -38,10 +38,9 @@
 #include "optim/flat_runs.h"
 #include "optim/grad_scaler.h"
 #include "optim/optimizer_options.h"
-#include "parallel/data_parallel.h"
+#include "parallel/data/data_parallel.h"
 
 namespace megaton::optim {
-
 
 /// What step() did: Megatron's (update_successful, grad_norm, num_zeros_in_grad).
 struct StepResult {

@@ -5,8 +5,7 @@
 namespace megaton::parallel {
 
 torch::Tensor ParamFactory::make(const ParamRequest& r) {
-  for (const auto& p : params_)
-    MEGATON_ASSERT(p.name != r.name, "parameter ", r.name, " created twice");
+  for (const auto& p : params_) MEGATON_ASSERT(p.name != r.name, "parameter ", r.name, " created twice");
   InitSpec init = r.init;
   if (r.global_unpadded_rows > 0) init.valid_rows = r.global_unpadded_rows;
   torch::Tensor shard = init_shard(r.name, r.global_shape, r.partition_dim, tp_rank_, tp_size_, init, seed_);

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "parallel/main_grads.h"
+#include "parallel/data/main_grads.h"
 #include "parallel/param_info.h"
 #include "parallel/sharded_init.h"
 

@@ -1,8 +1,8 @@
 #include "parallel/sharded_init.h"
 
-#include <cmath>
-
 #include <ATen/CPUGeneratorImpl.h>
+
+#include <cmath>
 
 #include "core/error.h"
 
@@ -27,11 +27,12 @@ uint64_t row_seed(uint64_t seed, const std::string& name, int64_t row) {
   return splitmix(splitmix(h ^ splitmix(seed)) ^ static_cast<uint64_t>(row));
 }
 
-torch::Tensor init_shard(const std::string& name, const std::vector<int64_t>& global_shape, int partition_dim,
-                         int part, int parts, const InitSpec& spec, uint64_t seed) {
+torch::Tensor init_shard(const std::string& name, const std::vector<int64_t>& global_shape, int partition_dim, int part,
+                         int parts, const InitSpec& spec, uint64_t seed) {
   const int ndim = static_cast<int>(global_shape.size());
   MEGATON_ASSERT(ndim >= 1, "parameter ", name, " has no dimensions");
-  MEGATON_ASSERT(partition_dim < ndim, "parameter ", name, ": partition dim ", partition_dim, " of a ", ndim, "-d shape");
+  MEGATON_ASSERT(partition_dim < ndim, "parameter ", name, ": partition dim ", partition_dim, " of a ", ndim,
+                 "-d shape");
   std::vector<int64_t> shard_shape = global_shape;
   int64_t offset = 0;
   if (partition_dim >= 0) {

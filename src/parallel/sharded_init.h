@@ -31,7 +31,7 @@ uint64_t row_seed(uint64_t seed, const std::string& name, int64_t row);
 
 /// This rank's shard [..., global[partition_dim] / parts, ...] of the global tensor named `name`, in fp32 on the CPU.
 /// partition_dim < 0: the whole tensor.
-torch::Tensor init_shard(const std::string& name, const std::vector<int64_t>& global_shape, int partition_dim,
-                         int part, int parts, const InitSpec& spec, uint64_t seed);
+torch::Tensor init_shard(const std::string& name, const std::vector<int64_t>& global_shape, int partition_dim, int part,
+                         int parts, const InitSpec& spec, uint64_t seed);
 
 }  // namespace megaton::parallel

@@ -13,7 +13,7 @@ namespace megaton::plan {
 
 /// What is trained: the model flags (Megatron's), the vocabulary, the global batch and the precision.
 struct ModelSpec {
-  model::GptOptions model;   // validated (GptOptions::validate): ffn and kv channels filled
+  model::GptOptions model;  // validated (GptOptions::validate): ffn and kv channels filled
   ops::KernelOptions kernels;
   int64_t vocab = 50257;     // tokenizer vocabulary, padded per TP (--vocab-size) ...
   int64_t padded_vocab = 0;  // ... or exactly this (--padded-vocab), when > 0

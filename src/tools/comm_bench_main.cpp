@@ -55,8 +55,8 @@ int run_comm_bench(int argc, const char* const* argv) {
       "device", po::value(&o.device)->default_value(o.device), "auto | cuda | cpu")(
       "dtype", po::value(&o.dtype)->default_value(o.dtype), "float32 | bfloat16")(
       "distributed-timeout-minutes", po::value(&o.timeout_min)->default_value(o.timeout_min), "collective timeout");
-  if (!cli::parse_args("comm-bench", "Check and time all-reduce, all-gather, reduce-scatter and broadcast.", argc,
-                       argv, d, std::cout))
+  if (!cli::parse_args("comm-bench", "Check and time all-reduce, all-gather, reduce-scatter and broadcast.", argc, argv,
+                       d, std::cout))
     return 0;
   MEGATON_CHECK(o.min_bytes > 0 && o.max_bytes >= o.min_bytes, UsageError,
                 "--minbytes/--maxbytes: need 0 < minbytes <= maxbytes");
@@ -78,8 +78,7 @@ int run_comm_bench(int argc, const char* const* argv) {
   if (r == 0)
     std::printf("# megaton comm-bench: %d ranks, backend %s, device %s, dtype %s\n", n,
                 backend == dist::Backend::kNccl ? "nccl" : "mpi", dev_name.c_str(), o.dtype.c_str());
-  if (r == 0)
-    std::printf("# %12s %12s %10s %10s %10s %7s\n", "op", "bytes", "time(us)", "algbw", "busbw", "#wrong");
+  if (r == 0) std::printf("# %12s %12s %10s %10s %10s %7s\n", "op", "bytes", "time(us)", "algbw", "busbw", "#wrong");
   const auto opts = torch::TensorOptions().dtype(dtype).device(dev);
   const int64_t esize = compat::element_size(dtype);
   int64_t wrong_total = 0;
@@ -108,19 +107,26 @@ int run_comm_bench(int argc, const char* const* argv) {
         }
       };
       auto run_once = [&]() {
-        if (name == "all_reduce") comm.all_reduce(in, dist::ReduceOp::kSum);
-        else if (name == "all_gather") comm.all_gather(out, in);
-        else if (name == "reduce_scatter") comm.reduce_scatter(out, in, dist::ReduceOp::kSum);
-        else comm.broadcast(out, 0);
+        if (name == "all_reduce")
+          comm.all_reduce(in, dist::ReduceOp::kSum);
+        else if (name == "all_gather")
+          comm.all_gather(out, in);
+        else if (name == "reduce_scatter")
+          comm.reduce_scatter(out, in, dist::ReduceOp::kSum);
+        else
+          comm.broadcast(out, 0);
       };
       const double tri = n * (n + 1) / 2.0;
-      if (name == "all_reduce") expect = base * tri;
+      if (name == "all_reduce")
+        expect = base * tri;
       else if (name == "all_gather") {
         std::vector<torch::Tensor> parts;
         for (int q = 0; q < n; ++q) parts.push_back(base.slice(0, 0, shard) * (q + 1));
         expect = torch::cat(parts);
-      } else if (name == "reduce_scatter") expect = base.slice(0, r * shard, (r + 1) * shard) * tri;
-      else expect = base;
+      } else if (name == "reduce_scatter")
+        expect = base.slice(0, r * shard, (r + 1) * shard) * tri;
+      else
+        expect = base;
       // Check: one run on fresh inputs. Then warm up and time on the same buffers (all-reduce values keep growing,
       // which changes nothing in its cost).
       fresh_inputs();
@@ -141,16 +147,15 @@ int run_comm_bench(int argc, const char* const* argv) {
       MPI_Allreduce(MPI_IN_PLACE, &wrong_sum, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
       wrong_total += wrong_sum;
       const double size_bytes = double(count) * esize;  // nccl-tests: size of the full buffer
-      const double algbw = size_bytes / t_max / 1e3;     // GB/s
-      const double factor = name == "all_reduce" ? 2.0 * (n - 1) / n
-                            : name == "broadcast" ? 1.0
-                                                  : double(n - 1) / n;
+      const double algbw = size_bytes / t_max / 1e3;    // GB/s
+      const double factor = name == "all_reduce" ? 2.0 * (n - 1) / n : name == "broadcast" ? 1.0 : double(n - 1) / n;
       if (r == 0)
-        std::printf("  %12s %12lld %10.1f %10.2f %10.2f %7lld\n", op, static_cast<long long>(size_bytes), t_max,
-                    algbw, algbw * factor, static_cast<long long>(wrong_sum));
+        std::printf("  %12s %12lld %10.1f %10.2f %10.2f %7lld\n", op, static_cast<long long>(size_bytes), t_max, algbw,
+                    algbw * factor, static_cast<long long>(wrong_sum));
     }
   }
-  if (r == 0) std::printf("# %s: %lld wrong elements\n", wrong_total ? "FAILED" : "OK", static_cast<long long>(wrong_total));
+  if (r == 0)
+    std::printf("# %s: %lld wrong elements\n", wrong_total ? "FAILED" : "OK", static_cast<long long>(wrong_total));
   std::fflush(stdout);
   MEGATON_CHECK(wrong_total == 0, CommError, "comm-bench found ", wrong_total, " wrong elements");
   return 0;

@@ -20,11 +20,11 @@ namespace fs = std::filesystem;
 int run_export_hf(int argc, const char* const* argv) {
   std::string load, out, arch = "auto", dtype;
   po::options_description d;
-  d.add_options()
-      ("load", po::value(&load)->required(), "checkpoint: a --save directory, an iter_NNNNNNN/ directory or its file")
-      ("out", po::value(&out)->required(), "output directory (created): config.json, model.safetensors")
-      ("arch", po::value(&arch)->default_value("auto"), "gpt2 | bloom | auto (bloom for ALiBi models)")
-      ("dtype", po::value(&dtype), "fp32 | fp16 | bf16 (default: the checkpoint's)");
+  d.add_options()("load", po::value(&load)->required(),
+                  "checkpoint: a --save directory, an iter_NNNNNNN/ directory or its file")(
+      "out", po::value(&out)->required(), "output directory (created): config.json, model.safetensors")(
+      "arch", po::value(&arch)->default_value("auto"), "gpt2 | bloom | auto (bloom for ALiBi models)")(
+      "dtype", po::value(&dtype), "fp32 | fp16 | bf16 (default: the checkpoint's)");
   if (!cli::parse_args("export-hf", "megaton export-hf --load CKPT --out DIR [--arch gpt2|bloom] [--dtype bf16]", argc,
                        argv, d, std::cout))
     return 0;
@@ -33,10 +33,14 @@ int run_export_hf(int argc, const char* const* argv) {
   const auto& cfg = f.meta().model_config;
   const checkpoint::HfArch a = checkpoint::choose_hf_arch(cfg, arch);
   std::optional<torch::ScalarType> to;
-  if (dtype == "fp32" || dtype == "float32") to = torch::kFloat32;
-  else if (dtype == "fp16" || dtype == "float16") to = torch::kFloat16;
-  else if (dtype == "bf16" || dtype == "bfloat16") to = torch::kBFloat16;
-  else MEGATON_CHECK(dtype.empty(), UsageError, "--dtype '", dtype, "': expected fp32, fp16 or bf16");
+  if (dtype == "fp32" || dtype == "float32")
+    to = torch::kFloat32;
+  else if (dtype == "fp16" || dtype == "float16")
+    to = torch::kFloat16;
+  else if (dtype == "bf16" || dtype == "bfloat16")
+    to = torch::kBFloat16;
+  else
+    MEGATON_CHECK(dtype.empty(), UsageError, "--dtype '", dtype, "': expected fp32, fp16 or bf16");
   torch::ScalarType seen = torch::kFloat32;
   auto get = [&](const std::string& name) {
     torch::Tensor t = f.read_model(name);

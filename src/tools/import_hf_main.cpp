@@ -23,21 +23,25 @@ int run_import_hf(int argc, const char* const* argv) {
   std::string hf, save, dtype;
   int64_t iteration = checkpoint::kReleaseIteration;
   po::options_description d;
-  d.add_options()
-      ("hf", po::value(&hf)->required(), "Hugging Face model directory (config.json, model.safetensors[.index.json])")
-      ("save", po::value(&save)->required(), "output --save directory")
-      ("iteration", po::value(&iteration), "iteration to record (default: a release/ checkpoint)")
-      ("dtype", po::value(&dtype), "fp32 | fp16 | bf16 (default: as stored)");
+  d.add_options()("hf", po::value(&hf)->required(),
+                  "Hugging Face model directory (config.json, model.safetensors[.index.json])")(
+      "save", po::value(&save)->required(), "output --save directory")(
+      "iteration", po::value(&iteration), "iteration to record (default: a release/ checkpoint)")(
+      "dtype", po::value(&dtype), "fp32 | fp16 | bf16 (default: as stored)");
   if (!cli::parse_args("import-hf", "megaton import-hf --hf DIR --save OUT [--iteration N] [--dtype bf16]", argc, argv,
                        d, std::cout))
     return 0;
   MEGATON_CHECK(iteration >= 0 || iteration == checkpoint::kReleaseIteration, UsageError,
                 "--iteration must be >= 0, got ", iteration);
   std::optional<torch::ScalarType> to;
-  if (dtype == "fp32" || dtype == "float32") to = torch::kFloat32;
-  else if (dtype == "fp16" || dtype == "float16") to = torch::kFloat16;
-  else if (dtype == "bf16" || dtype == "bfloat16") to = torch::kBFloat16;
-  else MEGATON_CHECK(dtype.empty(), UsageError, "--dtype '", dtype, "': expected fp32, fp16 or bf16");
+  if (dtype == "fp32" || dtype == "float32")
+    to = torch::kFloat32;
+  else if (dtype == "fp16" || dtype == "float16")
+    to = torch::kFloat16;
+  else if (dtype == "bf16" || dtype == "bfloat16")
+    to = torch::kBFloat16;
+  else
+    MEGATON_CHECK(dtype.empty(), UsageError, "--dtype '", dtype, "': expected fp32, fp16 or bf16");
   Logger log;
   const fs::path cfg_path = fs::path(hf) / "config.json";
   MEGATON_CHECK(fs::exists(cfg_path), DataError, hf, ": no config.json");

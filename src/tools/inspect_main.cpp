@@ -17,11 +17,11 @@ int run_inspect(int argc, const char* const* argv) {
   std::string path;
   bool no_verify = false, as_json = false, quiet = false;
   po::options_description d;
-  d.add_options()
-      ("checkpoint", po::value(&path)->required(), "a --save directory, an iter_NNNNNNN/ directory or its .h5 file")
-      ("no-verify", po::bool_switch(&no_verify), "skip re-computing the CRC-32 of every tensor")
-      ("json", po::bool_switch(&as_json), "print everything as one JSON object")
-      ("quiet,q", po::bool_switch(&quiet), "print only the summary and problems, not every tensor");
+  d.add_options()("checkpoint", po::value(&path)->required(),
+                  "a --save directory, an iter_NNNNNNN/ directory or its .h5 file")(
+      "no-verify", po::bool_switch(&no_verify), "skip re-computing the CRC-32 of every tensor")(
+      "json", po::bool_switch(&as_json), "print everything as one JSON object")(
+      "quiet,q", po::bool_switch(&quiet), "print only the summary and problems, not every tensor");
   if (!cli::parse_args("inspect", "megaton inspect CKPT: list a checkpoint's tensors and metadata, verify checksums",
                        argc, argv, d, std::cout, "checkpoint"))
     return 0;
@@ -35,24 +35,28 @@ int run_inspect(int argc, const char* const* argv) {
     int64_t n = 1;
     for (int64_t s : rec.at("shape").get<std::vector<int64_t>>()) n *= s;
     const std::string dt = rec.at("dtype").get<std::string>();
-    const int64_t es = dt == "float64" || dt == "int64" ? 8 : dt == "float32" || dt == "int32" ? 4 : dt == "uint8" ? 1 : 2;
+    const int64_t es = dt == "float64" || dt == "int64"   ? 8
+                       : dt == "float32" || dt == "int32" ? 4
+                       : dt == "uint8"                    ? 1
+                                                          : 2;
     total_elems += n;
     total_bytes += n * es;
   }
   if (as_json) {
-    nlohmann::json out = {{"file", f.path()},
-                          {"format_version", f.format_version()},
-                          {"iteration", f.iteration()},
-                          {"saved_layout", {{"tp", f.layout().tp}, {"pp", f.layout().pp}, {"dp", f.layout().dp},
-                                            {"world", f.layout().world}}},
-                          {"created_utc", f.attr("created_utc")},
-                          {"megaton_version", f.attr("megaton_version")},
-                          {"model_config", f.meta().model_config},
-                          {"state", f.meta().state},
-                          {"tensors", tensors},
-                          {"total_bytes", total_bytes},
-                          {"verified", !no_verify},
-                          {"problems", nlohmann::json::array()}};
+    nlohmann::json out = {
+        {"file", f.path()},
+        {"format_version", f.format_version()},
+        {"iteration", f.iteration()},
+        {"saved_layout",
+         {{"tp", f.layout().tp}, {"pp", f.layout().pp}, {"dp", f.layout().dp}, {"world", f.layout().world}}},
+        {"created_utc", f.attr("created_utc")},
+        {"megaton_version", f.attr("megaton_version")},
+        {"model_config", f.meta().model_config},
+        {"state", f.meta().state},
+        {"tensors", tensors},
+        {"total_bytes", total_bytes},
+        {"verified", !no_verify},
+        {"problems", nlohmann::json::array()}};
     for (const auto& pr : problems) out["problems"].push_back({{"tensor", pr.path}, {"problem", pr.what}});
     std::cout << out.dump(2) << "\n";
   } else {
@@ -66,7 +70,8 @@ int run_inspect(int argc, const char* const* argv) {
               << "model config:    " << f.meta().model_config.dump() << "\n"
               << "training state:  " << f.meta().state.dump() << "\n";
     if (!quiet) {
-      std::cout << "\n" << "tensor" << std::string(58, ' ') << "dtype      shape\n";
+      std::cout << "\n"
+                << "tensor" << std::string(58, ' ') << "dtype      shape\n";
       for (const auto& [p, rec] : tensors.items()) {
         char line[512];
         std::snprintf(line, sizeof line, "%-64s %-10s %s", p.c_str(), rec.at("dtype").get<std::string>().c_str(),
@@ -82,8 +87,9 @@ int run_inspect(int argc, const char* const* argv) {
     for (const auto& pr : problems) std::cout << "  PROBLEM " << pr.path << ": " << pr.what << "\n";
   }
   std::cout << std::flush;
-  MEGATON_CHECK(problems.empty(), CheckpointError, f.path(), ": ", problems.size(), " tensor(s) failed verification, first: '",
-                problems.empty() ? "" : problems[0].path, "': ", problems.empty() ? "" : problems[0].what);
+  MEGATON_CHECK(problems.empty(), CheckpointError, f.path(), ": ", problems.size(),
+                " tensor(s) failed verification, first: '", problems.empty() ? "" : problems[0].path,
+                "': ", problems.empty() ? "" : problems[0].what);
   return 0;
 }
 

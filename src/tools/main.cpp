@@ -30,7 +30,8 @@ const Subcommand kSubcommands[] = {
 
 void print_usage(std::ostream& os) {
   os << "usage: megaton <command> [options]   (megaton <command> --help for its options)\n\ncommands:\n";
-  for (const auto& s : kSubcommands) os << "  " << s.name << std::string(12 - std::strlen(s.name), ' ') << s.summary << "\n";
+  for (const auto& s : kSubcommands)
+    os << "  " << s.name << std::string(12 - std::strlen(s.name), ' ') << s.summary << "\n";
   os << "\nmegaton " << MEGATON_VERSION << "\n";
 }
 

@@ -19,23 +19,23 @@ int run_preprocess(int argc, const char* const* argv) {
   bool split_sentences = false, keep_newlines = false;
   int vocab_extra_ids = 0;
   po::options_description d;
-  d.add_options()
-      ("input", po::value(&o.input)->required(), "input JSONL file (.jsonl, .jsonl.gz or .jsonl.xz), one object per line")
-      ("output-prefix", po::value(&o.output_prefix)->required(), "writes PREFIX_{key}_document.bin/.idx")
-      ("json-keys", po::value(&o.json_keys)->multitoken(), "keys to extract (default: text)")
-      ("tokenizer-type", po::value(&tokenizer_type)->required(), "GPT2BPETokenizer | PretrainedFromHF")
-      ("vocab-file", po::value(&vocab_file), "GPT-2 vocab.json / encoder.json")
-      ("merge-file", po::value(&merge_file), "GPT-2 merges.txt / vocab.bpe")
-      ("tokenizer-name-or-path", po::value(&name_or_path), "directory with a Hugging Face tokenizer.json")
-      ("append-eod", po::bool_switch(&o.append_eod), "append the end-of-document token to every document")
-      ("dataset-impl", po::value(&dataset_impl), "mmap (the only format written)")
-      ("workers", po::value(&o.workers), "tokenizer threads (default 1)")
-      ("log-interval", po::value(&o.log_interval), "documents between progress lines (default 100; at most 1/s)")
-      ("skip-bad-lines", po::bool_switch(&o.skip_bad_lines), "skip and count malformed lines instead of stopping")
-      ("split-sentences", po::bool_switch(&split_sentences), "not supported (Megatron uses NLTK punkt)")
-      ("keep-newlines", po::bool_switch(&keep_newlines), "only meaningful with --split-sentences")
-      ("vocab-extra-ids", po::value(&vocab_extra_ids), "T5 sentinels; must be 0")
-      ("log-level", po::value(&log_level), "debug | info | warning | error");
+  d.add_options()("input", po::value(&o.input)->required(),
+                  "input JSONL file (.jsonl, .jsonl.gz or .jsonl.xz), one object per line")(
+      "output-prefix", po::value(&o.output_prefix)->required(), "writes PREFIX_{key}_document.bin/.idx")(
+      "json-keys", po::value(&o.json_keys)->multitoken(), "keys to extract (default: text)")(
+      "tokenizer-type", po::value(&tokenizer_type)->required(), "GPT2BPETokenizer | PretrainedFromHF")(
+      "vocab-file", po::value(&vocab_file), "GPT-2 vocab.json / encoder.json")("merge-file", po::value(&merge_file),
+                                                                               "GPT-2 merges.txt / vocab.bpe")(
+      "tokenizer-name-or-path", po::value(&name_or_path), "directory with a Hugging Face tokenizer.json")(
+      "append-eod", po::bool_switch(&o.append_eod), "append the end-of-document token to every document")(
+      "dataset-impl", po::value(&dataset_impl), "mmap (the only format written)")("workers", po::value(&o.workers),
+                                                                                  "tokenizer threads (default 1)")(
+      "log-interval", po::value(&o.log_interval), "documents between progress lines (default 100; at most 1/s)")(
+      "skip-bad-lines", po::bool_switch(&o.skip_bad_lines), "skip and count malformed lines instead of stopping")(
+      "split-sentences", po::bool_switch(&split_sentences), "not supported (Megatron uses NLTK punkt)")(
+      "keep-newlines", po::bool_switch(&keep_newlines), "only meaningful with --split-sentences")(
+      "vocab-extra-ids", po::value(&vocab_extra_ids), "T5 sentinels; must be 0")("log-level", po::value(&log_level),
+                                                                                 "debug | info | warning | error");
   if (!cli::parse_args("preprocess", "Tokenize JSONL into Megatron-compatible .bin/.idx datasets.", argc, argv, d,
                        std::cout))
     return 0;

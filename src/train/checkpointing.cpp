@@ -72,9 +72,9 @@ void TrainCheckpoints::save(const TrainingProgress& progress) {
   so.job_id = job_id_;
   const checkpoint::OptimState optim_state = to_checkpoint_optim(p_.optimizer.state_dict());  // collective (ZeRO)
   const checkpoint::RngState rng_state = rng_to_checkpoint(p_.model.rng());
-  const std::string dir = checkpoint::save_checkpoint(c.save, st, p_.model.params(),
-                                                      so.save_optim ? &optim_state : nullptr,
-                                                      so.save_rng ? &rng_state : nullptr, p_.groups, so, p_.log);
+  const std::string dir =
+      checkpoint::save_checkpoint(c.save, st, p_.model.params(), so.save_optim ? &optim_state : nullptr,
+                                  so.save_rng ? &rng_state : nullptr, p_.groups, so, p_.log);
   last_saved_ = progress.iteration;
   char ms[32];
   std::snprintf(ms, sizeof ms, "%.1f", took.elapsed() * 1e3);

@@ -57,7 +57,9 @@ bool IterationLog::logging_rank() const {
   return c_.groups.is_last_stage() && c_.groups.coords.tp == 0 && c_.groups.coords.dp == 0;
 }
 
-void IterationLog::start() { interval_start_ = mark_now(clock_); }
+void IterationLog::start() {
+  interval_start_ = mark_now(clock_);
+}
 
 void IterationLog::add_iteration(const StepOutcome& s) {
   if (s.skipped_data) return;

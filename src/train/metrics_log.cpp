@@ -39,7 +39,9 @@ MetricsLog::MetricsLog(const std::string& path) : path_(path) {
   MEGATON_CHECK(out_.good(), RuntimeError, "--metrics-file: cannot open ", path, " for appending");
 }
 
-void MetricsLog::write(const IterationMetrics& m) { write(m.to_json()); }
+void MetricsLog::write(const IterationMetrics& m) {
+  write(m.to_json());
+}
 
 void MetricsLog::write(const nlohmann::json& object) {
   MEGATON_CHECK(object.is_object(), InternalError, "metrics line must be a JSON object, got ", object.dump());

@@ -2,10 +2,9 @@
 // (reference inventory §7.5) in machine-readable form. Appends, so a resumed run continues the same file; each line is
 // flushed as it is written. Absent values (no loss scale in bf16, grad norm without clipping) are left out.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <cstdint>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 

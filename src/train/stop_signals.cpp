@@ -11,7 +11,9 @@ namespace {
 std::atomic<int> g_received{0};
 static_assert(std::atomic<int>::is_always_lock_free, "the signal flag must be lock-free");
 
-extern "C" void on_stop_signal(int sig) { g_received.store(sig, std::memory_order_relaxed); }
+extern "C" void on_stop_signal(int sig) {
+  g_received.store(sig, std::memory_order_relaxed);
+}
 }  // namespace
 
 StopSignals::StopSignals() {
@@ -29,7 +31,11 @@ StopSignals::~StopSignals() {
   sigaction(SIGUSR1, &old_usr1_, nullptr);
 }
 
-int StopSignals::received() const { return g_received.load(std::memory_order_relaxed); }
-void StopSignals::clear() { g_received.store(0); }
+int StopSignals::received() const {
+  return g_received.load(std::memory_order_relaxed);
+}
+void StopSignals::clear() {
+  g_received.store(0);
+}
 
 }  // namespace megaton::train

@@ -21,7 +21,8 @@ class StopSignals {
   void clear();
 
  private:
-  struct sigaction old_term_ {}, old_usr1_ {};
+  struct sigaction old_term_ = {};
+  struct sigaction old_usr1_ = {};
 };
 
 }  // namespace megaton::train

@@ -33,7 +33,9 @@ void put_varint(std::string& out, uint64_t v) {
   }
   out.push_back(static_cast<char>(v));
 }
-void put_tag(std::string& out, int field, int wire_type) { put_varint(out, (static_cast<uint64_t>(field) << 3) | wire_type); }
+void put_tag(std::string& out, int field, int wire_type) {
+  put_varint(out, (static_cast<uint64_t>(field) << 3) | wire_type);
+}
 template <typename T>
 void put_le(std::string& out, T v) {
   unsigned char b[sizeof(T)];
@@ -126,8 +128,8 @@ void TensorBoardWriter::add_scalar(const std::string& tag, double value, int64_t
   write_record(event);
 }
 
-void TensorBoardWriter::add_scalar_vs_progress(const std::string& tag, double value, int64_t iteration,
-                                               int64_t samples, int64_t tokens) {
+void TensorBoardWriter::add_scalar_vs_progress(const std::string& tag, double value, int64_t iteration, int64_t samples,
+                                               int64_t tokens) {
   add_scalar(tag, value, iteration);
   add_scalar(tag + " vs samples", value, samples);
   add_scalar(tag + " vs tokens", value, tokens);

@@ -15,7 +15,7 @@
 #include "dist/process_groups.h"
 #include "optim/microbatches.h"
 #include "optim/optimizer.h"
-#include "parallel/data_parallel.h"
+#include "parallel/data/data_parallel.h"
 #include "train/batches.h"
 #include "train/progress.h"
 #include "train/training_model.h"

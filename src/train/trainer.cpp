@@ -12,7 +12,7 @@
 #include "optim/lr_scheduler.h"
 #include "optim/microbatches.h"
 #include "optim/optimizer.h"
-#include "parallel/data_parallel.h"
+#include "parallel/data/data_parallel.h"
 #include "train/batches.h"
 #include "train/checkpointing.h"
 #include "train/iteration_log.h"
@@ -119,9 +119,9 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
   const int64_t eval_runs = t.eval_interval > 0 ? train_iters_ / t.eval_interval + 1 : 1;
   const std::array<int64_t, 3> counts{t.train_samples > 0 ? t.train_samples : train_iters_ * gbs,
                                       eval_runs * t.eval_iters * gbs, t.eval_iters * gbs};
-  auto sets = data::build_train_valid_test_datasets(cfg_.data, cfg_.model.seq_length, static_cast<uint32_t>(t.seed),
-                                                    counts, log_, groups_.rank == 0,
-                                                    [this] { groups_.world->barrier(); });
+  auto sets =
+      data::build_train_valid_test_datasets(cfg_.data, cfg_.model.seq_length, static_cast<uint32_t>(t.seed), counts,
+                                            log_, groups_.rank == 0, [this] { groups_.world->barrier(); });
   train_ds_ = sets.train;
   MEGATON_CHECK(train_ds_ != nullptr, UsageError, "--split gives the train split no documents; nothing to train on");
 
@@ -138,9 +138,8 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
       TrainStep::Parts{*model_, *dp_, *optimizer_, *micro_, *train_ds_, groups_, timers_}, so);
   Validation::Options vo{t.micro_batch_size, t.eval_iters, so.batch, step_->reads_data()};
   validation_ = std::make_unique<Validation>(*model_, sets.valid_groups, *micro_, groups_, *iteration_log_, vo);
-  checkpoints_ =
-      std::make_unique<TrainCheckpoints>(TrainCheckpoints::Parts{*model_, *optimizer_, *lr_, groups_, log_}, cfg_,
-                                         env_.job_id);
+  checkpoints_ = std::make_unique<TrainCheckpoints>(TrainCheckpoints::Parts{*model_, *optimizer_, *lr_, groups_, log_},
+                                                    cfg_, env_.job_id);
   checkpoints_->load(progress_);
   optimizer_->set_lr(lr_->lr());
 }

@@ -1,9 +1,8 @@
 // The glue between the training loop and checkpoints: the model-config JSON compared at load, the record of the
 // run's flags, and the conversions of optimizer / RNG state to the checkpoint's layouts.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 
 #include "checkpoint/checkpoint.h"

