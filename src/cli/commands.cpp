@@ -57,12 +57,30 @@ infer::InferenceOptions inference_options(const train::TrainConfig& flags) {
   return o;
 }
 
+namespace {
+
+// Megatron's flags and a command's own group `own`; the model side becomes options.model, then
+// options.validate(world_size).
+template <typename Options>
+bool parse_inference_command(const char* command, const char* summary, const po::options_description& own, int argc,
+                             const char* const* argv, int world_size, Options& options, std::ostream& help_out) {
+  MegatronFlags f;
+  po::options_description d;
+  f.bind(d);
+  d.add(own);
+  if (!parse_args(command, summary, argc, argv, d, help_out)) return false;
+  f.resolve();
+  options.model = inference_options(f.config);
+  options.validate(world_size);
+  return true;
+}
+
+}  // namespace
+
 // clang-format off
 bool parse_generate_command(int argc, const char* const* argv, int world_size, infer::GenerateAppOptions& o,
                             std::ostream& help_out) {
-  MegatronFlags f;
-  po::options_description d, g("text generation");
-  f.bind(d);
+  po::options_description g("text generation");
   g.add_options()
       ("temperature", po::value(&o.temperature)->default_value(1.0), "sampling temperature (> 0)")
       ("greedy", po::bool_switch(&o.greedy), "take the most likely token (no sampling)")
@@ -78,21 +96,13 @@ bool parse_generate_command(int argc, const char* const* argv, int world_size, i
       ("recompute", po::bool_switch(&o.recompute), "no KV cache: run the whole prefix at every step")
       ("ignore-eos", po::bool_switch(&o.ignore_eos),
        "(megaton) do not stop a row at the end-of-document token: fixed-length decoding for benchmarks");
-  d.add(g);
-  if (!parse_args("generate", "Generate text from a GPT checkpoint (tools/generate_samples_gpt.py).", argc, argv, d,
-                  help_out))
-    return false;
-  f.resolve();
-  o.model = inference_options(f.config);
-  o.validate(world_size);
-  return true;
+  return parse_inference_command("generate", "Generate text from a GPT checkpoint (tools/generate_samples_gpt.py).", g,
+                                 argc, argv, world_size, o, help_out);
 }
 
 bool parse_eval_command(int argc, const char* const* argv, int world_size, eval::EvalOptions& o,
                         std::ostream& help_out) {
-  MegatronFlags f;
-  po::options_description d, e("zero-shot evaluation");
-  f.bind(d);
+  po::options_description e("zero-shot evaluation");
   e.add_options()
       ("task", po::value(&o.task), "WIKITEXT103 (perplexity) | LAMBADA (last-word accuracy)")
       ("valid-data", po::value(&o.valid_data)->multitoken(), "the evaluation file (WikiText raw text / LAMBADA JSONL)")
@@ -100,14 +110,8 @@ bool parse_eval_command(int argc, const char* const* argv, int world_size, eval:
        "sliding-window stride in tokens for WIKITEXT103 (= --seq-length: no overlap)")
       ("strict-lambada", po::bool_switch(&o.strict_lambada), "LAMBADA: predict the whole last word, not its last token")
       ("results-file", po::value(&o.results_file), "also write the numbers as JSON here");
-  d.add(e);
-  if (!parse_args("eval", "Zero-shot evaluation of a GPT checkpoint (tasks/main.py: WIKITEXT103, LAMBADA).", argc,
-                  argv, d, help_out))
-    return false;
-  f.resolve();
-  o.model = inference_options(f.config);
-  o.validate(world_size);
-  return true;
+  return parse_inference_command("eval", "Zero-shot evaluation of a GPT checkpoint (tasks/main.py: WIKITEXT103, LAMBADA).",
+                                 e, argc, argv, world_size, o, help_out);
 }
 // clang-format on
 

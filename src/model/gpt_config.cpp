@@ -7,6 +7,20 @@
 
 namespace megaton::model {
 
+namespace {
+
+// The sizes TP splits and the layers PP spreads, against TP x PP.
+void check_tp_pp(const GptOptions& m, int tp, int pp) {
+  MEGATON_CHECK(m.num_attention_heads % tp == 0, UsageError, "--num-attention-heads (", m.num_attention_heads,
+                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
+  MEGATON_CHECK(m.ffn_hidden_size % tp == 0, UsageError, "--ffn-hidden-size (", m.ffn_hidden_size,
+                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
+  MEGATON_CHECK(m.num_layers >= pp, UsageError, "--num-layers (", m.num_layers,
+                ") must be >= --pipeline-model-parallel-size (", pp, ")");
+}
+
+}  // namespace
+
 void validate_gpt_config(const GptConfig& c, int tp, int pp) {
   const auto& m = c.model;
   MEGATON_CHECK(
@@ -16,14 +30,9 @@ void validate_gpt_config(const GptConfig& c, int tp, int pp) {
       m.ffn_hidden_size, " must all be > 0 (call GptOptions::validate first)");
   MEGATON_CHECK(c.vocab_size > 0 && c.padded_vocab_size >= c.vocab_size, UsageError, "padded vocabulary (",
                 c.padded_vocab_size, ") must be >= the vocabulary (", c.vocab_size, ") and > 0");
-  MEGATON_CHECK(m.num_attention_heads % tp == 0, UsageError, "--num-attention-heads (", m.num_attention_heads,
-                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
-  MEGATON_CHECK(m.ffn_hidden_size % tp == 0, UsageError, "--ffn-hidden-size (", m.ffn_hidden_size,
-                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
+  check_tp_pp(m, tp, pp);
   MEGATON_CHECK(c.padded_vocab_size % tp == 0, UsageError, "padded vocabulary (", c.padded_vocab_size,
                 ") must be divisible by --tensor-model-parallel-size (", tp, ")");
-  MEGATON_CHECK(m.num_layers >= pp, UsageError, "--num-layers (", m.num_layers,
-                ") must be >= --pipeline-model-parallel-size (", pp, ")");
   if (c.position_type() == PositionType::kRotary)
     MEGATON_CHECK(m.kv_channels % 2 == 0, UsageError, "--position-embedding-type rotary needs an even head dimension (",
                   "--kv-channels ", m.kv_channels, ")");
@@ -38,12 +47,7 @@ void validate_gpt_config(const GptConfig& c, int tp, int pp) {
 
 void check_layout(const GptOptions& m, const parallel::ParallelOptions& p) {
   const int tp = p.tensor_model_parallel_size, pp = p.pipeline_model_parallel_size;
-  MEGATON_CHECK(m.num_attention_heads % tp == 0, UsageError, "--num-attention-heads (", m.num_attention_heads,
-                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
-  MEGATON_CHECK(m.ffn_hidden_size % tp == 0, UsageError, "--ffn-hidden-size (", m.ffn_hidden_size,
-                ") must be divisible by --tensor-model-parallel-size (", tp, ")");
-  MEGATON_CHECK(m.num_layers >= pp, UsageError, "--num-layers (", m.num_layers,
-                ") must be >= --pipeline-model-parallel-size (", pp, ")");
+  check_tp_pp(m, tp, pp);
   if (p.interleaved())
     MEGATON_CHECK(m.num_layers % (pp * p.num_layers_per_virtual_pipeline_stage) == 0, UsageError, "--num-layers (",
                   m.num_layers,

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """An independent NumPy GPT-2 (Hugging Face layout: Conv1D [in, out] weights, fused c_attn q|k|v, tanh GELU, tied
-lm_head) for test_checkpoint_hf_forward.sh.
+lm_head) for tests/checkpoint/hf_forward_test.sh.
 
   hf_gpt2_reference.py make DIR            writes DIR/config.json + DIR/model.safetensors (random, 2 x 64, 4 heads)
   hf_gpt2_reference.py greedy DIR N VOCAB_JSON   prints the text of N greedy tokens after <|endoftext|>, decoded as

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Shared start of the test_checkpoint_*.sh scripts (sourced; not a test itself):
+# Shared start of the checkpoint scripts (tests/checkpoint/*_test.sh) (sourced; not a test itself):
 #   B=$1; source "$(dirname "$0")/../support/ckpt_lib.sh"; ckpt_setup NAME
 # sets MPIRUN, PROBE (tests/ckpt_probe), M (megaton), D (a scratch directory removed at exit), defines fail(), and
 # saves a checkpoint from 2 ranks at TP=2, iteration 5, in $D/a.

@@ -1,7 +1,7 @@
 #!/bin/bash
 # expect NAME WANT_RC PATTERN COMMAND...: runs COMMAND, prints PASS NAME when it exits WANT_RC and its output (stdout
 # and stderr) matches the extended regex PATTERN, else FAIL with the output and sets fail=1. Sourced by the command-line
-# test scripts (test_cli.sh, test_plan.sh), which exit $fail at the end.
+# test scripts (tests/cli/cli_test.sh, tests/plan/plan_cli_test.sh), which exit $fail at the end.
 fail=0
 expect() {
   local name=$1 want=$2 pat=$3

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Helpers shared by the test_train_*.sh scripts (sourced; not a test itself).
+# Helpers shared by the training scripts (tests/train/*_test.sh and others) (sourced; not a test itself).
 #   BUILD=$1 SRC=$2; source "$SRC/tests/support/train_lib.sh"
 #   make_synthetic_data DIR [EOD]    -> DIR/synth_text_document.{bin,idx}: 400 documents of learnable token patterns
 #                                       (tokens < 120), each ended by EOD (default 127)
