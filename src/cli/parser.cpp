@@ -1,6 +1,8 @@
 #include "cli/parser.h"
 
 #include <algorithm>
+#include <cctype>
+#include <iostream>
 #include <regex>
 
 #include "core/error.h"
@@ -30,7 +32,99 @@ std::string strip_dashes(std::string s) {
   return s;
 }
 
+// argparse's test for a token that is a value although it starts with '-': a negative number.
+bool looks_like_negative_number(const std::string& t) {
+  static const std::regex number(R"(-\d+$|-\d*\.\d+$)");
+  return std::regex_match(t, number);
+}
+
+bool is_option_token(const std::string& t) {
+  return t.size() > 1 && t[0] == '-' && !looks_like_negative_number(t);
+}
+
+// Python's bool(str): any non-empty string is true, "False" included.
+bool python_bool(const std::string& v) {
+  return !v.empty();
+}
+
+bool spells_false(std::string v) {
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return v == "false" || v == "0" || v == "no" || v == "off";
+}
+
 }  // namespace
+
+const std::vector<std::string>& python_bool_flags() {
+  // Megatron-DeepSpeed's `type=bool` options: they take a value (`--eval-only True`), read as Python's bool(str).
+  static const std::vector<std::string> flags = {"eval-only", "onnx-safe", "lazy-mpu-init"};
+  return flags;
+}
+
+std::vector<std::string> argparse_normalize(const std::vector<std::string>& args,
+                                            const po::options_description& options, std::ostream& warnings) {
+  struct Occurrence {
+    std::string name;                 // the long name as given, without dashes
+    std::vector<std::string> values;  // the tokens it took
+    bool known = false, with_equals = false;
+  };
+  std::vector<Occurrence> seen;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& t = args[i];
+    if (t.rfind("--", 0) != 0 || t.size() == 2) {  // a short option, a bare value or "--": left to the parser
+      seen.push_back({"", {t}, false, false});
+      continue;
+    }
+    Occurrence o;
+    const size_t eq = t.find('=');
+    o.name = t.substr(2, eq == std::string::npos ? std::string::npos : eq - 2);
+    const po::option_description* d = options.find_nothrow(o.name, false, false, false);
+    o.known = d != nullptr;
+    if (eq != std::string::npos) {
+      o.with_equals = true;
+      o.values.push_back(strip_digit_separators(t.substr(eq + 1)));
+    }
+    const bool python_bool_flag =
+        std::find(python_bool_flags().begin(), python_bool_flags().end(), o.name) != python_bool_flags().end();
+    const unsigned max_tokens = d == nullptr ? 0u : d->semantic()->max_tokens();
+    if (o.known && !o.with_equals) {
+      // argparse: a value is every following token up to the next option (negative numbers are values).
+      const size_t want = python_bool_flag ? 1 : std::min<unsigned>(max_tokens, 1u << 20);
+      while (o.values.size() < want && i + 1 < args.size() && !is_option_token(args[i + 1]))
+        o.values.push_back(strip_digit_separators(args[++i]));
+    }
+    if (o.known) {
+      for (auto it = seen.begin(); it != seen.end(); ++it) {
+        if (it->known && it->name == o.name) {  // argparse's store: the last occurrence wins
+          seen.erase(it);
+          break;
+        }
+      }
+    }
+    if (python_bool_flag && !o.values.empty()) {
+      const std::string v = o.values.front();
+      if (spells_false(v))
+        warnings << "megaton: warning: --" << o.name << " " << v
+                 << " is true, as in Megatron-DeepSpeed (its type=bool reads any non-empty value as True); "
+                    "leave the flag out to turn it off\n";
+      if (!python_bool(v)) continue;  // an empty value is False: the flag is dropped
+      o.values.clear();
+      o.with_equals = false;
+    }
+    seen.push_back(std::move(o));
+  }
+  std::vector<std::string> out;
+  for (const Occurrence& o : seen) {
+    if (o.name.empty()) {
+      out.insert(out.end(), o.values.begin(), o.values.end());
+    } else if (o.values.size() == 1 && (o.with_equals || o.known)) {
+      out.push_back("--" + o.name + "=" + o.values.front());  // "=" keeps a value like "-1" a value
+    } else {
+      out.push_back("--" + o.name);
+      out.insert(out.end(), o.values.begin(), o.values.end());
+    }
+  }
+  return out;
+}
 
 std::string strip_digit_separators(const std::string& token) {
   // Python's int()/float() (and so Megatron's argparse) accept "1_000_000": digits with single underscores between
@@ -46,6 +140,12 @@ std::string strip_digit_separators(const std::string& token) {
 std::string closest_option(const std::string& unknown, const po::options_description& options) {
   const std::string u = strip_dashes(unknown);
   std::string best;
+  // A prefix (argparse's abbreviation, which Megatron's parser refuses) suggests the shortest flag it starts.
+  for (const auto& opt : options.options()) {
+    const std::string& name = opt->long_name();
+    if (!u.empty() && name.rfind(u, 0) == 0 && (best.empty() || name.size() < best.size())) best = name;
+  }
+  if (!best.empty()) return "--" + best;
   size_t best_d = std::max<size_t>(3, u.size() / 3) + 1;
   for (const auto& opt : options.options()) {
     const std::string name = opt->long_name();
@@ -73,8 +173,9 @@ bool parse_args(const std::string& command, const std::string& summary, int argc
   po::positional_options_description pos;
   if (!positional.empty()) pos.add(positional.c_str(), -1);
   po::variables_map vm;
-  std::vector<std::string> args;  // argv without the program name, "1_000" -> "1000"
-  for (int i = 1; i < argc; ++i) args.push_back(strip_digit_separators(argv[i]));
+  std::vector<std::string> raw;  // argv without the program name
+  for (int i = 1; i < argc; ++i) raw.push_back(argv[i]);
+  const std::vector<std::string> args = argparse_normalize(raw, parsed, std::cerr);
   try {
     po::command_line_parser parser(args);
     parser.options(parsed).style(po::command_line_style::unix_style ^ po::command_line_style::allow_guessing);

@@ -20,6 +20,18 @@ bool parse_args(const std::string& command, const std::string& summary, int argc
 /// that is not entirely such a number is returned unchanged.
 std::string strip_digit_separators(const std::string& token);
 
+/// Python argparse's reading of a command line, as Megatron's parsers have it, rewritten for Boost's parser: a flag
+/// given twice keeps its last value; `--flag value` and `--flag=value` alike; a value may be a negative number;
+/// digit separators stripped from numbers; Megatron's `type=bool` flags (python_bool_flags) take an optional value
+/// read as Python's bool(str) (`--eval-only True`; any non-empty value is true, with a warning to `warnings` when it
+/// spells false). Prefixes of flags are not expanded: Megatron-DeepSpeed's parser sets allow_abbrev=False.
+std::vector<std::string> argparse_normalize(const std::vector<std::string>& args,
+                                            const boost::program_options::options_description& options,
+                                            std::ostream& warnings);
+
+/// Megatron's options declared `type=bool` (long names without dashes).
+const std::vector<std::string>& python_bool_flags();
+
 /// The known long option closest to `unknown` by edit distance, or "" when nothing is close.
 std::string closest_option(const std::string& unknown, const boost::program_options::options_description& options);
 

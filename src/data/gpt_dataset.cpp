@@ -27,9 +27,15 @@ bool gpt_separate_last_epoch(int64_t tokens_per_epoch, int seq_length, int64_t n
   const int64_t from_epochs_minus_one = ((num_epochs - 1) * tokens_per_epoch - 1) / seq_length;
   const int64_t last_epoch_num_samples = num_samples - from_epochs_minus_one;
   const int64_t per_epoch = (tokens_per_epoch - 1) / seq_length;
-  MEGATON_ASSERT(last_epoch_num_samples >= 0 && last_epoch_num_samples < per_epoch + 1, "last epoch samples ",
-                 last_epoch_num_samples, " vs per epoch ", per_epoch);
-  return last_epoch_num_samples < static_cast<int64_t>(0.80 * per_epoch);
+  MEGATON_ASSERT(last_epoch_num_samples >= 0, "last epoch samples ", last_epoch_num_samples);
+  // (E x tokens - 1) / seq can exceed the samples of E-1 epochs plus one epoch's (tokens - 1) / seq by one; the fork
+  // asserts on it too.
+  MEGATON_CHECK(last_epoch_num_samples <= per_epoch, DataError, num_samples, " samples of ", seq_length,
+                " tokens need ", num_epochs, " epochs of ", tokens_per_epoch, " tokens with ", last_epoch_num_samples,
+                " samples from the last, but an epoch holds only ", per_epoch,
+                " (Megatron-DeepSpeed refuses this count too); ask for ", num_samples - 1, " samples");
+  // Megatron-DeepSpeed's cutoff_last_epoch (gpt_dataset.py); NVIDIA's Megatron-LM uses 0.80.
+  return last_epoch_num_samples < static_cast<int64_t>(kCutoffLastEpoch * static_cast<double>(per_epoch));
 }
 
 namespace {

@@ -22,7 +22,10 @@ namespace megaton::data {
 /// Smallest E >= 1 with (E*tokens_per_epoch - 1) / seq_length >= num_samples.
 int64_t gpt_num_epochs(int64_t tokens_per_epoch, int seq_length, int64_t num_samples);
 
-/// Megatron's separate_last_epoch decision (false when num_epochs == 1).
+/// The last epoch is shuffled separately when it supplies fewer than int(kCutoffLastEpoch x samples per epoch).
+inline constexpr double kCutoffLastEpoch = 0.95;
+
+/// Megatron-DeepSpeed's separate_last_epoch decision (false when num_epochs == 1).
 bool gpt_separate_last_epoch(int64_t tokens_per_epoch, int seq_length, int64_t num_samples, int64_t num_epochs);
 
 struct GptIndices {

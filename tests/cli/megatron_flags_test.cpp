@@ -236,3 +236,61 @@ TEST(Arguments, WeightedSplitPathsModeRules) {
                 .find("--valid-weighted-split-paths and --valid-weighted-split-paths-path are exclusive"),
             std::string::npos);
 }
+
+TEST(ArgparseSemantics, LastOccurrenceWinsAndEqualsForm) {
+  TrainConfig c;
+  auto a = base();
+  // 33 of BigScience's scripts pass --clip-grad twice; argparse keeps the last.
+  a.insert(a.end(), {"--clip-grad", "1.0", "--lr=6e-4", "--clip-grad", "0.5", "--lr", "1e-4"});
+  ASSERT_TRUE(parse(a, c));
+  EXPECT_DOUBLE_EQ(c.optimizer.clip_grad, 0.5);
+  EXPECT_DOUBLE_EQ(c.lr.lr, 1e-4);
+}
+
+TEST(ArgparseSemantics, RepeatedListFlagReplacesTheEarlierList) {
+  TrainConfig c;
+  auto a = base();
+  a.insert(a.end(), {"--data-path", "1", "a", "1", "b", "--lr", "1e-3", "--data-path", "c"});
+  ASSERT_TRUE(parse(a, c));
+  EXPECT_EQ(c.data.data_path, std::vector<std::string>{"c"});
+}
+
+TEST(ArgparseSemantics, NegativeNumbersAreValues) {
+  TrainConfig c;
+  auto a = base();
+  a.insert(a.end(), {"--adam-eps", "-1e-8"});
+  ASSERT_TRUE(parse(a, c));
+  EXPECT_DOUBLE_EQ(c.optimizer.adam_eps, -1e-8);
+}
+
+TEST(ArgparseSemantics, PythonBoolFlagsTakeAValue) {
+  TrainConfig c;
+  auto a = base();
+  a.insert(a.end(), {"--eval-only", "True"});
+  ASSERT_TRUE(parse(a, c));
+  EXPECT_TRUE(c.loop.eval_only);
+  TrainConfig d;
+  auto b = base();
+  b.insert(b.end(), {"--eval-only=", "--lr", "1e-3"});  // bool('') is False
+  ASSERT_TRUE(parse(b, d));
+  EXPECT_FALSE(d.loop.eval_only);
+}
+
+TEST(ArgparseSemantics, NormalizeWarnsWhenAPythonBoolSpellsFalse) {
+  boost::program_options::options_description d;
+  bool eval_only = false;
+  double lr = 0;
+  d.add_options()("eval-only", boost::program_options::bool_switch(&eval_only), "")(
+      "lr", boost::program_options::value(&lr), "");
+  std::ostringstream warn;
+  const auto out = megaton::cli::argparse_normalize({"--eval-only", "False", "--lr", "1_000"}, d, warn);
+  EXPECT_EQ(out, (std::vector<std::string>{"--eval-only", "--lr=1000"}));
+  EXPECT_NE(warn.str().find("--eval-only False is true"), std::string::npos) << warn.str();
+}
+
+TEST(ArgparseSemantics, PrefixesAreNotExpandedAsInMegatronDeepSpeed) {
+  // Megatron-DeepSpeed's parser sets allow_abbrev=False: a prefix is unknown, with a suggestion.
+  const std::string e = error_of({"--clip", "1.0"});
+  EXPECT_NE(e.find("unrecognised option '--clip'"), std::string::npos) << e;
+  EXPECT_NE(e.find("did you mean --clip-grad?"), std::string::npos) << e;
+}

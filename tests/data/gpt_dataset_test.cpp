@@ -50,9 +50,14 @@ TEST(DataGptIndex, EpochsAndSeparateLastEpoch) {
   EXPECT_EQ(gpt_num_epochs(100, 10, 9), 1);   // (100-1)/10 = 9
   EXPECT_EQ(gpt_num_epochs(100, 10, 10), 2);  // needs one more token
   EXPECT_FALSE(gpt_separate_last_epoch(100, 10, 9, 1));
-  // 2 epochs: from the first epoch (100-1)/10 = 9 samples; last epoch brings 1 of 9 per epoch (< int(0.8*9) = 7).
+  // 2 epochs: from the first epoch (100-1)/10 = 9 samples; last epoch brings 1 of 9 per epoch (< int(0.95*9) = 8).
   EXPECT_TRUE(gpt_separate_last_epoch(100, 10, 10, 2));
-  EXPECT_FALSE(gpt_separate_last_epoch(100, 10, 16, 2));  // 7 samples from the last epoch: not < 7
+  // Megatron-DeepSpeed's cutoff is 0.95: 7 of 9 (78%) and 8 of 9 (89%) sit between NVIDIA's 0.80 and it.
+  EXPECT_TRUE(gpt_separate_last_epoch(100, 10, 16, 2));   // 7 < 8
+  EXPECT_FALSE(gpt_separate_last_epoch(100, 10, 17, 2));  // 8 samples from the last epoch: not < 8
+  // 19 samples need 2 epochs ((200-1)/10 = 19) with 10 from the last, one more than an epoch holds: the fork asserts.
+  EXPECT_EQ(gpt_num_epochs(100, 10, 19), 2);
+  EXPECT_THROW(gpt_separate_last_epoch(100, 10, 19, 2), megaton::DataError);
 }
 
 TEST(DataGptIndex, DocIdxIsNumpyShuffleAndSamplesTileTheStream) {
