@@ -20,9 +20,13 @@ bool parse_train_command(int argc, const char* const* argv, int world_size, trai
       "vocab-size", po::value<int64_t>(&f.config.vocab_size)->default_value(0),
       "vocabulary size when no tokenizer is given (default 50257, GPT-2)");
   d.add(extra);
+  std::vector<std::string> arguments;
   if (!parse_args("train", "Pretrain a GPT model (replaces pretrain_gpt.py; takes its flags).", argc, argv, d,
-                  help_out))
+                  help_out, "", nullptr, &arguments))
     return false;
+  MEGATON_CHECK(!f.compat.inference, UsageError,
+                "--inference is for generation and evaluation (no optimizer state); megaton train cannot train without "
+                "one: use megaton generate or megaton eval");
   int world = world_size;
   if (dry_run_world_size > 0) {
     MEGATON_CHECK(f.config.loop.dry_run, UsageError, "--world-size is only for --dry-run; the launcher sets the world");
@@ -36,6 +40,7 @@ bool parse_train_command(int argc, const char* const* argv, int world_size, trai
   c.parallel.validate(world);
   f.apply_deepspeed();
   c.validate(world);
+  c.arguments = std::move(arguments);
   config = std::move(c);
   return true;
 }

@@ -207,7 +207,9 @@ void MegatronFlags::bind(po::options_description& d) {
       ("no-load-optim", negative_switch(c.load_optim), "do not load optimizer state")
       ("no-load-rng", negative_switch(c.load_rng), "do not load RNG state")
       ("finetune", po::bool_switch(&c.finetune), "load weights only and start at iteration 0")
-      ("keep-last", val(c.keep_last), "keep only the newest K checkpoints; 0 = all");
+      ("keep-last", val(c.keep_last), "keep only the newest K checkpoints; 0 = all")
+      ("universal-checkpoint", po::bool_switch(&compat.universal_checkpoint),
+       "accepted: megaton's checkpoints load at any TP/PP/DP layout without conversion");
   data.add_options()
       ("data-path", po::value<std::vector<std::string>>(&dd.data_path)->multitoken(),
        "PREFIX, or W1 PREFIX1 W2 PREFIX2 ... to blend")
@@ -221,6 +223,7 @@ void MegatronFlags::bind(po::options_description& d) {
       ("reset-position-ids", po::bool_switch(&dd.reset_position_ids), "restart positions after each EOD")
       ("reset-attention-mask", po::bool_switch(&dd.reset_attention_mask), "no attention across EOD")
       ("eod-mask-loss", po::bool_switch(&dd.eod_mask_loss), "no loss on EOD tokens")
+      ("mmap-warmup", po::bool_switch(&dd.mmap_warmup), "read the datasets' files once before training")
       ("num-workers", val(compat.num_workers), "accepted for compatibility (samples are mmap reads; no loader threads)")
       ("valid-num-workers", val(compat.valid_num_workers), "accepted for compatibility, as --num-workers")
       ("dataloader-type", sval(dd.dataloader_type),
@@ -241,7 +244,9 @@ void MegatronFlags::bind(po::options_description& d) {
       ("tensorboard-dir", sval(l.tensorboard_dir), "write TensorBoard event files here")
       ("tensorboard-log-interval", val(l.tensorboard_log_interval), "iterations between TensorBoard points")
       ("metrics-file", sval(l.metrics_file), "append one JSON line per logged iteration")
-      ("log-level", sval(l.log_level), "debug | info | warning | error | critical | passive")
+      ("log-level", sval(l.log_level), "rank 0's level: debug | info | warning | error | critical | passive")
+      ("log-level-replica", sval(l.log_level_replica), "the other ranks' level (default: --log-level)")
+      ("log-path", sval(l.log_path), "also write the resolved arguments to DIR/args_<time>.txt")
       ("log-timers-to-tensorboard", po::bool_switch(&l.log_timers_to_tensorboard), "timers to TensorBoard")
       ("log-validation-ppl-to-tensorboard", po::bool_switch(&l.log_validation_ppl_to_tensorboard),
        "validation perplexity to TensorBoard")
@@ -258,6 +263,7 @@ void MegatronFlags::bind(po::options_description& d) {
       ("profile-ranks", po::value<std::vector<int64_t>>(&l.profile_ranks)->multitoken(), "global ranks to profile")
       ("profile-dir", sval(l.profile_dir), "where rank<R>.trace.json and rank<R>.summary.txt go (default: --tensorboard-dir)");
   d.add(parallel).add(training).add(precision).add(checkpointing).add(data).add(logging);
+  bind_compatibility_flags(d, compat);
 }
 // clang-format on
 
@@ -287,6 +293,25 @@ void MegatronFlags::resolve() {
   o.dropout_layernorm_fusion = !no_dropout_fusion;
   o.fused_lm_head_loss = !k.no_fused_lm_head_loss;
   o.gradient_accumulation_fusion = !k.no_gradient_accumulation_fusion;
+  if (compat.encoder_seq_length > 0) {
+    MEGATON_CHECK(config.model.seq_length == 0, UsageError,
+                  "--encoder-seq-length is pretrain_gpt.py's other name for --seq-length; give one of them");
+    config.model.seq_length = compat.encoder_seq_length;
+  }
+  if (!compat.deepscale_config.empty()) {
+    MEGATON_CHECK(compat.deepspeed_config.empty(), UsageError,
+                  "--deepscale_config and --deepspeed_config given together (DeepSpeed refuses both too)");
+    compat.deepspeed_config = compat.deepscale_config;
+  }
+  MEGATON_CHECK(compat.ddp_impl == "local" || compat.ddp_impl == "torch", UsageError, "--DDP-impl '", compat.ddp_impl,
+                "': expected local or torch");
+  MEGATON_CHECK(compat.remote_device == "none", UsageError, "--remote-device ", compat.remote_device,
+                ": ZeRO-3 parameter offload is not supported (megaton implements ZeRO stages 0 and 1); use none");
+  if (!compat.codecarbon_dir.empty())
+    config.notes.push_back(str("--codecarbon-dir ", compat.codecarbon_dir,
+                               ": megaton does not measure energy or emissions; nothing is written there"));
+  data::TokenizerOptions& tok = config.tokenizer;
+  if (tok.tokenizer_type.empty() && config.vocab_size == 0) tok.tokenizer_type = "GPT2BPETokenizer";
   MEGATON_CHECK(!compat.fp16_lm_cross_entropy || config.precision.fp16, UsageError,
                 "--fp16-lm-cross-entropy needs --fp16 (lm cross entropy in fp16 is only supported in fp16 mode)");
 }

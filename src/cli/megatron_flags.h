@@ -12,6 +12,7 @@
 #include <boost/program_options.hpp>
 #include <string>
 
+#include "cli/compatibility_flags.h"
 #include "train/train_config.h"
 
 namespace megaton::cli {
@@ -27,18 +28,6 @@ struct KernelSwitches {
   bool no_alibi_fold = false, no_masked_softmax_fusion = false, no_gradient_accumulation_fusion = false;
 };
 
-/// Flags taken for compatibility that change nothing megaton computes, and DeepSpeed's launch flags.
-struct CompatibilityFlags {
-  bool deepspeed = false;                           // --deepspeed: read --deepspeed_config (cli/deepspeed_config.h)
-  std::string deepspeed_config;                     // --deepspeed_config FILE
-  bool deepspeed_activation_checkpointing = false;  // --checkpoint-activations is megaton's own recompute
-  bool deepspeed_mpi = false;                       // megaton always starts through MPI
-  bool accumulate_allreduce_grads_in_fp32 = false;  // main grads are always fp32
-  bool fp16_lm_cross_entropy = false;               // the loss always reads the 16-bit logits (needs --fp16)
-  bool abort_on_unmet_fused_kernel_constraints = false;
-  int num_workers = 2, valid_num_workers = 2;  // samples are mmap reads: no loader threads
-};
-
 class MegatronFlags {
  public:
   MegatronFlags() = default;
@@ -50,8 +39,9 @@ class MegatronFlags {
   void bind(boost::program_options::options_description& d);
   /// Only the model and kernels groups (what `megaton plan` reads of a training command line).
   void bind_model(boost::program_options::options_description& d);
-  /// After parsing: the kernel switches into config.kernels; UsageError for contradicting pairs and for the
-  /// compatibility flags' own rules (--fp16-lm-cross-entropy without --fp16).
+  /// After parsing: the kernel switches into config.kernels; the aliases (--encoder-seq-length, --deepscale_config)
+  /// and pretrain_gpt.py's default --tokenizer-type (GPT2BPETokenizer, unless --vocab-size stands in for a
+  /// tokenizer); UsageError for contradicting pairs and for the compatibility flags' own rules.
   void resolve();
   /// --deepspeed / --deepspeed_config given together or not at all; with them, the JSON applied over config (after
   /// config.parallel.validate). Its notes go to config.notes.

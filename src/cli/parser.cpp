@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <iostream>
 #include <regex>
 
@@ -161,9 +164,47 @@ std::string closest_option(const std::string& unknown, const po::options_descrip
   return best.empty() ? "" : "--" + best;
 }
 
+namespace {
+
+std::string repr_double(double v) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  if (std::isnan(v)) return "nan";
+  char b[40];
+  for (int precision = 1; precision <= 17; ++precision) {  // the shortest that reads back, as Python's repr
+    std::snprintf(b, sizeof b, "%.*g", precision, v);
+    if (std::strtod(b, nullptr) == v) break;
+  }
+  std::string s = b;
+  if (s.find_first_of(".en") == std::string::npos) s += ".0";
+  return s;
+}
+
+template <typename T>
+std::string repr_list(const std::vector<T>& v, bool quote) {
+  std::string s = "[";
+  for (size_t i = 0; i < v.size(); ++i) s += str(i ? ", " : "", quote ? "'" : "", v[i], quote ? "'" : "");
+  return s + "]";
+}
+
+}  // namespace
+
+std::string python_repr(const boost::any& a) {
+  if (const auto* v = boost::any_cast<bool>(&a)) return *v ? "True" : "False";
+  if (const auto* v = boost::any_cast<int>(&a)) return std::to_string(*v);
+  if (const auto* v = boost::any_cast<int64_t>(&a)) return std::to_string(*v);
+  if (const auto* v = boost::any_cast<uint32_t>(&a)) return std::to_string(*v);
+  if (const auto* v = boost::any_cast<double>(&a)) return repr_double(*v);
+  if (const auto* v = boost::any_cast<float>(&a)) return repr_double(*v);
+  if (const auto* v = boost::any_cast<std::string>(&a)) return v->empty() ? "None" : *v;
+  if (const auto* v = boost::any_cast<std::vector<std::string>>(&a)) return v->empty() ? "None" : repr_list(*v, true);
+  if (const auto* v = boost::any_cast<std::vector<int64_t>>(&a)) return v->empty() ? "None" : repr_list(*v, false);
+  if (const auto* v = boost::any_cast<std::vector<int>>(&a)) return v->empty() ? "None" : repr_list(*v, false);
+  return "?";
+}
+
 bool parse_args(const std::string& command, const std::string& summary, int argc, const char* const* argv,
                 po::options_description& options, std::ostream& out, const std::string& positional,
-                const po::options_description* hidden) {
+                const po::options_description* hidden, std::vector<std::string>* arguments) {
   po::options_description all("megaton " + command + " options");
   all.add_options()("help,h", po::bool_switch(), "print this help and exit");
   all.add(options);
@@ -186,6 +227,23 @@ bool parse_args(const std::string& command, const std::string& summary, int argc
       return false;
     }
     po::notify(vm);
+    if (arguments != nullptr) {
+      arguments->clear();
+      for (const auto& opt : parsed.options()) {
+        std::string name = opt->long_name();
+        if (name == "help") continue;
+        std::replace(name.begin(), name.end(), '-', '_');
+        const auto it = vm.find(opt->long_name());
+        const std::string value = it == vm.end() ? "None" : python_repr(it->second.value());
+        arguments->push_back(str("  ", name, " ", std::string(name.size() < 48 ? 48 - name.size() : 1, '.'), " ",
+                                 value));
+      }
+      std::sort(arguments->begin(), arguments->end(), [](std::string a, std::string b) {
+        std::transform(a.begin(), a.end(), a.begin(), [](unsigned char c) { return std::tolower(c); });
+        std::transform(b.begin(), b.end(), b.begin(), [](unsigned char c) { return std::tolower(c); });
+        return a < b;
+      });
+    }
   } catch (const po::unknown_option& e) {
     const std::string hint = closest_option(e.get_option_name(), parsed);
     throw UsageError(str("megaton ", command, ": unrecognised option '", e.get_option_name(), "'",

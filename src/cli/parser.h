@@ -11,10 +11,16 @@ namespace megaton::cli {
 /// Returns false when --help was asked (the help text is printed to `out`); throws UsageError on bad flags.
 /// `positional` names an option that takes bare arguments (e.g. "checkpoint" for `megaton inspect DIR`), or "".
 /// `hidden`: options parsed like the others but left out of --help (e.g. flags accepted for compatibility).
+/// `arguments`, when given, receives every option's resolved value as Megatron prints its arguments: one
+/// "name ..... value" line each (dashes as underscores), sorted case-insensitively.
 bool parse_args(const std::string& command, const std::string& summary, int argc, const char* const* argv,
                 boost::program_options::options_description& options, std::ostream& out,
                 const std::string& positional = "",
-                const boost::program_options::options_description* hidden = nullptr);
+                const boost::program_options::options_description* hidden = nullptr,
+                std::vector<std::string>* arguments = nullptr);
+
+/// A parsed value as Python prints it ("0.9", "None", "True", "['a', 'b']"); "?" for a type it does not know.
+std::string python_repr(const boost::any& value);
 
 /// "220_000_000" -> "220000000" (Python's numeric literal underscores, which Megatron's scripts use); any token
 /// that is not entirely such a number is returned unchanged.

@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "core/parse.h"
+#include "core/timer.h"
 #include "data/blended_dataset.h"
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
@@ -39,11 +40,19 @@ std::array<int64_t, 3> blend_component_samples(const std::array<int64_t, 3>& sam
 
 namespace {
 
+void warm_up_if_asked(const DataOptions& args, const MMapIndexedDataset& data, const Logger& log) {
+  if (!args.mmap_warmup) return;
+  Progress timer(0, "");
+  const size_t bytes = data.warm_up();
+  log.info0(" > warmed up ", data.prefix(), " (", bytes >> 20, " MiB read in ", timer.seconds(), " s)");
+}
+
 std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const DataOptions& args, const std::string& prefix,
                                                                      int seq_length, uint32_t seed,
                                                                      const std::array<int64_t, 3>& num_samples,
                                                                      const Logger& log, bool build) {
   auto data = std::make_shared<const MMapIndexedDataset>(prefix);
+  warm_up_if_asked(args, *data, log);
   const auto idx = split_boundaries(args.split, static_cast<int64_t>(data->size()));
   log.info0(" > ", prefix, ": ", data->size(), " documents, ", data->num_tokens(), " tokens; split [", idx[0], ", ",
             idx[1], ") [", idx[1], ", ", idx[2], ") [", idx[2], ", ", idx[3], ")");
@@ -75,6 +84,7 @@ std::shared_ptr<const SampleDataset> build_group(const DataOptions& args, const 
   std::vector<double> weights;
   for (const auto& p : g.parts) {
     auto data = std::make_shared<const MMapIndexedDataset>(p.prefix);
+    warm_up_if_asked(args, *data, log);
     const auto [b, e] = split_by_range(p.start, p.end, static_cast<int64_t>(data->size()));
     MEGATON_CHECK(e > b, UsageError, "--", kind, "-weighted-split-paths group '", g.name, "': range ", p.start, ":",
                   p.end, " of ", p.prefix, " (", data->size(), " documents) holds no document");

@@ -132,6 +132,15 @@ MMapIndexedDataset::MMapIndexedDataset(const std::string& prefix) : prefix_(pref
     MEGATON_CHECK(doc_idx(k) >= doc_idx(k - 1), DataError, ip, ": doc_idx is not non-decreasing at entry ", k);
 }
 
+size_t MMapIndexedDataset::warm_up() const {
+  constexpr size_t kPage = 4096;
+  volatile uint8_t sink = 0;  // the reads must happen
+  for (const MappedFile* f : {&idx_, &bin_}) {
+    for (size_t i = 0; i < f->size(); i += kPage) sink = sink + f->data()[i];
+  }
+  return idx_.size() + bin_.size() + (sink & 0);
+}
+
 std::vector<int32_t> MMapIndexedDataset::sizes() const {
   std::vector<int32_t> v(n_);
   if (n_) std::memcpy(v.data(), sizes_, 4 * n_);

@@ -63,6 +63,9 @@ class MMapIndexedDataset {
   size_t doc_idx_size() const { return d_; }
   int64_t doc_idx(size_t k) const { return load<int64_t>(doc_idx_ + 8 * k); }
   std::vector<int32_t> sizes() const;
+  /// Reads one byte of every page of the .idx and .bin mappings, so the first iterations do not wait on the file
+  /// system (Megatron's --mmap-warmup). Returns the bytes touched.
+  size_t warm_up() const;
   std::vector<int64_t> doc_idx_vector() const;
   /// Total tokens in the dataset.
   int64_t num_tokens() const { return total_tokens_; }

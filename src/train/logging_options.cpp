@@ -1,11 +1,18 @@
 #include "train/logging_options.h"
 
 #include "core/error.h"
+#include "core/log.h"
 
 namespace megaton::train {
 
+const std::string& LoggingOptions::level_for_rank(int rank) const {
+  return rank == 0 || log_level_replica.empty() ? log_level : log_level_replica;
+}
+
 void LoggingOptions::validate() {
   LoggingOptions& l = *this;
+  parse_log_level(l.log_level);  // UsageError for an unknown name
+  if (!l.log_level_replica.empty()) parse_log_level(l.log_level_replica);
   if (l.profile) {
     MEGATON_CHECK(l.profile_step_start >= 0 && l.profile_step_end > l.profile_step_start, UsageError,
                   "--profile-step-start (", l.profile_step_start, ") and --profile-step-end (", l.profile_step_end,

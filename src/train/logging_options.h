@@ -12,7 +12,9 @@ struct LoggingOptions {
   int tensorboard_log_interval = 1;
   int tensorboard_queue_size = 1000;  // records buffered before the events file is flushed
   std::string metrics_file;           // JSONL of every logged iteration
-  std::string log_level = "info";
+  std::string log_level = "info";  // global rank 0's
+  std::string log_level_replica;   // the other ranks'; "" = log_level
+  std::string log_path;            // rank 0 also writes the resolved arguments to log_path/args_<time>.txt
   bool log_timers_to_tensorboard = false;
   bool log_validation_ppl_to_tensorboard = false;
   bool log_batch_size_to_tensorboard = false;
@@ -28,6 +30,8 @@ struct LoggingOptions {
 
   /// UsageError naming the flag; fills profile_dir from tensorboard_dir.
   void validate();
+  /// --log-level on global rank 0, --log-level-replica (else --log-level) on the others.
+  const std::string& level_for_rank(int rank) const;
 };
 
 }  // namespace megaton::train

@@ -1,6 +1,9 @@
 #include "train/trainer.h"
 
 #include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
 
 #include "core/device_clock.h"
 #include "core/error.h"
@@ -48,17 +51,40 @@ std::pair<int64_t, int64_t> vocabulary(const TrainConfig& c) {
   return {vocab, eod};
 }
 
+// Megatron's argument listing: to `out` at --log-level info or below, and to --log-path DIR/args_<time>.txt.
+void report_arguments(const TrainConfig& c, const Logger& log, std::ostream& out) {
+  if (c.arguments.empty()) return;
+  if (log.level() <= LogLevel::kInfo) {
+    out << "------------------------ arguments ------------------------\n";
+    for (const std::string& line : c.arguments) out << line << "\n";
+    out << "-------------------- end of arguments ---------------------" << std::endl;
+  }
+  if (c.logging.log_path.empty()) return;
+  const std::time_t now = std::time(nullptr);
+  char stamp[32];
+  std::strftime(stamp, sizeof stamp, "%Y-%m-%dT%H:%M:%S", std::localtime(&now));
+  const std::filesystem::path file = std::filesystem::path(c.logging.log_path) / str("args_", stamp, ".txt");
+  std::error_code ec;
+  std::filesystem::create_directories(c.logging.log_path, ec);
+  std::ofstream f(file);
+  for (const std::string& line : c.arguments) f << line << "\n";
+  f.flush();
+  MEGATON_CHECK(f.good(), UsageError, "--log-path ", c.logging.log_path, ": cannot write ", file.string(),
+                ec ? str(" (", ec.message(), ")") : "");
+}
+
 }  // namespace
 
 Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
     : cfg_(std::move(cfg)),
       env_(env),
       out_(out),
-      log_(env.rank, env.size, parse_log_level(cfg_.logging.log_level)),
+      log_(env.rank, env.size, parse_log_level(cfg_.logging.level_for_rank(env.rank))),
       groups_{dist::RankGrid(env.size, cfg_.parallel.tensor_model_parallel_size,
                              cfg_.parallel.pipeline_model_parallel_size)} {
   const auto& p = cfg_.parallel;
   const auto& t = cfg_.loop;
+  if (env_.rank == 0) report_arguments(cfg_, log_, out_);
   // Everything that can be refused is refused here, before the first collective.
   MEGATON_CHECK(!cfg_.data.data_path.empty() || cfg_.data.uses_weighted_split_paths(), UsageError,
                 "megaton train needs --data-path (a preprocessed PREFIX, or W1 P1 W2 P2 ...) or "
