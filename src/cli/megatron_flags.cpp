@@ -155,7 +155,8 @@ void MegatronFlags::bind(po::options_description& d) {
       ("deepspeed_mpi", po::bool_switch(&compat.deepspeed_mpi), "accepted: megaton always starts through MPI")
       ("log-interval", val(t.log_interval), "iterations between log lines")
       ("exit-interval", val(t.exit_interval), "save and exit when iteration %% N == 0")
-      ("exit-duration-in-mins", val(t.exit_duration_in_mins), "save and exit after this many minutes")
+      ("exit-duration-in-mins", val(t.exit_duration_in_mins),
+       "save and exit after this many minutes since the job's processes started")
       ("kill-switch-path", sval(t.kill_switch_path), "save and exit when this file exists")
       ("skip-train-iteration-range", po::value<std::vector<std::string>>(&t.skip_train_iteration_range)->multitoken(),
        "A-B ...: skip the data of these iterations")

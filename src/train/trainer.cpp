@@ -118,6 +118,12 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
   groups_ = dist::build_process_groups(groups_.grid, backend, cfg_.dist.distributed_timeout_minutes * 60.0);
   log_.set_coords(groups_.coords.tp, groups_.coords.pp, groups_.coords.dp);
   log_.info0("megaton train: ", groups_.grid.describe(), " on ", device.str());
+  stop_ = std::make_unique<StopConditions>(cfg_.loop, groups_);
+  if (stop_->kill_switch_at_start()) {  // as the fork: exit before anything is loaded, saved or trained
+    log_.info0("kill switch ", t.kill_switch_path, " found at start: exiting without training");
+    killed_at_start_ = true;
+    return;
+  }
 
   model_ = std::make_unique<TrainingModel>(std::move(gpt), groups_, p.num_layers_per_virtual_pipeline_stage, log_);
   parallel::DataParallelOptions dpo;
@@ -153,7 +159,6 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
 
   iteration_log_ = std::make_unique<IterationLog>(
       IterationLog::Context{model_->config(), groups_, *optimizer_, timers_, out_, log_}, cfg_.logging, train_iters_);
-  stop_ = std::make_unique<StopConditions>(cfg_.loop, groups_);
   report_memory();
 
   so.micro_batch_size = t.micro_batch_size;
@@ -191,9 +196,8 @@ void Trainer::report_memory() const {
 }
 
 int Trainer::run() {
+  if (killed_at_start_) return 0;
   const auto& t = cfg_.loop;
-  Timer wall;
-  wall.start();
   if (t.eval_only) {
     validation_->run(progress_);
     return 0;
@@ -254,7 +258,7 @@ int Trainer::run() {
       iteration_log_->flush();
       checkpoints_->save(progress_);
     }
-    stop = stop_->agree(progress_.iteration, wall.elapsed(false) / 60.0);
+    stop = stop_->agree(progress_.iteration);
     if (stop != StopReason::kNone) break;
   }
   iteration_log_->flush();

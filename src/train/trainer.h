@@ -73,6 +73,7 @@ class Trainer {
   Timers timers_;
   TrainingProgress progress_;
   int64_t train_iters_ = 0;
+  bool killed_at_start_ = false;  // the kill switch existed at start: run() returns at once
   std::unique_ptr<TrainingModel> model_;
   std::unique_ptr<parallel::DataParallel> dp_;
   std::unique_ptr<optim::MixedPrecisionOptimizer> optimizer_;

@@ -12,18 +12,33 @@ common=($(tiny_model_args) $(tiny_lr_args) --lr-decay-iters 100 --data-path "$wo
         --global-batch-size 4)
 latest() { cat "$1/latest"; }
 
-# Kill switch present from the start: stops after the first iteration, saves it.
+# Kill switch present at start: as the fork, exit 0 before anything is loaded, trained or saved.
 touch "$work/kill"
 run_train 2 "${common[@]}" --train-iters 50 --save "$work/k" --save-interval 100 --kill-switch-path "$work/kill" \
   > "$work/kill.log" 2>&1 || { tail -20 "$work/kill.log"; exit 1; }
-grep -q "kill switch" "$work/kill.log" && [ "$(latest "$work/k")" = 1 ] || { tail -20 "$work/kill.log"; exit 1; }
-run_train 2 "${common[@]}" --train-iters 3 --load "$work/k" > "$work/kill2.log" 2>&1 ||
+grep -q "kill switch .* found at start: exiting without training" "$work/kill.log" && [ ! -e "$work/k/latest" ] &&
+  ! grep -q "iteration        1/" "$work/kill.log" || { tail -20 "$work/kill.log"; exit 1; }
+# Kill switch appearing during training: the iteration every rank agrees on is saved, exit 0, and it resumes.
+rm "$work/kill"
+run_train 2 "${common[@]}" --train-iters 100000 --save "$work/k" --save-interval 100000 --kill-switch-path \
+  "$work/kill" --metrics-file "$work/kill.jsonl" > "$work/kill.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do
+  [ -s "$work/kill.jsonl" ] && [ "$(wc -l < "$work/kill.jsonl")" -ge 2 ] && break
+  sleep 0.2
+done
+touch "$work/kill"
+wait "$pid" || { tail -20 "$work/kill.log"; exit 1; }
+it=$(latest "$work/k")
+grep -q "stopping at iteration $it: kill switch file found" "$work/kill.log" && [ "$it" -ge 2 ] ||
+  { tail -20 "$work/kill.log"; exit 1; }
+run_train 2 "${common[@]}" --train-iters $((it + 1)) --load "$work/k" > "$work/kill2.log" 2>&1 ||
   { tail -20 "$work/kill2.log"; exit 1; }
-grep -q "iteration        3/       3" "$work/kill2.log" || { echo "kill-switch checkpoint did not resume"; exit 1; }
+grep -q "loaded .* at iteration $it" "$work/kill2.log" || { echo "kill-switch checkpoint did not resume"; exit 1; }
 echo "kill switch: OK"
 
-# --exit-duration-in-mins: a run asked for 100000 iterations stops after ~1.2 s at an iteration every rank agrees on,
-# saves it, exits 0.
+# --exit-duration-in-mins (counted from the processes' start): a run asked for 100000 iterations stops after ~1.2 s at
+# an iteration every rank agrees on, saves it, exits 0.
 run_train 2 "${common[@]}" --train-iters 100000 --save "$work/d" --save-interval 100000 --exit-duration-in-mins 0.02 \
   > "$work/duration.log" 2>&1 || { tail -20 "$work/duration.log"; exit 1; }
 it=$(latest "$work/d")
