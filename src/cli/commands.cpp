@@ -1,5 +1,6 @@
 #include "cli/commands.h"
 
+#include "cli/checkpoint_args.h"
 #include "cli/megatron_flags.h"
 #include "cli/parser.h"
 #include "core/error.h"
@@ -21,8 +22,8 @@ bool parse_train_command(int argc, const char* const* argv, int world_size, trai
       "vocabulary size when no tokenizer is given (default 50257, GPT-2)");
   d.add(extra);
   std::vector<std::string> arguments;
-  if (!parse_args("train", "Pretrain a GPT model (replaces pretrain_gpt.py; takes its flags).", argc, argv, d,
-                  help_out, "", nullptr, &arguments))
+  if (!parse_args("train", "Pretrain a GPT model (replaces pretrain_gpt.py; takes its flags).", argc, argv, d, help_out,
+                  "", nullptr, &arguments))
     return false;
   MEGATON_CHECK(!f.compat.inference, UsageError,
                 "--inference is for generation and evaluation (no optimizer state); megaton train cannot train without "
@@ -33,6 +34,11 @@ bool parse_train_command(int argc, const char* const* argv, int world_size, trai
     world = dry_run_world_size;
   }
   f.resolve();
+  if (f.config.checkpoint.finetune) {
+    const std::string taken = take_architecture_from_checkpoint(f.config);
+    if (!taken.empty()) f.config.notes.push_back(taken);
+  }
+  f.default_tokenizer();
   // The layout first: a DeepSpeed JSON's gradient_accumulation_steps reads the data-parallel size.
   train::TrainConfig& c = f.config;
   c.model.validate();
@@ -75,7 +81,10 @@ bool parse_inference_command(const char* command, const char* summary, const po:
   d.add(own);
   if (!parse_args(command, summary, argc, argv, d, help_out)) return false;
   f.resolve();
+  const std::string taken = take_architecture_from_checkpoint(f.config);
+  f.default_tokenizer();
   options.model = inference_options(f.config);
+  options.model.notes = taken;
   options.validate(world_size);
   return true;
 }

@@ -311,10 +311,13 @@ void MegatronFlags::resolve() {
   if (!compat.codecarbon_dir.empty())
     config.notes.push_back(str("--codecarbon-dir ", compat.codecarbon_dir,
                                ": megaton does not measure energy or emissions; nothing is written there"));
-  data::TokenizerOptions& tok = config.tokenizer;
-  if (tok.tokenizer_type.empty() && config.vocab_size == 0) tok.tokenizer_type = "GPT2BPETokenizer";
   MEGATON_CHECK(!compat.fp16_lm_cross_entropy || config.precision.fp16, UsageError,
                 "--fp16-lm-cross-entropy needs --fp16 (lm cross entropy in fp16 is only supported in fp16 mode)");
+}
+
+void MegatronFlags::default_tokenizer() {
+  data::TokenizerOptions& tok = config.tokenizer;
+  if (tok.tokenizer_type.empty() && config.vocab_size == 0) tok.tokenizer_type = "GPT2BPETokenizer";
 }
 
 void MegatronFlags::apply_deepspeed() {

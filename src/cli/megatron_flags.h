@@ -39,10 +39,12 @@ class MegatronFlags {
   void bind(boost::program_options::options_description& d);
   /// Only the model and kernels groups (what `megaton plan` reads of a training command line).
   void bind_model(boost::program_options::options_description& d);
-  /// After parsing: the kernel switches into config.kernels; the aliases (--encoder-seq-length, --deepscale_config)
-  /// and pretrain_gpt.py's default --tokenizer-type (GPT2BPETokenizer, unless --vocab-size stands in for a
-  /// tokenizer); UsageError for contradicting pairs and for the compatibility flags' own rules.
+  /// After parsing: the kernel switches into config.kernels; the aliases (--encoder-seq-length, --deepscale_config);
+  /// UsageError for contradicting pairs and for the compatibility flags' own rules.
   void resolve();
+  /// pretrain_gpt.py's default --tokenizer-type, GPT2BPETokenizer, unless a tokenizer is given or --vocab-size
+  /// stands in for one (after the checkpoint's settings are taken: cli/checkpoint_args.h).
+  void default_tokenizer();
   /// --deepspeed / --deepspeed_config given together or not at all; with them, the JSON applied over config (after
   /// config.parallel.validate). Its notes go to config.notes.
   void apply_deepspeed();

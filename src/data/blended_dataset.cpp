@@ -6,15 +6,33 @@
 
 namespace megaton::data {
 
+double numpy_sum(const double* a, size_t n) {
+  if (n < 8) {
+    double r = 0;
+    for (size_t i = 0; i < n; ++i) r += a[i];
+    return r;
+  }
+  if (n <= 128) {  // eight accumulators, then the tail
+    double r[8];
+    for (int j = 0; j < 8; ++j) r[j] = a[j];
+    size_t i = 8;
+    for (; i < n - n % 8; i += 8)
+      for (int j = 0; j < 8; ++j) r[j] += a[i + j];
+    double res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+    for (; i < n; ++i) res += a[i];
+    return res;
+  }
+  size_t half = n / 2;
+  half -= half % 8;
+  return numpy_sum(a, half) + numpy_sum(a + half, n - half);
+}
+
 void build_blending_indices(const std::vector<double>& weights_in, int64_t size, std::vector<uint8_t>& dataset_index,
                             std::vector<int64_t>& dataset_sample_index) {
   const size_t n = weights_in.size();
   MEGATON_CHECK(n >= 1 && n < 256, UsageError, "blending needs 1..255 datasets (got ", n, ")");
-  double sum = 0;
-  for (double w : weights_in) {
-    MEGATON_CHECK(w >= 0, UsageError, "--data-path blend weight ", w, " is negative");
-    sum += w;
-  }
+  for (double w : weights_in) MEGATON_CHECK(w >= 0, UsageError, "--data-path blend weight ", w, " is negative");
+  const double sum = numpy_sum(weights_in.data(), n);  // BlendableDataset normalises with np.sum
   MEGATON_CHECK(sum > 0, UsageError, "--data-path blend weights sum to 0");
   std::vector<double> w(weights_in);
   for (double& x : w) x /= sum;

@@ -9,7 +9,12 @@
 
 namespace megaton::data {
 
-/// dataset_index[i] and dataset_sample_index[i] for i < size (helpers.build_blending_indices); weights normalized.
+/// NumPy's np.sum of n float64 values (pairwise: eight accumulators per block of up to 128), bit for bit: the fork's
+/// BlendableDataset normalises its weights with it.
+double numpy_sum(const double* a, size_t n);
+
+/// dataset_index[i] and dataset_sample_index[i] for i < size (helpers.build_blending_indices); weights normalised
+/// as BlendableDataset normalises them.
 void build_blending_indices(const std::vector<double>& weights, int64_t size, std::vector<uint8_t>& dataset_index,
                             std::vector<int64_t>& dataset_sample_index);
 

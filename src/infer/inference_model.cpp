@@ -8,6 +8,7 @@ namespace megaton::infer {
 
 std::unique_ptr<InferenceModel> build_inference_model(const InferenceOptions& f, const dist::LaunchEnv& env,
                                                       Logger& log) {
+  if (!f.notes.empty()) log.info0(f.notes);
   const auto& p = f.parallel;
   const torch::Device device(dist::select_device(f.dist.device, env.local_rank));
   auto m = std::make_unique<InferenceModel>(dist::build_process_groups(

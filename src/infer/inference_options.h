@@ -24,6 +24,7 @@ struct InferenceOptions {
   int64_t seed = 1234;
   int micro_batch_size = 0;  // 0 -> 1 (validate)
   std::string log_level = "info";
+  std::string notes;  // what came from the checkpoint rather than the command line (logged at start)
   // Training flags a script may pass along; generation and evaluation warn that they do not apply.
   bool reset_position_ids = false;
   bool reset_attention_mask = false;

@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "model/deepspeed_partition.h"
 
 namespace megaton::model {
 
@@ -83,7 +84,16 @@ std::vector<int> partition_layers(const GptConfig& c, int pp) {
   std::vector<int> out(pp, L / pp);
   for (int i = 0; i < L % pp; ++i) out[i] += 1;
   const std::string& method = c.pp_partition_method;
-  if (method == "uniform" || method.rfind("type:", 0) == 0 || pp == 1) return out;
+  if (method == "uniform" || pp == 1) return out;
+  if (method.rfind("type:", 0) == 0) {
+    const bool half = c.dtype == torch::kFloat16 || c.dtype == torch::kBFloat16;
+    out = deepspeed_type_partition(method, L, pp, half);
+    for (int s = 0; s < pp; ++s)
+      MEGATON_CHECK(out[static_cast<size_t>(s)] > 0, UsageError, "--pp-partition-method ", method, ": DeepSpeed's ",
+                    "partition of ", L, " layers over ", pp, " stages leaves stage ", s,
+                    " without a transformer layer, which megaton's pipeline needs; use fewer stages or another method");
+    return out;
+  }
   MEGATON_CHECK(method == "parameters", UsageError, "--pp-partition-method: expected uniform|parameters|type:*, got '",
                 method, "'");
   const auto& m = c.model;

@@ -55,6 +55,8 @@ void validate_gpt_config(const GptConfig& c, int tp, int pp);
 /// Layers of each pipeline stage. "uniform": num_layers/pp each, the remainder to the earliest stages.
 /// "parameters": contiguous split minimising the largest stage's parameter count, counting the word (and position)
 /// embedding on the first stage and the output embedding + final LayerNorm on the last; every stage gets >= 1 layer.
+/// "type:REGEX": DeepSpeed's partition by layer type over Megatron-DeepSpeed's layer list
+/// (model/deepspeed_partition.h); UsageError where it leaves a stage without a layer.
 std::vector<int> partition_layers(const GptConfig& c, int pp);
 
 }  // namespace megaton::model

@@ -60,25 +60,4 @@ model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vec
   return mb;
 }
 
-std::vector<std::pair<int64_t, int64_t>> parse_skip_ranges(const std::vector<std::string>& ranges) {
-  std::vector<std::pair<int64_t, int64_t>> out;
-  for (const auto& r : ranges) {
-    const auto dash = r.find('-');
-    size_t end_a = 0, end_b = 0;
-    int64_t a = -1, b = -1;
-    try {
-      if (dash != std::string::npos) {
-        a = std::stoll(r.substr(0, dash), &end_a);
-        b = std::stoll(r.substr(dash + 1), &end_b);
-      }
-    } catch (const std::exception&) {
-      a = b = -1;
-    }
-    MEGATON_CHECK(dash != std::string::npos && end_a == dash && end_b == r.size() - dash - 1 && a >= 1 && a <= b,
-                  UsageError, "--skip-train-iteration-range: expected START-END with 1 <= START <= END, got '", r, "'");
-    out.emplace_back(a, b);
-  }
-  return out;
-}
-
 }  // namespace megaton::train

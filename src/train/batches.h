@@ -34,7 +34,4 @@ struct BatchOptions {
 model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices,
                                    const BatchOptions& o);
 
-/// Parses --skip-train-iteration-range values "A-B" (inclusive, A <= B) into pairs; UsageError naming the value.
-std::vector<std::pair<int64_t, int64_t>> parse_skip_ranges(const std::vector<std::string>& ranges);
-
 }  // namespace megaton::train

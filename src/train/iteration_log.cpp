@@ -12,9 +12,9 @@ namespace megaton::train {
 
 namespace {
 
-std::string fmt_e(double v) {
+std::string fmt_e(double v, int precision = 6) {
   char b[32];
-  std::snprintf(b, sizeof b, "%.6E", v);
+  std::snprintf(b, sizeof b, "%.*E", precision, v);
   return b;
 }
 
@@ -37,7 +37,9 @@ struct IterationLog::Pending {
   std::optional<int64_t> num_zeros;
   std::vector<bool> updated;  // per loss in `values`: whether its iteration's step was taken
   bool has_grad_norm = false, has_params_norm = false, has_num_zeros = false;
-  torch::Tensor values;  // fp64 on the host [losses..., grad norm, params norm, num zeros]; written before `end`
+  torch::Tensor values;  // fp64 on the host [losses..., grad norm, params norm, num zeros, point grad norms...]
+  std::vector<IterationLog::Point> points;
+  size_t points_at = 0;  // where the points' grad norms start in `values`
   std::map<std::string, TimerReading> timers;
   std::shared_ptr<const DeviceMark> start, end;  // the interval
 };
@@ -61,9 +63,20 @@ void IterationLog::start() {
   interval_start_ = mark_now(clock_);
 }
 
-void IterationLog::add_iteration(const StepOutcome& s) {
-  if (s.skipped_data) return;
+void IterationLog::add_iteration(const StepOutcome& s, const TrainingProgress& progress) {
   if (!s.updated) ++skipped_in_interval_;
+  if (tb_ && progress.iteration % std::max(1, options_.tensorboard_log_interval) == 0) {
+    Point pt;
+    pt.iteration = progress.iteration;
+    pt.samples = progress.consumed_train_samples;
+    pt.tokens = progress.consumed_train_tokens;
+    pt.global_batch = s.global_batch;
+    pt.lr = c_.optimizer.lr();  // after the scheduler's step, as the fork logs it
+    if (c_.optimizer.grad_scaler()) pt.loss_scale = c_.optimizer.loss_scale();
+    if (s.loss.defined()) pt.loss_index = static_cast<int>(losses_.size());
+    pt.grad_norm = s.grad_norm;
+    points_.push_back(std::move(pt));
+  }
   if (s.loss.defined()) losses_.emplace_back(s.loss, s.updated);
 }
 
@@ -95,8 +108,13 @@ void IterationLog::capture(const StepOutcome& s, const TrainingProgress& progres
     device_values.push_back(s.num_zeros.tensor().reshape({1}).to(torch::kFloat64));
     p->has_num_zeros = true;
   }
+  p->points_at = device_values.size();
+  for (const Point& pt : points_)
+    if (pt.grad_norm) device_values.push_back(pt.grad_norm.tensor().reshape({1}).to(torch::kFloat64));
+  p->points = std::move(points_);
+  points_.clear();
   if (!device_values.empty()) {
-    const torch::Tensor d = torch::cat(device_values);  // [losses + grad norm + params norm + num zeros]
+    const torch::Tensor d = torch::cat(device_values);  // [losses + grad norm + params norm + num zeros + points]
     p->values = torch::empty(d.sizes(), torch::TensorOptions().dtype(torch::kFloat64).pinned_memory(d.is_cuda()));
     p->values.copy_(d, /*non_blocking=*/true);
   }
@@ -142,6 +160,13 @@ void IterationLog::write(const Pending& p, double interval_s, const Values& valu
   const double ms = interval_s * 1e3 / double(std::max<int64_t>(p.iterations, 1));
   const double flops = model_flops_per_iteration(c_.model.model, c_.model.padded_vocab_size, p.global_batch);
   const double tflops = flops / (ms * 1e-3 * c_.groups.grid.world() * 1e12);
+  // The fork's estimate (training.py): 24 (32 with GLU) x 3 (4 with --checkpoint-activations) x B s L h^2 x
+  // (1 + s / 6h + V / 16Lh), per GPU.
+  const model::GptOptions& m = c_.model.model;
+  const double s = m.seq_length, L = m.num_layers, h = m.hidden_size, V = double(c_.model.padded_vocab_size);
+  const double fork_flops = (m.glu_activation.empty() ? 24.0 : 32.0) * (m.checkpoint_activations ? 4.0 : 3.0) *
+                            double(p.global_batch) * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h));
+  const double fork_tflops = fork_flops / (ms * 1e-3 * c_.groups.grid.world() * 1e12);
   const double samples_per_s = double(p.global_batch) / (ms * 1e-3);
   const double tokens_per_s = samples_per_s * c_.model.model.seq_length;
   const std::optional<DeviceMemory> mem = device_memory(c_.model.device);
@@ -152,43 +177,47 @@ void IterationLog::write(const Pending& p, double interval_s, const Values& valu
                 " | max reserved: ", fmt_f(mem->max_reserved_mib, 1));
   }
   if (!logging_rank()) return;
+  // Megatron-DeepSpeed's training_log line, field for field; megaton's tokens per second after it.
   std::ostringstream line;
   line << " iteration " << std::setw(8) << p.iteration << "/" << std::setw(8) << train_iters_
-       << " | consumed samples: " << std::setw(12) << p.consumed_train << " | consumed tokens: " << std::setw(14)
-       << p.consumed_tokens << " | elapsed time per iteration (ms): " << fmt_f(ms, 1)
-       << " | learning rate: " << fmt_e(p.lr) << " | global batch size: " << std::setw(5) << p.global_batch << " |";
+       << " | consumed samples: " << std::setw(12) << p.consumed_train << " | consumed tokens: " << std::setw(12)
+       << p.consumed_tokens << " | elapsed time per iteration (s): " << fmt_f(ms * 1e-3, 2)
+       << " | learning rate: " << fmt_e(p.lr, 3) << " | global batch size: " << std::setw(5) << p.global_batch << " |";
   if (avg) line << " lm loss: " << fmt_e(*avg) << " |";
   if (p.loss_scale) line << " loss scale: " << fmt_f(*p.loss_scale, 1) << " |";
   if (grad_norm) line << " grad norm: " << fmt_f(*grad_norm, 3) << " |";
-  if (p.num_zeros) line << " num zeros: " << *p.num_zeros << " |";
+  if (p.num_zeros) line << " num zeros: " << fmt_f(double(*p.num_zeros), 1) << " |";
   if (values.params_norm) line << " params norm: " << fmt_f(*values.params_norm, 3) << " |";
   line << " number of skipped iterations: " << std::setw(3) << p.skipped
        << " | number of nan iterations: " << std::setw(3) << nan_iterations
-       << " | samples per second: " << fmt_f(samples_per_s, 3) << " | TFLOPs: " << fmt_f(tflops, 2)
-       << " | tokens per second: " << fmt_f(tokens_per_s, 1) << " |";
+       << " | samples per second: " << fmt_f(samples_per_s, 3) << " | TFLOPs: " << fmt_f(fork_tflops, 2)
+       << " | tokens per second: " << fmt_f(tokens_per_s, 1) << " | model TFLOPs: " << fmt_f(tflops, 2) << " |";
   c_.out << line.str() << std::endl;
   const double left_s = double(train_iters_ - p.iteration) * ms * 1e-3;
   c_.log.info(fmt_f(100.0 * double(p.iteration) / double(std::max<int64_t>(train_iters_, 1)), 1), "% ", p.iteration,
               "/", train_iters_, " iterations, ", fmt_f(1e3 / ms, 2), " it/s, ETA ", format_duration(left_s));
 
   const int64_t it = p.iteration, samples = p.consumed_train, tokens = p.consumed_tokens;
-  if (tb_ && it % std::max(1, options_.tensorboard_log_interval) == 0) {
+  if (tb_) {
+    write_points(p, p.values.defined() ? p.values.data_ptr<double>() : nullptr);
+    // The series the fork writes at log lines only: norms and zeros (computed for log lines), the timing series.
     const auto& lg = options_;
-    if (lg.log_learning_rate_to_tensorboard) tb_->add_scalar_vs_progress("learning-rate", p.lr, it, samples, tokens);
-    if (lg.log_batch_size_to_tensorboard)
-      tb_->add_scalar_vs_progress("batch-size", double(p.global_batch), it, samples, tokens);
-    if (avg) tb_->add_scalar_vs_progress("lm loss", *avg, it, samples, tokens);
-    if (p.loss_scale && lg.log_loss_scale_to_tensorboard)
-      tb_->add_scalar_vs_progress("loss-scale", *p.loss_scale, it, samples, tokens);
-    if (grad_norm) tb_->add_scalar_vs_progress("grad-norm", *grad_norm, it, samples, tokens);
-    if (p.num_zeros) tb_->add_scalar_vs_progress("num-zeros", double(*p.num_zeros), it, samples, tokens);
-    if (values.params_norm) tb_->add_scalar_vs_progress("params-norm", *values.params_norm, it, samples, tokens);
-    tb_->add_scalar("iteration-time", ms * 1e-3, it);
-    tb_->add_scalar("samples-per-second", samples_per_s, it);
-    tb_->add_scalar("tokens-per-second", tokens_per_s, it);
-    tb_->add_scalar("TFLOPs", tflops, it);
-    if (lg.log_timers_to_tensorboard)
-      for (const auto& [name, sec] : timer_seconds) tb_->add_scalar(name + "-time", sec * 1e3, it);
+    if (it % std::max(1, lg.tensorboard_log_interval) == 0) {
+      if (p.num_zeros) tb_->add_scalar_vs_progress("num-zeros/num-zeros", double(*p.num_zeros), it, samples, tokens);
+      if (values.params_norm)
+        tb_->add_scalar_vs_progress("params-norm/params-norm", *values.params_norm, it, samples, tokens);
+    }
+    if (lg.log_timers_to_tensorboard) {
+      const double dp = double(c_.groups.grid.dp_size());
+      tb_->add_scalar_vs_progress("iteration-time/iteration-time", ms * 1e-3, it, samples, tokens);
+      tb_->add_scalar("iteration-time/samples per second", samples_per_s, it);
+      tb_->add_scalar("iteration-time/samples per second per replica", samples_per_s / dp, it);
+      tb_->add_scalar("iteration-time/tokens per second", tokens_per_s, it);
+      tb_->add_scalar("iteration-time/tokens per second per replica", tokens_per_s / dp, it);
+      tb_->add_scalar("iteration-time/TFLOPs per gpu (estimated)", fork_tflops, it);
+      const double n = double(std::max<int64_t>(p.iterations, 1));
+      for (const auto& [name, sec] : timer_seconds) tb_->add_scalar(name + "-time", sec / n, it);
+    }
     tb_->flush();
   }
   if (metrics_) {
@@ -220,21 +249,54 @@ void IterationLog::write(const Pending& p, double interval_s, const Values& valu
   }
 }
 
+void IterationLog::write_points(const Pending& p, const double* v) {
+  const auto& lg = options_;
+  size_t next_norm = p.points_at;
+  for (const Point& pt : p.points) {
+    const int64_t it = pt.iteration, samples = pt.samples, tokens = pt.tokens;
+    tb_->add_scalar("steps-vs-samples/y=steps,x=samples", double(it), samples);
+    tb_->add_scalar("steps-vs-samples/y=samples,x=steps", double(samples), it);
+    tb_->add_scalar("steps-vs-tokens/y=steps,x=tokens", double(it), tokens);
+    tb_->add_scalar("steps-vs-tokens/y=tokens,x=steps", double(tokens), it);
+    if (lg.log_learning_rate_to_tensorboard)
+      tb_->add_scalar_vs_progress("learning-rate/learning-rate", pt.lr, it, samples, tokens);
+    if (lg.log_batch_size_to_tensorboard) {
+      tb_->add_scalar("batch-size/batch-size", double(pt.global_batch), it);
+      tb_->add_scalar("batch-size/batch-size vs samples", double(pt.global_batch), samples);
+    }
+    if (pt.loss_index >= 0 && v != nullptr) {
+      const double loss = v[pt.loss_index];
+      tb_->add_scalar_vs_progress("lm-loss-training/lm loss", loss, it, samples, tokens);
+      tb_->add_scalar("lm-loss-training/lm loss vs gigaflos (without embeddings)", loss,
+                      static_cast<int64_t>(c_.gigaflos_per_token * double(tokens)));
+    }
+    if (pt.loss_scale && lg.log_loss_scale_to_tensorboard)
+      tb_->add_scalar_vs_progress("loss-scale/loss-scale", *pt.loss_scale, it, samples, tokens);
+    if (pt.grad_norm && v != nullptr)
+      tb_->add_scalar_vs_progress("grad-norm/grad-norm", v[next_norm++], it, samples, tokens);
+  }
+}
+
 void IterationLog::validation(const std::string& name, double loss, const TrainingProgress& progress) {
   if (!logging_rank()) return;
-  const std::string suffix = name.empty() ? "" : "-" + name;  // BigScience's "validation-NAME"
   const double ppl = std::exp(std::min(20.0, loss));
   const int64_t it = progress.iteration, samples = progress.consumed_train_samples;
   const int64_t tokens = progress.consumed_train_tokens;
+  // evaluate_and_print_results: "validation loss at ..." in mode 1, "NAME loss at ..." for a mode-2 group.
   std::ostringstream line;
-  line << " validation" << suffix << " loss at iteration " << it << " | lm loss value: " << fmt_e(loss)
+  line << (name.empty() ? "validation" : name) << " loss at iteration " << it << " | lm loss value: " << fmt_e(loss)
        << " | lm loss PPL: " << fmt_e(ppl) << " | ";
-  const std::string bar(line.str().size(), '-');
+  const std::string bar(line.str().size() + 1, '-');
   c_.out << bar << "\n" << line.str() << "\n" << bar << std::endl;
   if (tb_) {
-    tb_->add_scalar_vs_progress("lm loss validation" + suffix, loss, it, samples, tokens);
-    if (options_.log_validation_ppl_to_tensorboard)
-      tb_->add_scalar_vs_progress("lm loss validation" + suffix + " ppl", ppl, it, samples, tokens);
+    const std::string prefix = name.empty() ? "lm-loss-validation" : "lm-loss-validation/" + name;
+    const auto gigaflos = static_cast<int64_t>(c_.gigaflos_per_token * double(tokens));
+    tb_->add_scalar_vs_progress(prefix + "/lm loss validation", loss, it, samples, tokens);
+    tb_->add_scalar(prefix + "/lm loss validation vs gigaflos (without embeddings)", loss, gigaflos);
+    if (options_.log_validation_ppl_to_tensorboard) {
+      tb_->add_scalar_vs_progress(prefix + "/lm loss validation ppl", ppl, it, samples, tokens);
+      tb_->add_scalar(prefix + "/lm loss validation ppl vs gigaflos (without embeddings)", ppl, gigaflos);
+    }
     tb_->flush();
   }
   if (metrics_)

@@ -1,9 +1,11 @@
-// What a training run reports, on three sinks: Megatron's iteration and validation lines on stdout (the logging rank:
-// last pipeline stage, TP and DP rank 0), TensorBoard scalars (--tensorboard-dir) and a JSON-lines metrics file
-// (--metrics-file). An iteration's values are captured at its end without waiting for the device and written one
-// iteration later, once the next iteration's work is queued, so the device never runs dry at a log line.
+// What a training run reports, on three sinks: Megatron-DeepSpeed's iteration and validation lines on stdout (the
+// logging rank: last pipeline stage, TP and DP rank 0), TensorBoard scalars under the fork's tags (--tensorboard-dir;
+// the per-iteration series every --tensorboard-log-interval iterations, the timing series at log lines) and a
+// JSON-lines metrics file (--metrics-file). An iteration's values are captured at its end without waiting for the
+// device and written one iteration later, once the next iteration's work is queued, so the device never runs dry at a
+// log line.
 //
-//   log.add_iteration(outcome);                 // every iteration: its loss, on the device, and whether it stepped
+//   log.add_iteration(outcome, progress);       // every iteration: its loss, on the device, and whether it stepped
 //   log.capture(outcome, progress, n);          // at a log point: start the device-to-host copy, mark the device
 //   log.flush();                                // after the next iteration is queued: wait for the mark, write
 #pragma once
@@ -41,6 +43,9 @@ class IterationLog {
     Timers& timers;
     std::ostream& out;
     const Logger& log;
+    // The fork's "gigaflos (without embeddings)" per consumed token: 6 x the logging rank's parameters other than the
+    // word and position embeddings x TP x PP / 1e9 (megatron/utils.py's get_parameters_in_billions).
+    double gigaflos_per_token = 0;
   };
   /// Opens the TensorBoard and metrics sinks on the logging rank. `train_iters`: the run's length, for the line.
   IterationLog(Context context, const LoggingOptions& options, int64_t train_iters);
@@ -51,8 +56,9 @@ class IterationLog {
 
   /// Starts the first interval (before the loop's first iteration).
   void start();
-  /// Records an iteration's loss (on the device) and whether its step was taken; counts skipped steps.
-  void add_iteration(const StepOutcome& s);
+  /// Records an iteration's loss (on the device) and whether its step was taken; counts skipped steps. `progress`:
+  /// after the iteration (its TensorBoard point, every --tensorboard-log-interval iterations).
+  void add_iteration(const StepOutcome& s, const TrainingProgress& progress);
   /// At a log point: takes the interval's values (`iterations` since the last line), starts their copy to the host
   /// and marks the device's position; nothing waits for the device.
   void capture(const StepOutcome& s, const TrainingProgress& progress, int64_t iterations);
@@ -64,6 +70,14 @@ class IterationLog {
 
  private:
   struct Pending;  // a line's values, captured at its iteration's end
+  struct Point {   // one iteration's TensorBoard values; the loss and grad norm are read with the next line's
+    int64_t iteration = 0, samples = 0, tokens = 0, global_batch = 0;
+    double lr = 0;
+    std::optional<double> loss_scale;
+    int loss_index = -1;  // into the captured losses
+    DeviceScalar grad_norm;
+  };
+  void write_points(const Pending& p, const double* values);
   struct Values {  // the device values of a line, read back
     std::optional<double> avg_loss, grad_norm, params_norm;
     int64_t nan_iterations = 0;
@@ -84,6 +98,7 @@ class IterationLog {
   // Each iteration's loss (on the device) and whether its step was taken, until the capture copies them to the host
   // at once: a read per iteration would make every iteration wait for the GPU.
   std::vector<std::pair<torch::Tensor, bool>> losses_;
+  std::vector<Point> points_;  // this interval's TensorBoard points
 };
 
 }  // namespace megaton::train

@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "core/error.h"
+#include "model/gpt_config.h"
 #include "ops/alibi_fold.h"
 #include "train/train_config.h"
 
@@ -106,7 +107,13 @@ std::string describe_layout(const TrainConfig& config, int64_t vocab, int64_t V)
   os << "parallel layout: TP=" << p.tensor_model_parallel_size << " x PP=" << p.pipeline_model_parallel_size
      << " x DP=" << p.data_parallel_size << " = " << p.world_size << " ranks"
      << (p.zero_stage ? ", ZeRO-1 over DP" : "") << "\n";
-  const auto stages = layers_per_stage(m.num_layers, p.pipeline_model_parallel_size);
+  model::GptConfig g;  // what the model's partition reads
+  g.model = m;
+  g.vocab_size = vocab;
+  g.padded_vocab_size = V;
+  g.dtype = config.precision.dtype();
+  g.pp_partition_method = p.pp_partition_method;
+  const auto stages = model::partition_layers(g, p.pipeline_model_parallel_size);
   os << "layers per stage:";
   for (int n : stages) os << " " << n;
   if (p.num_layers_per_virtual_pipeline_stage > 0) {

@@ -9,6 +9,7 @@ struct TrainingProgress {
   int64_t consumed_train_samples = 0;  // over all runs of the job
   int64_t consumed_valid_samples = 0;
   int64_t consumed_train_tokens = 0;
+  int64_t skipped_train_samples = 0;  // this run's --skip-train-iteration-range data, not saved (train/skip_ranges.h)
 };
 
 }  // namespace megaton::train

@@ -19,22 +19,18 @@ StepOutcome TrainStep::run(const TrainingProgress& progress, bool log_point) {
 
   // This DP rank's micro-batches of the global batch (Megatron's pretraining sampler, from consumed samples).
   p_.timers("batch-generator").start();
-  data::PretrainingSampler sampler(p_.dataset.size(), progress.consumed_train_samples, o_.micro_batch_size,
-                                   p_.groups.coords.dp, p_.groups.grid.dp_size());
+  const int64_t position = progress.consumed_train_samples + progress.skipped_train_samples;
+  data::PretrainingSampler sampler(p_.dataset.size(), position, o_.micro_batch_size, p_.groups.coords.dp,
+                                   p_.groups.grid.dp_size());
   const bool needs_data = reads_data();
   std::vector<model::MicroBatch> batches(static_cast<size_t>(m));
   for (int i = 0; i < m; ++i) {
     std::vector<int64_t> idx;
-    MEGATON_CHECK(sampler.next(idx), DataError, "the train dataset ran out of samples at consumed samples ",
-                  progress.consumed_train_samples, " (", p_.dataset.size(), " samples in the index)");
+    MEGATON_CHECK(sampler.next(idx), DataError, "the train dataset ran out of samples at sample ", position, " (",
+                  p_.dataset.size(), " samples in the index)");
     if (needs_data) batches[static_cast<size_t>(i)] = make_micro_batch(p_.dataset, idx, o_.batch);
   }
   p_.timers("batch-generator").stop();
-
-  const int64_t next_iteration = progress.iteration + 1;
-  for (const auto& [a, b] : o_.skip_ranges)
-    if (next_iteration >= a && next_iteration <= b) s.skipped_data = true;
-  if (s.skipped_data) return s;
 
   p_.optimizer.zero_grad();
   const double scale = p_.optimizer.loss_scale();

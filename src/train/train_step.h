@@ -24,11 +24,10 @@ namespace megaton::train {
 
 /// What one iteration did.
 struct StepOutcome {
-  bool skipped_data = false;  // --skip-train-iteration-range: data consumed, no step
-  bool updated = false;       // optimizer step taken (false: inf/NaN gradients, the step was skipped)
-  torch::Tensor loss;         // [1] on the device: the DP-averaged mean loss (last pipeline stage only; else undefined)
-  DeviceScalar grad_norm;     // read when the iteration is logged
-  DeviceScalar num_zeros;     // likewise (--log-num-zeros-in-grad)
+  bool updated = false;    // optimizer step taken (false: inf/NaN gradients, the step was skipped)
+  torch::Tensor loss;      // [1] on the device: the DP-averaged mean loss (last pipeline stage only; else undefined)
+  DeviceScalar grad_norm;  // read when the iteration is logged
+  DeviceScalar num_zeros;  // likewise (--log-num-zeros-in-grad)
   int64_t global_batch = 0;
 };
 
@@ -46,7 +45,6 @@ class TrainStep {
   struct Options {
     int micro_batch_size = 0;
     BatchOptions batch;
-    std::vector<std::pair<int64_t, int64_t>> skip_ranges;  // --skip-train-iteration-range, inclusive
     bool sync_tp_duplicated_parameters = false;
     bool reset_attention_mask = false;  // every stage's layers read the documents' mask
   };

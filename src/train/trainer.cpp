@@ -90,7 +90,7 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
                 "megaton train needs --data-path (a preprocessed PREFIX, or W1 P1 W2 P2 ...) or "
                 "--train-weighted-split-paths[-path]");
   TrainStep::Options so;
-  so.skip_ranges = parse_skip_ranges(t.skip_train_iteration_range);
+  skip_ranges_ = std::make_unique<SkipRanges>(t.skip_train_iteration_range);
   const torch::Device device(dist::select_device(cfg_.dist.device, env_.local_rank));
   if (cfg_.precision.fp16 && !device.is_cuda()) {
     // LibTorch 1.13 has no fp16 matrix multiply on CPU: say so before anything is built, not mid-iteration.
@@ -158,7 +158,8 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
   MEGATON_CHECK(train_ds_ != nullptr, UsageError, "--split gives the train split no documents; nothing to train on");
 
   iteration_log_ = std::make_unique<IterationLog>(
-      IterationLog::Context{model_->config(), groups_, *optimizer_, timers_, out_, log_}, cfg_.logging, train_iters_);
+      IterationLog::Context{model_->config(), groups_, *optimizer_, timers_, out_, log_, gigaflos_per_token()},
+      cfg_.logging, train_iters_);
   report_memory();
 
   so.micro_batch_size = t.micro_batch_size;
@@ -176,6 +177,20 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
 }
 
 Trainer::~Trainer() = default;
+
+double Trainer::gigaflos_per_token() const {
+  // megatron/utils.py: non_embedding_params (this rank's parameters but the word and position embeddings) times the
+  // model-parallel size, in billions; the fork adds 6 x samples x seq_length x that per iteration.
+  int64_t n = 0;
+  for (const auto& pi : model_->params()) {
+    const std::string& name = pi.name;
+    const auto ends_with = [&](const std::string& tail) {
+      return name.size() >= tail.size() && name.compare(name.size() - tail.size(), tail.size(), tail) == 0;
+    };
+    if (!ends_with("word_embeddings.weight") && !ends_with("position_embeddings.weight")) n += pi.param.numel();
+  }
+  return 6.0 * double(n) * double(groups_.grid.tp_size() * groups_.grid.pp_size()) / 1e9;
+}
 
 void Trainer::report_memory() const {
   int64_t n = 0;
@@ -222,10 +237,22 @@ int Trainer::run() {
                " are not all in this run (iterations ", progress_.iteration + 1, "..", train_iters_,
                "): no profile will be written");
   warn_if_gemm_epilogue_unused();
+  if (const auto stuck = skip_ranges_->start_at(progress_.iteration); stuck.second > 0)
+    log_.warn0("--skip-train-iteration-range ", stuck.first, "-", stuck.second, " ends at iteration ",
+               progress_.iteration, ", where this run starts: as in Megatron-DeepSpeed it is never applied and holds ",
+               "back the ranges after it; give the ranges still ahead only");
   const auto token_budget_spent = [&] {
     return t.train_tokens > 0 && progress_.consumed_train_tokens >= t.train_tokens;
   };
   while (progress_.iteration < train_iters_ && !token_budget_spent()) {
+    // --skip-train-iteration-range: data skipped, the iteration counter stays (train/skip_ranges.h).
+    for (auto skip = skip_ranges_->take(progress_.iteration); skip.second > 0;
+         skip = skip_ranges_->take(progress_.iteration)) {
+      progress_.skipped_train_samples += skip.second * t.micro_batch_size * groups_.grid.dp_size();
+      log_.info0("Skipped iterations ", skip.first.first, " to ", skip.first.second,
+                 " due to --skip-train-iteration-range flag (", skip.second, " micro-batches of data; ",
+                 progress_.skipped_train_samples, " samples skipped in this run)");
+    }
     profiler.before_step(progress_.iteration);
     // Whether this iteration (number iteration + 1 once done) ends on a log line: known before it runs, so that what
     // only a log line shows is computed in that iteration only.
@@ -244,7 +271,7 @@ int Trainer::run() {
     progress_.consumed_train_tokens += s.global_batch * cfg_.model.seq_length;
     if (s.updated) lr_->step(s.global_batch, progress_.consumed_train_tokens);
     optimizer_->set_lr(lr_->lr());
-    iteration_log_->add_iteration(s);
+    iteration_log_->add_iteration(s, progress_);
     if (log_point) {
       iteration_log_->capture(s, progress_, in_interval);  // written after the next iteration is queued
       in_interval = 0;

@@ -22,6 +22,7 @@
 #include "dist/launch_env.h"
 #include "dist/process_groups.h"
 #include "train/progress.h"
+#include "train/skip_ranges.h"
 #include "train/train_config.h"
 
 namespace megaton::data {
@@ -63,6 +64,7 @@ class Trainer {
 
  private:
   void report_memory() const;
+  double gigaflos_per_token() const;
   void warn_if_gemm_epilogue_unused() const;  // --gemm-epilogue-fusion where the MLP cannot take it
 
   TrainConfig cfg_;
@@ -73,7 +75,8 @@ class Trainer {
   Timers timers_;
   TrainingProgress progress_;
   int64_t train_iters_ = 0;
-  bool killed_at_start_ = false;  // the kill switch existed at start: run() returns at once
+  bool killed_at_start_ = false;
+  std::unique_ptr<SkipRanges> skip_ranges_;  // the kill switch existed at start: run() returns at once
   std::unique_ptr<TrainingModel> model_;
   std::unique_ptr<parallel::DataParallel> dp_;
   std::unique_ptr<optim::MixedPrecisionOptimizer> optimizer_;

@@ -19,6 +19,8 @@ nlohmann::json args_json(const TrainConfig& c) {
           {"train_iters", t.train_iters},
           {"train_samples", t.train_samples},
           {"seq_length", c.model.seq_length},
+          {"make_vocab_size_divisible_by", c.model.make_vocab_size_divisible_by},
+          {"pad_vocab_size_to", c.model.pad_vocab_size_to},
           {"seed", t.seed},
           {"optimizer", c.optimizer.kind},
           {"lr", lr.lr},

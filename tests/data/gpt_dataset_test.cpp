@@ -101,6 +101,21 @@ TEST(DataGptIndex, SeparateLastEpochShufflesItWithinItself) {
   }
 }
 
+TEST(DataBlending, WeightsSumAsNumpySumsThem) {
+  // np.sum([0.1] * 10) == 1.0 (pairwise), where a running sum gives 0.9999999999999999; the two agree below 8 values.
+  const std::vector<double> tenth(10, 0.1);
+  EXPECT_EQ(megaton::data::numpy_sum(tenth.data(), tenth.size()), 1.0);
+  double running = 0;
+  for (double w : tenth) running += w;
+  EXPECT_EQ(running, 0.9999999999999999);
+  const std::vector<double> a = {0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.1, 1.3};
+  EXPECT_EQ(megaton::data::numpy_sum(a.data(), a.size()), 6.8999999999999995);  // np.sum(a)
+  std::vector<double> many(300);
+  for (size_t i = 0; i < many.size(); ++i) many[i] = 1.0 / double(i + 1);
+  EXPECT_EQ(megaton::data::numpy_sum(many.data(), many.size()),
+            6.282663880299504);  // np.sum(1 / arange(1, 301)); a running sum gives ...502
+}
+
 TEST(DataBlending, MegatronSelectionRule) {
   std::vector<uint8_t> di;
   std::vector<int64_t> dsi;

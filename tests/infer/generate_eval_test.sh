@@ -42,6 +42,20 @@ for v in recompute tp2 pp2; do
 done
 echo "greedy unconditional samples equal: KV cache, --recompute, TP=2, PP=2"
 
+# The checkpoint knows the model: no model or tokenizer flags, the same samples; a flag given explicitly is still
+# checked against the checkpoint.
+"$BUILD/megaton" generate --load "$work/ckpt" --device cpu "${greedy[@]}" --genfile "$work/bare.jsonl" \
+  > "$work/bare.log" 2>&1 || { echo "generate without model flags failed:"; tail -20 "$work/bare.log"; exit 1; }
+cmp "$work/cache.jsonl" "$work/bare.jsonl" || { echo "samples differ without model flags"; exit 1; }
+grep -q "from .*--num-layers 4 --hidden-size 32 .*--seq-length 32 --tokenizer-type \"PretrainedFromHF\"" \
+  "$work/bare.log" || { echo "no note of what came from the checkpoint"; cat "$work/bare.log"; exit 1; }
+if "$BUILD/megaton" generate --load "$work/ckpt" --device cpu --hidden-size 64 "${greedy[@]}" \
+  --genfile "$work/bad.jsonl" > "$work/bad.log" 2>&1; then
+  echo "a --hidden-size that contradicts the checkpoint was accepted"; exit 1
+fi
+grep -q "hidden_size: checkpoint has 32, this run has 64" "$work/bad.log" || { cat "$work/bad.log"; exit 1; }
+echo "generate takes the architecture from the checkpoint; contradicting flags refused"
+
 printf 'abc def\nhello\n' > "$work/prompts.txt"
 gen 1 cond --greedy --sample-input-file "$work/prompts.txt" --out-seq-length 8
 grep -q "^Context:abc def$" "$work/prompts.txt.out" && grep -q "^Megatron-LM:" "$work/prompts.txt.out" ||

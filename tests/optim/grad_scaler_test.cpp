@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
+
 #include "core/error.h"
 
 using namespace megaton;
@@ -94,4 +97,50 @@ TEST(OptimGradScaler, FactoryFollowsMegatron) {
   auto d = optim::make_grad_scaler(p);
   ASSERT_NE(dynamic_cast<optim::DynamicGradScaler*>(d.get()), nullptr);
   EXPECT_EQ(d->scale(), 4294967296.0);
+}
+
+namespace {
+// DeepSpeed's DynamicLossScaler.update_scale (deepspeed/runtime/fp16/loss_scaler.py), which the fork's fp16 runs use
+// under --deepspeed, written from its description: hysteresis counts down to 1 and then every overflow shrinks; a
+// growth when (iteration - last overflow iteration) is a multiple of the window, refilling the hysteresis.
+struct DeepSpeedScaler {
+  double cur_scale, min_scale;
+  int scale_window, delayed_shift, cur_hysteresis;
+  int64_t cur_iter = 0, last_overflow_iter = -1;
+  void update_scale(bool overflow) {
+    if (overflow) {
+      if (delayed_shift == 1 || cur_hysteresis == 1)
+        cur_scale = std::max(cur_scale / 2.0, min_scale);
+      else
+        cur_hysteresis -= 1;
+      last_overflow_iter = cur_iter;
+    } else if ((cur_iter - last_overflow_iter) % scale_window == 0) {
+      cur_hysteresis = delayed_shift;
+      cur_scale *= 2.0;
+    }
+    ++cur_iter;
+  }
+};
+}  // namespace
+
+TEST(GradScaler, DynamicFollowsDeepSpeedsDynamicLossScaler) {
+  // Random overflow patterns (bursts and isolated ones) over 4000 iterations, for several windows and hysteresis
+  // budgets: the scale after every iteration equals DeepSpeed's (min_loss_scale reached included).
+  uint64_t state = 12345;
+  auto next = [&] { return (state = state * 6364136223846793005ull + 1442695040888963407ull) >> 33; };
+  for (int window : {1, 3, 16, 500}) {
+    for (int hysteresis : {1, 2, 5}) {
+      optim::DynamicGradScaler ours(opts(65536.0, window, hysteresis, 4.0));
+      DeepSpeedScaler ds{65536.0, 4.0, window, hysteresis, hysteresis};
+      int burst = 0;
+      for (int it = 0; it < 4000; ++it) {
+        if (burst == 0 && next() % 97 == 0) burst = 1 + static_cast<int>(next() % 20);
+        const bool overflow = burst > 0 || next() % 251 == 0;
+        if (burst > 0) --burst;
+        ours.update(overflow);
+        ds.update_scale(overflow);
+        ASSERT_EQ(ours.scale(), ds.cur_scale) << "window " << window << " hysteresis " << hysteresis << " it " << it;
+      }
+    }
+  }
 }

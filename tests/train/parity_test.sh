@@ -13,23 +13,30 @@ common=($(tiny_model_args) $(tiny_lr_args) --data-path "$work/synth_text_documen
 
 norms=(--log-params-norm --log-num-zeros-in-grad)
 run_train 1 "${common[@]}" "${norms[@]}" --metrics-file "$work/ref.jsonl" --tensorboard-dir "$work/tb" \
-  --log-batch-size-to-tensorboard --tensorboard-queue-size 5 > "$work/ref.log"
-grep -q "| num zeros: [0-9]* | params norm: [0-9.]* |" "$work/ref.log" || { grep -m2 iteration "$work/ref.log"; exit 1; }
+  --log-batch-size-to-tensorboard --log-timers-to-tensorboard --tensorboard-queue-size 5 > "$work/ref.log"
+grep -q "| num zeros: [0-9]*\.[0-9] | params norm: [0-9.]* |" "$work/ref.log" || { grep -m2 iteration "$work/ref.log"; exit 1; }
 grep -q "iteration       20/      20" "$work/ref.log" || { cat "$work/ref.log"; exit 1; }
 loss_decreases "$work/ref.jsonl"
-# The TensorBoard events file decodes (independent reader) and holds the same losses as the metrics file.
+# The TensorBoard events file decodes (independent reader), holds the same losses as the metrics file, and names its
+# series as Megatron-DeepSpeed's training_log and evaluate_and_print_results do.
 python3 "$SRC/tests/train/tensorboard_decode.py" "$work"/tb/events.out.tfevents.* > "$work/tb.json"
 python3 - "$work/tb.json" "$work/ref.jsonl" <<'PY'
 import json, sys
 tb = json.load(open(sys.argv[1]))["scalars"]
 m = {o["iteration"]: o for o in map(json.loads, open(sys.argv[2])) if "lm_loss" in o}
-loss = {s["step"]: s["value"] for s in tb if s["tag"] == "lm loss"}
+loss = {s["step"]: s["value"] for s in tb if s["tag"] == "lm-loss-training/lm loss"}
 assert sorted(loss) == sorted(m), (sorted(loss), sorted(m))
 assert all(abs(loss[i] - m[i]["lm_loss"]) < 1e-6 * max(1, m[i]["lm_loss"]) for i in m)
 tags = {s["tag"] for s in tb}
-for t in ["learning-rate", "batch-size", "lm loss vs samples", "grad-norm", "iteration-time", "lm loss validation",
-          "params-norm", "num-zeros"]:
+for t in ["steps-vs-samples/y=steps,x=samples", "steps-vs-tokens/y=tokens,x=steps", "learning-rate/learning-rate",
+          "learning-rate/learning-rate vs tokens", "batch-size/batch-size vs samples", "lm-loss-training/lm loss vs samples",
+          "lm-loss-training/lm loss vs gigaflos (without embeddings)", "grad-norm/grad-norm", "params-norm/params-norm",
+          "num-zeros/num-zeros", "iteration-time/iteration-time", "iteration-time/TFLOPs per gpu (estimated)",
+          "forward-backward-time", "lm-loss-validation/lm loss validation",
+          "lm-loss-validation/lm loss validation vs gigaflos (without embeddings)"]:
     assert t in tags, (t, sorted(tags))
+steps = {s["step"]: s["value"] for s in tb if s["tag"] == "steps-vs-samples/y=samples,x=steps"}
+assert steps[20] == 20 * 16, steps
 PY
 
 check() {  # name np flags...

@@ -4,9 +4,11 @@
 
 #include <algorithm>
 #include <csignal>
+#include <deque>
 
 #include "core/error.h"
 #include "train/batches.h"
+#include "train/skip_ranges.h"
 #include "train/stop_signals.h"
 
 using namespace megaton;
@@ -140,6 +142,30 @@ TEST(TrainPieces, SkipRanges) {
       EXPECT_NE(std::string(e.what()).find(bad), std::string::npos) << e.what();
     }
   }
+}
+
+TEST(TrainPieces, SkipRangesAsTheForksLoopTakesThem) {
+  using Ranges = std::deque<std::pair<int64_t, int64_t>>;
+  // Sorted and merged: 1-5 2-6 -> 1-6; 20-25 and 30-30 stay apart.
+  train::SkipRanges s({"30-30", "2-6", "20-25", "1-5"});
+  EXPECT_EQ(s.ranges(), (Ranges{{1, 6}, {20, 25}, {30, 30}}));
+  // A run starting at iteration 8 drops 1-6; nothing blocks.
+  EXPECT_EQ(s.start_at(8), (std::pair<int64_t, int64_t>{0, 0}));
+  EXPECT_EQ(s.ranges(), (Ranges{{20, 25}, {30, 30}}));
+  EXPECT_EQ(s.take(8).second, 0);   // iteration 9 is outside 20-25
+  EXPECT_EQ(s.take(18).second, 0);  // iteration 19 too
+  // Before iteration 20 (iteration 19 done): 25 - 19 = 6 micro-batch groups skipped, the range taken off.
+  const auto t = s.take(19);
+  EXPECT_EQ(t.first, (std::pair<int64_t, int64_t>{20, 25}));
+  EXPECT_EQ(t.second, 6);
+  EXPECT_EQ(s.take(19).second, 0);
+  // 30-30 before iteration 30: one micro-batch group.
+  EXPECT_EQ(s.take(29).second, 1);
+  EXPECT_TRUE(s.ranges().empty());
+  // A range ending exactly where a run starts is kept first and never taken: it holds back the later ones.
+  train::SkipRanges stuck({"5-10", "20-25"});
+  EXPECT_EQ(stuck.start_at(10), (std::pair<int64_t, int64_t>{5, 10}));
+  EXPECT_EQ(stuck.take(19).second, 0);
 }
 
 TEST(TrainPieces, SignalsAreRecordedNotFatal) {

@@ -1,9 +1,9 @@
 #!/bin/bash
 # Exit triggers leave a loadable checkpoint: the kill switch (--kill-switch-path, exit 0), --exit-duration-in-mins,
-# SIGTERM (one rank run
-# directly) and SIGUSR1 (sent to each of 2 ranks, as SLURM's --signal does). --skip-train-iteration-range
-# consumes data without a step. --eval-only evaluates the loaded weights as the training loop would. Signals exit 7 (interrupted, docs/errors.md). A constant loss scale so large that every gradient overflows: each step is skipped
-# and counted, the weights never change.
+# SIGTERM (one rank run directly) and SIGUSR1 (sent to each of 2 ranks, as SLURM's --signal does); signals exit 7
+# (interrupted, docs/errors.md). --skip-train-iteration-range skips data as the fork's loop does. --eval-only
+# evaluates the loaded weights as the training loop would. A constant loss scale so large that every gradient
+# overflows: each step is skipped and counted, the weights never change.
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/support/train_lib.sh"
@@ -109,14 +109,21 @@ signal_run() {  # name signal np
 signal_run sigterm TERM 1
 signal_run sigusr1 USR1 2
 
-# Skipped iteration range: iterations 3-4 consume their samples but take no step.
+# Skipped iteration range, as the fork's loop: before iteration 3 (2 done) the data advances by 4 - 2 = 2 micro-batch
+# groups (2 x micro-batch 2 x DP 1 = 4 samples) and the iteration counter stays; all 6 iterations train and count their
+# samples. Iterations 1-2 match a run without the flag; iteration 3 reads the samples the plain run's iteration 4 reads.
 run_train 1 "${common[@]}" --train-iters 6 --skip-train-iteration-range 3-4 --metrics-file "$work/skip.jsonl" \
   > "$work/skip.log" 2>&1 || { tail -20 "$work/skip.log"; exit 1; }
-python3 - "$work/skip.jsonl" <<'PY'
+grep -q "Skipped iterations 3 to 4 due to --skip-train-iteration-range flag (2 micro-batches of data; 4 samples" \
+  "$work/skip.log" || { tail -20 "$work/skip.log"; exit 1; }
+run_train 1 "${common[@]}" --train-iters 6 --metrics-file "$work/noskip.jsonl" > "$work/noskip.log" 2>&1 ||
+  { tail -20 "$work/noskip.log"; exit 1; }
+python3 - "$work/skip.jsonl" "$work/noskip.jsonl" <<'PY'
 import json, sys
-m = {o["iteration"]: o for o in map(json.loads, open(sys.argv[1]))}
-assert m[6]["consumed_samples"] == 24, m[6]
-assert "lm_loss" not in m[3] and "lm_loss" not in m[4] and "lm_loss" in m[5], (m[3], m[5])
+skip, plain = ({o["iteration"]: o for o in map(json.loads, open(p)) if "lm_loss" in o} for p in sys.argv[1:])
+assert sorted(skip) == list(range(1, 7)) and skip[6]["consumed_samples"] == 24, skip
+assert skip[1]["lm_loss"] == plain[1]["lm_loss"] and skip[2]["lm_loss"] == plain[2]["lm_loss"], (skip, plain)
+assert skip[3]["lm_loss"] != plain[3]["lm_loss"], (skip[3], plain[3])
 PY
 echo "skip range: OK"
 

@@ -19,7 +19,7 @@ run_train 2 "${model[@]}" "${groups[@]}" --eval-interval 4 --metrics-file "$work
   --tensorboard-dir "$work/tb" > "$work/mode2.log" 2>&1 || { tail -20 "$work/mode2.log"; exit 1; }
 echo -n "mode 2 train group vs mode 1 split: "
 compare_losses "$work/mode1.jsonl" "$work/mode2.jsonl" 0
-grep -q "validation-va loss at iteration 4" "$work/mode2.log" && grep -q "validation-vb loss at iteration 8" \
+grep -q "^va loss at iteration 4 | lm loss value: " "$work/mode2.log" && grep -q "^vb loss at iteration 8 | " \
   "$work/mode2.log" || { echo "per-group validation lines missing"; tail -30 "$work/mode2.log"; exit 1; }
 python3 "$SRC/tests/train/tensorboard_decode.py" "$work"/tb/events.out.tfevents.* > "$work/tb.json"
 python3 - "$work/mode2.jsonl" "$work/tb.json" <<'PY'
@@ -29,7 +29,7 @@ by = {(o["valid_name"], o["iteration"]): o["valid_lm_loss"] for o in v}
 assert sorted(by) == [("va", 4), ("va", 8), ("vb", 4), ("vb", 8)], sorted(by)
 assert by[("va", 8)] != by[("vb", 8)], by
 tags = {s["tag"] for s in json.load(open(sys.argv[2]))["scalars"]}
-assert {"lm loss validation-va", "lm loss validation-vb"} <= tags, sorted(tags)
+assert {"lm-loss-validation/va/lm loss validation", "lm-loss-validation/vb/lm loss validation"} <= tags, sorted(tags)
 print("validation groups:", {k: round(x, 4) for k, x in by.items()})
 PY
 
