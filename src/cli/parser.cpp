@@ -235,8 +235,8 @@ bool parse_args(const std::string& command, const std::string& summary, int argc
         std::replace(name.begin(), name.end(), '-', '_');
         const auto it = vm.find(opt->long_name());
         const std::string value = it == vm.end() ? "None" : python_repr(it->second.value());
-        arguments->push_back(str("  ", name, " ", std::string(name.size() < 48 ? 48 - name.size() : 1, '.'), " ",
-                                 value));
+        arguments->push_back(
+            str("  ", name, " ", std::string(name.size() < 48 ? 48 - name.size() : 1, '.'), " ", value));
       }
       std::sort(arguments->begin(), arguments->end(), [](std::string a, std::string b) {
         std::transform(a.begin(), a.end(), a.begin(), [](unsigned char c) { return std::tolower(c); });

@@ -15,8 +15,7 @@ namespace megaton::cli {
 /// "name ..... value" line each (dashes as underscores), sorted case-insensitively.
 bool parse_args(const std::string& command, const std::string& summary, int argc, const char* const* argv,
                 boost::program_options::options_description& options, std::ostream& out,
-                const std::string& positional = "",
-                const boost::program_options::options_description* hidden = nullptr,
+                const std::string& positional = "", const boost::program_options::options_description* hidden = nullptr,
                 std::vector<std::string>* arguments = nullptr);
 
 /// A parsed value as Python prints it ("0.9", "None", "True", "['a', 'b']"); "?" for a type it does not know.

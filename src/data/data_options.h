@@ -15,7 +15,7 @@ struct DataOptions {
   bool reset_position_ids = false;
   bool reset_attention_mask = false;
   bool eod_mask_loss = false;
-  bool mmap_warmup = false;  // read each dataset's files once before training (--mmap-warmup)
+  bool mmap_warmup = false;                // read each dataset's files once before training (--mmap-warmup)
   std::string dataloader_type = "single";  // Megatron's sampler names; only "single" (in order) is implemented
   // Mode 2: groups "NAME: W1 S1:E1 P1, W2 S2:E2 P2" (data/weighted_split_paths.h); exclusive with data_path/split.
   // The *_path variants name a file holding the groups as double-quoted strings.

@@ -12,9 +12,9 @@ struct LoggingOptions {
   int tensorboard_log_interval = 1;
   int tensorboard_queue_size = 1000;  // records buffered before the events file is flushed
   std::string metrics_file;           // JSONL of every logged iteration
-  std::string log_level = "info";  // global rank 0's
-  std::string log_level_replica;   // the other ranks'; "" = log_level
-  std::string log_path;            // rank 0 also writes the resolved arguments to log_path/args_<time>.txt
+  std::string log_level = "info";     // global rank 0's
+  std::string log_level_replica;      // the other ranks'; "" = log_level
+  std::string log_path;               // rank 0 also writes the resolved arguments to log_path/args_<time>.txt
   bool log_timers_to_tensorboard = false;
   bool log_validation_ppl_to_tensorboard = false;
   bool log_batch_size_to_tensorboard = false;

@@ -34,7 +34,8 @@ struct TrainConfig {
   int64_t vocab_size = 0;  // --vocab-size: the vocabulary when no tokenizer is given (pre-tokenized data, dry runs)
   LoopOptions loop;
   LoggingOptions logging;
-  std::vector<std::string> arguments;  // "  name ..... value" lines of every flag, printed at start (Megatron's listing)
+  std::vector<std::string>
+      arguments;                   // "  name ..... value" lines of every flag, printed at start (Megatron's listing)
   std::vector<std::string> notes;  // lines for the log when training starts (what a DeepSpeed JSON set or ignored)
 
   /// Every subsystem's validate(), then the rules across them, for a job of `world` ranks. Idempotent.
