@@ -68,7 +68,7 @@ void bind_compatibility_flags(po::options_description& d, CompatibilityFlags& c)
       ("remote-device", po::value(&c.remote_device)->default_value("none"),
        "ZeRO-3 parameter offload: none (cpu and nvme are refused)")
       ("codecarbon-dir", po::value(&c.codecarbon_dir),
-       "CodeCarbon's energy log: megaton does not measure energy; it says so at start and writes nothing there")
+       "CodeCarbon's energy log, switched off in Megatron-DeepSpeed's code: nothing is written there (noted at start)")
       ("cpu-optimizer", po::bool_switch(), "DeepSpeed's CPU Adam: the same update, run where the parameters live")
       ("cpu_torch_adam", po::bool_switch(), "with --cpu-optimizer")
       ("adlr-autoresume", po::bool_switch(),

@@ -109,6 +109,50 @@ void agree(int& flag, const char* flag_name, const Reader& r, const char* key, s
                 " (DeepSpeed asserts they agree)");
 }
 
+// DeepSpeed's curriculum_learning section (sequence-length curriculum: train/curriculum.h).
+void read_curriculum(const Reader& r, const json& section, train::CurriculumOptions& o) {
+  const char* s = "curriculum_learning";
+  const std::string type = section.value("curriculum_type", std::string());
+  MEGATON_CHECK(type == "seqlen", UsageError, r.where(s, "curriculum_type"), ": '", type,
+                "'; megaton implements the sequence-length curriculum (seqlen)");
+  for (const char* key : {"min_difficulty", "max_difficulty", "schedule_type", "schedule_config"})
+    MEGATON_CHECK(section.contains(key), UsageError, r.where(s, key), ": missing (curriculum learning needs it)");
+  o.enabled = true;
+  o.min_difficulty = r.integer(s, "min_difficulty", 0);
+  o.max_difficulty = r.integer(s, "max_difficulty", 0);
+  o.schedule_type = section.at("schedule_type").is_string() ? section.at("schedule_type").get<std::string>() : "";
+  const json& sc = section.at("schedule_config");
+  MEGATON_CHECK(sc.is_object(), UsageError, r.where(s, "schedule_config"), ": expected an object");
+  auto integer = [&](const char* key) {
+    MEGATON_CHECK(sc.contains(key) && sc[key].is_number_integer(), UsageError, r.where(s, "schedule_config"), ".", key,
+                  ": expected an integer for schedule_type ", o.schedule_type);
+    return sc[key].get<int64_t>();
+  };
+  auto list = [&](const char* key) {
+    MEGATON_CHECK(sc.contains(key) && sc[key].is_array(), UsageError, r.where(s, "schedule_config"), ".", key,
+                  ": expected a list of integers");
+    std::vector<int64_t> v;
+    for (const auto& x : sc[key]) {
+      MEGATON_CHECK(x.is_number_integer(), UsageError, r.where(s, "schedule_config"), ".", key, ": ", x.dump(),
+                    " is not an integer");
+      v.push_back(x.get<int64_t>());
+    }
+    return v;
+  };
+  if (o.schedule_type == "fixed_discrete") {
+    o.difficulty = list("difficulty");
+    o.max_step = list("max_step");
+  } else if (o.schedule_type == "fixed_linear" || o.schedule_type == "fixed_root") {
+    o.total_curriculum_step = integer("total_curriculum_step");
+    o.difficulty_step = integer("difficulty_step");
+    if (o.schedule_type == "fixed_root") {
+      MEGATON_CHECK(sc.contains("root_degree") && sc["root_degree"].is_number(), UsageError,
+                    r.where(s, "schedule_config"), ".root_degree: expected a number for fixed_root");
+      o.root_degree = sc["root_degree"].get<double>();
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> apply_deepspeed_config(const std::string& path, train::TrainConfig& c) {
@@ -124,8 +168,16 @@ std::vector<std::string> apply_deepspeed_config(const std::string& path, train::
     MEGATON_CHECK(!kRefusedKeys.count(key) || value.is_null(), UsageError, r.where(key, ""),
                   ": not supported; megaton builds this from the Megatron flags (remove the section)");
   }
-  MEGATON_CHECK(!r.flag("curriculum_learning", "enabled"), UsageError, r.where("curriculum_learning", "enabled"),
-                ": sequence-length curriculum learning is not implemented");
+  if (r.flag("curriculum_learning", "enabled")) {
+    read_curriculum(r, root.at("curriculum_learning"), c.curriculum);
+    notes.push_back(str("curriculum_learning -> sequence length ", c.curriculum.min_difficulty, "..",
+                        c.curriculum.max_difficulty, " by ", c.curriculum.schedule_type));
+  }
+  if (const auto zero = root.find("zero_optimization"); zero != root.end() && zero->is_object()) {
+    for (const auto& [key, value] : zero->items())
+      MEGATON_CHECK(key == "stage" || value.is_null(), UsageError, r.where("zero_optimization", key),
+                    ": not supported; megaton's ZeRO stage 1 has no such setting (remove the key)");
+  }
 
   // Precision: the JSON's, which must not contradict the flags.
   const bool fp16 = r.flag("fp16", "enabled"), bf16 = r.flag("bf16", "enabled");
@@ -145,6 +197,8 @@ std::vector<std::string> apply_deepspeed_config(const std::string& path, train::
     p.loss_scale_window = static_cast<int>(r.integer("fp16", "loss_scale_window", 1000));
     p.hysteresis = static_cast<int>(r.integer("fp16", "hysteresis", 2));
     p.min_loss_scale = r.number("fp16", "min_loss_scale", 1.0);
+    MEGATON_CHECK(!r.flag("fp16", "consecutive_hysteresis"), UsageError, r.where("fp16", "consecutive_hysteresis"),
+                  ": not supported; the hysteresis budget refills when the scale grows, as with DeepSpeed's default");
     notes.push_back(str("fp16 loss scaler -> ", p.loss_scale > 0 ? str("--loss-scale ", p.loss_scale) : "dynamic",
                         ", --initial-loss-scale ", p.initial_loss_scale, " (2^", power, "), --loss-scale-window ",
                         p.loss_scale_window, ", --hysteresis ", p.hysteresis, ", --min-loss-scale ", p.min_loss_scale,

@@ -23,9 +23,13 @@ namespace megaton::cli {
 ///   train_micro_batch_size_per_gpu, train_batch_size, gradient_accumulation_steps
 ///                                      -> fill --micro-batch-size / --global-batch-size when not given, else must
 ///                                         agree with them (DeepSpeed asserts the same)
+///   curriculum_learning {enabled, curriculum_type seqlen, min_difficulty, max_difficulty, schedule_type,
+///                        schedule_config}
+///                                      -> config.curriculum (train/curriculum.h)
 /// Keys that only tune DeepSpeed's logging (steps_per_print, wall_clock_breakdown, ...) are ignored; sections that
-/// would change training in ways megaton does not implement (optimizer, scheduler, curriculum_learning enabled,
-/// ZeRO-2/3, a contradictory precision) are UsageErrors naming the file and the key. "auto" values count as absent.
+/// would change training in ways megaton does not implement (optimizer, scheduler, ZeRO-2/3, any zero_optimization key
+/// but stage, a curriculum other than seqlen, a contradictory precision) are UsageErrors naming the file and the key.
+/// "auto" values count as absent.
 /// Returns one line per setting taken or ignored, for the log.
 std::vector<std::string> apply_deepspeed_config(const std::string& path, train::TrainConfig& config);
 

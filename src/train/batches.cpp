@@ -1,5 +1,6 @@
 #include "train/batches.h"
 
+#include <algorithm>
 #include <string>
 
 #include "core/error.h"
@@ -8,14 +9,14 @@ namespace megaton::train {
 
 namespace {
 
-// Megatron's get_ltor_masks_and_position_ids over the host's samples [b, s + 1] (tokens are the first s of each):
+// Megatron's get_ltor_masks_and_position_ids over the host's samples [b, stride] (tokens are the first s of each):
 // per token its position in its document and its document's index in the sample, a document ending at each EOD
 // (the EOD is its last token). Returns whether some sample has an EOD before its last token.
-bool document_positions(const int64_t* samples, int64_t b, int64_t s, int64_t eod, int64_t* position,
+bool document_positions(const int64_t* samples, int64_t b, int64_t s, int64_t stride, int64_t eod, int64_t* position,
                         int64_t* document) {
   bool boundary = false;
   for (int64_t i = 0; i < b; ++i) {
-    const int64_t* tok = samples + i * (s + 1);
+    const int64_t* tok = samples + i * stride;
     int64_t start = 0, doc = 0;
     for (int64_t t = 0; t < s; ++t) {
       position[i * s + t] = t - start;
@@ -34,13 +35,15 @@ bool document_positions(const int64_t* samples, int64_t b, int64_t s, int64_t eo
 
 model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices,
                                    const BatchOptions& o) {
-  const int64_t b = static_cast<int64_t>(indices.size()), s = ds.seq_length();
+  const int64_t b = static_cast<int64_t>(indices.size()), stored = ds.seq_length();
+  const int64_t s = o.seq_length > 0 ? std::min(o.seq_length, stored) : stored;  // tokens used of each sample
   MEGATON_CHECK(b > 0, InternalError, "empty micro-batch");
   // Pinned on a GPU run, so the one upload below is asynchronous: the host goes on queueing work meanwhile.
   const bool cuda = o.device.is_cuda();
-  torch::Tensor samples = torch::empty({b, s + 1}, torch::TensorOptions().dtype(torch::kInt64).pinned_memory(cuda));
+  torch::Tensor samples =
+      torch::empty({b, stored + 1}, torch::TensorOptions().dtype(torch::kInt64).pinned_memory(cuda));  // [b, S + 1]
   int64_t* p = samples.data_ptr<int64_t>();
-  for (int64_t i = 0; i < b; ++i) ds.get(indices[static_cast<size_t>(i)], p + i * (s + 1));
+  for (int64_t i = 0; i < b; ++i) ds.get(indices[static_cast<size_t>(i)], p + i * (stored + 1));
   const torch::Tensor on_device = cuda ? samples.to(o.device, torch::kInt64, /*non_blocking=*/true) : samples;
   model::MicroBatch mb;
   mb.tokens = on_device.narrow(1, 0, s).contiguous();  // [b, s]
@@ -54,7 +57,8 @@ model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vec
                 "--reset-position-ids / --reset-attention-mask need a tokenizer (its end-of-document id)");
   const auto host = torch::TensorOptions().dtype(torch::kInt64).pinned_memory(cuda);
   torch::Tensor position = torch::empty({b, s}, host), document = torch::empty({b, s}, host);  // [b, s] each
-  const bool boundary = document_positions(p, b, s, o.eod, position.data_ptr<int64_t>(), document.data_ptr<int64_t>());
+  const bool boundary =
+      document_positions(p, b, s, stored + 1, o.eod, position.data_ptr<int64_t>(), document.data_ptr<int64_t>());
   if (o.reset_position_ids) mb.position_ids = cuda ? position.to(o.device, torch::kInt64, true) : position;
   if (o.reset_attention_mask && boundary) mb.documents = ops::Documents(document, o.device);
   return mb;

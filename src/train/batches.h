@@ -25,7 +25,8 @@ struct BatchOptions {
   bool eod_mask_loss = false;
   bool reset_position_ids = false;
   bool reset_attention_mask = false;
-  int64_t eod = -1;  // end-of-document id (needed by the three flags above)
+  int64_t eod = -1;        // end-of-document id (needed by the three flags above)
+  int64_t seq_length = 0;  // > 0: only each sample's first seq_length tokens (curriculum learning; train/curriculum.h)
   torch::Device device = torch::kCPU;
 };
 

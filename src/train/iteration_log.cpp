@@ -30,7 +30,7 @@ std::string fmt_f(double v, int prec) {
 // losses and grad norm copied to pinned host memory behind the iteration's work, the timers' spans and the
 // interval's device marks, and the host's counters as they were.
 struct IterationLog::Pending {
-  int64_t iteration = 0, consumed_train = 0, consumed_tokens = 0, global_batch = 0, iterations = 0;
+  int64_t iteration = 0, consumed_train = 0, consumed_tokens = 0, global_batch = 0, iterations = 0, seq_length = 0;
   int64_t skipped = 0, total_skipped = 0;
   double lr = 0;
   std::optional<double> loss_scale;
@@ -71,6 +71,7 @@ void IterationLog::add_iteration(const StepOutcome& s, const TrainingProgress& p
     pt.samples = progress.consumed_train_samples;
     pt.tokens = progress.consumed_train_tokens;
     pt.global_batch = s.global_batch;
+    pt.seq_length = s.seq_length;
     pt.lr = c_.optimizer.lr();  // after the scheduler's step, as the fork logs it
     if (c_.optimizer.grad_scaler()) pt.loss_scale = c_.optimizer.loss_scale();
     if (s.loss.defined()) pt.loss_index = static_cast<int>(losses_.size());
@@ -86,6 +87,7 @@ void IterationLog::capture(const StepOutcome& s, const TrainingProgress& progres
   p->consumed_train = progress.consumed_train_samples;
   p->consumed_tokens = progress.consumed_train_tokens;
   p->global_batch = s.global_batch;
+  p->seq_length = s.seq_length;
   p->iterations = iterations;
   p->skipped = skipped_in_interval_;
   p->total_skipped = c_.optimizer.skipped_steps();
@@ -163,12 +165,12 @@ void IterationLog::write(const Pending& p, double interval_s, const Values& valu
   // The fork's estimate (training.py): 24 (32 with GLU) x 3 (4 with --checkpoint-activations) x B s L h^2 x
   // (1 + s / 6h + V / 16Lh), per GPU.
   const model::GptOptions& m = c_.model.model;
-  const double s = m.seq_length, L = m.num_layers, h = m.hidden_size, V = double(c_.model.padded_vocab_size);
+  const double s = double(p.seq_length), L = m.num_layers, h = m.hidden_size, V = double(c_.model.padded_vocab_size);
   const double fork_flops = (m.glu_activation.empty() ? 24.0 : 32.0) * (m.checkpoint_activations ? 4.0 : 3.0) *
                             double(p.global_batch) * s * L * h * h * (1.0 + s / (6.0 * h) + V / (16.0 * L * h));
   const double fork_tflops = fork_flops / (ms * 1e-3 * c_.groups.grid.world() * 1e12);
   const double samples_per_s = double(p.global_batch) / (ms * 1e-3);
-  const double tokens_per_s = samples_per_s * c_.model.model.seq_length;
+  const double tokens_per_s = samples_per_s * double(p.seq_length);
   const std::optional<DeviceMemory> mem = device_memory(c_.model.device);
   if (mem && !memory_reported_ && c_.groups.coords.dp == 0) {  // Megatron's report_memory, once, after the first log
     memory_reported_ = true;
@@ -188,6 +190,7 @@ void IterationLog::write(const Pending& p, double interval_s, const Values& valu
   if (grad_norm) line << " grad norm: " << fmt_f(*grad_norm, 3) << " |";
   if (p.num_zeros) line << " num zeros: " << fmt_f(double(*p.num_zeros), 1) << " |";
   if (values.params_norm) line << " params norm: " << fmt_f(*values.params_norm, 3) << " |";
+  if (c_.curriculum) line << " curriculum seqlen: " << std::setw(5) << p.seq_length << " |";
   line << " number of skipped iterations: " << std::setw(3) << p.skipped
        << " | number of nan iterations: " << std::setw(3) << nan_iterations
        << " | samples per second: " << fmt_f(samples_per_s, 3) << " | TFLOPs: " << fmt_f(fork_tflops, 2)
@@ -240,6 +243,7 @@ void IterationLog::write(const Pending& p, double interval_s, const Values& valu
     im.tflops = tflops;
     im.extra["tokens_per_second"] = tokens_per_s;
     im.extra["total_skipped_iterations"] = p.total_skipped;
+    if (c_.curriculum) im.extra["curriculum_seqlen"] = p.seq_length;
     for (const auto& [name, sec] : timer_seconds) im.extra["timer_ms"][name] = sec * 1e3;
     if (mem) {
       im.extra["mem_max_allocated_mib"] = mem->max_allocated_mib;
@@ -274,6 +278,7 @@ void IterationLog::write_points(const Pending& p, const double* v) {
       tb_->add_scalar_vs_progress("loss-scale/loss-scale", *pt.loss_scale, it, samples, tokens);
     if (pt.grad_norm && v != nullptr)
       tb_->add_scalar_vs_progress("grad-norm/grad-norm", v[next_norm++], it, samples, tokens);
+    if (c_.curriculum) tb_->add_scalar("curriculum_seqlen", double(pt.seq_length), it);
   }
 }
 

@@ -46,6 +46,7 @@ class IterationLog {
     // The fork's "gigaflos (without embeddings)" per consumed token: 6 x the logging rank's parameters other than the
     // word and position embeddings x TP x PP / 1e9 (megatron/utils.py's get_parameters_in_billions).
     double gigaflos_per_token = 0;
+    bool curriculum = false;  // sequence-length curriculum: the line and TensorBoard show the iteration's length
   };
   /// Opens the TensorBoard and metrics sinks on the logging rank. `train_iters`: the run's length, for the line.
   IterationLog(Context context, const LoggingOptions& options, int64_t train_iters);
@@ -71,7 +72,7 @@ class IterationLog {
  private:
   struct Pending;  // a line's values, captured at its iteration's end
   struct Point {   // one iteration's TensorBoard values; the loss and grad norm are read with the next line's
-    int64_t iteration = 0, samples = 0, tokens = 0, global_batch = 0;
+    int64_t iteration = 0, samples = 0, tokens = 0, global_batch = 0, seq_length = 0;
     double lr = 0;
     std::optional<double> loss_scale;
     int loss_index = -1;  // into the captured losses

@@ -18,6 +18,7 @@ void TrainConfig::validate(int world) {
   checkpoint.validate();
   data.validate();
   logging.validate();
+  curriculum.validate(model.seq_length);
 }
 
 }  // namespace megaton::train

@@ -15,6 +15,7 @@
 #include "optim/optimizer_options.h"
 #include "optim/precision_options.h"
 #include "parallel/parallel_options.h"
+#include "train/curriculum.h"
 #include "train/logging_options.h"
 #include "train/loop_options.h"
 
@@ -33,6 +34,7 @@ struct TrainConfig {
   data::TokenizerOptions tokenizer;
   int64_t vocab_size = 0;  // --vocab-size: the vocabulary when no tokenizer is given (pre-tokenized data, dry runs)
   LoopOptions loop;
+  CurriculumOptions curriculum;  // the DeepSpeed config's curriculum_learning (sequence length)
   LoggingOptions logging;
   std::vector<std::string>
       arguments;                   // "  name ..... value" lines of every flag, printed at start (Megatron's listing)

@@ -11,8 +11,11 @@ bool TrainStep::reads_data() const {
   return p_.model.holds_embedding() || p_.model.holds_loss() || o_.reset_attention_mask;
 }
 
-StepOutcome TrainStep::run(const TrainingProgress& progress, bool log_point) {
+StepOutcome TrainStep::run(const TrainingProgress& progress, bool log_point, int seq_length) {
   StepOutcome s;
+  s.seq_length = seq_length;
+  BatchOptions batch = o_.batch;
+  batch.seq_length = seq_length;
   p_.micro_batches.update(progress.consumed_train_samples, true);
   const int m = static_cast<int>(p_.micro_batches.num_micro_batches());
   s.global_batch = p_.micro_batches.current_global_batch_size();
@@ -28,7 +31,7 @@ StepOutcome TrainStep::run(const TrainingProgress& progress, bool log_point) {
     std::vector<int64_t> idx;
     MEGATON_CHECK(sampler.next(idx), DataError, "the train dataset ran out of samples at sample ", position, " (",
                   p_.dataset.size(), " samples in the index)");
-    if (needs_data) batches[static_cast<size_t>(i)] = make_micro_batch(p_.dataset, idx, o_.batch);
+    if (needs_data) batches[static_cast<size_t>(i)] = make_micro_batch(p_.dataset, idx, batch);
   }
   p_.timers("batch-generator").stop();
 
@@ -46,7 +49,7 @@ StepOutcome TrainStep::run(const TrainingProgress& progress, bool log_point) {
   // waits for all of them, and finish_grad_sync, after the schedule, reduces whatever is left).
   auto before_backward = [&](int, int mb) { p_.dp.set_last_microbatch(mb == m - 1); };
   p_.timers("forward-backward").start();
-  p_.model.run_schedule(m, o_.micro_batch_size, forward, before_backward, false);
+  p_.model.run_schedule(m, o_.micro_batch_size, seq_length, forward, before_backward, false);
   // average_losses_across_data_parallel_group's local part, on the device (fp64 mean): [1]
   const torch::Tensor loss =
       p_.model.holds_loss() ? torch::stack(losses).to(torch::kFloat64).mean().reshape({1}) : torch::Tensor();

@@ -29,6 +29,7 @@ struct StepOutcome {
   DeviceScalar grad_norm;  // read when the iteration is logged
   DeviceScalar num_zeros;  // likewise (--log-num-zeros-in-grad)
   int64_t global_batch = 0;
+  int64_t seq_length = 0;  // tokens per sample this iteration (below --seq-length under curriculum learning)
 };
 
 class TrainStep {
@@ -50,9 +51,9 @@ class TrainStep {
   };
   TrainStep(Parts parts, Options options);
 
-  /// Runs the iteration after `progress` (number progress.iteration + 1). log_point: this iteration's values reach a
-  /// log line (what only a log line shows is computed then only).
-  StepOutcome run(const TrainingProgress& progress, bool log_point);
+  /// Runs the iteration after `progress` (number progress.iteration + 1) on each sample's first `seq_length` tokens.
+  /// log_point: this iteration's values reach a log line (what only a log line shows is computed then only).
+  StepOutcome run(const TrainingProgress& progress, bool log_point, int seq_length);
 
   /// Whether this rank builds micro-batches from the samples: the first stage (tokens, positions) and the last
   /// (labels, loss mask), and every stage with --reset-attention-mask (its layers take the documents' mask).

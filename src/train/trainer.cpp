@@ -91,6 +91,7 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
                 "--train-weighted-split-paths[-path]");
   TrainStep::Options so;
   skip_ranges_ = std::make_unique<SkipRanges>(t.skip_train_iteration_range);
+  if (cfg_.curriculum.enabled) curriculum_ = std::make_unique<CurriculumScheduler>(cfg_.curriculum);
   const torch::Device device(dist::select_device(cfg_.dist.device, env_.local_rank));
   if (cfg_.precision.fp16 && !device.is_cuda()) {
     // LibTorch 1.13 has no fp16 matrix multiply on CPU: say so before anything is built, not mid-iteration.
@@ -157,9 +158,10 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
   train_ds_ = sets.train;
   MEGATON_CHECK(train_ds_ != nullptr, UsageError, "--split gives the train split no documents; nothing to train on");
 
-  iteration_log_ = std::make_unique<IterationLog>(
-      IterationLog::Context{model_->config(), groups_, *optimizer_, timers_, out_, log_, gigaflos_per_token()},
-      cfg_.logging, train_iters_);
+  iteration_log_ =
+      std::make_unique<IterationLog>(IterationLog::Context{model_->config(), groups_, *optimizer_, timers_, out_, log_,
+                                                           gigaflos_per_token(), cfg_.curriculum.enabled},
+                                     cfg_.logging, train_iters_);
   report_memory();
 
   so.micro_batch_size = t.micro_batch_size;
@@ -237,6 +239,12 @@ int Trainer::run() {
                " are not all in this run (iterations ", progress_.iteration + 1, "..", train_iters_,
                "): no profile will be written");
   warn_if_gemm_epilogue_unused();
+  if (curriculum_) {  // the scheduler's state at the loaded iteration, as DeepSpeed's checkpoint restores it
+    for (int64_t k = 1; k <= progress_.iteration; ++k) curriculum_->update(k);
+    log_.info0("curriculum learning (", cfg_.curriculum.schedule_type, "): sequence length ",
+               curriculum_->difficulty_at(progress_.iteration + 1), " at iteration ", progress_.iteration + 1,
+               ", up to ", cfg_.curriculum.max_difficulty);
+  }
   if (const auto stuck = skip_ranges_->start_at(progress_.iteration); stuck.second > 0)
     log_.warn0("--skip-train-iteration-range ", stuck.first, "-", stuck.second, " ends at iteration ",
                progress_.iteration, ", where this run starts: as in Megatron-DeepSpeed it is never applied and holds ",
@@ -258,7 +266,9 @@ int Trainer::run() {
     // only a log line shows is computed in that iteration only.
     const int64_t next = progress_.iteration + 1;
     const bool log_point = next % std::max(1, t.log_interval) == 0 || next == train_iters_;
-    const StepOutcome s = step_->run(progress_, log_point);
+    const int seq_length =
+        curriculum_ ? static_cast<int>(curriculum_->update(progress_.iteration + 1)) : cfg_.model.seq_length;
+    const StepOutcome s = step_->run(progress_, log_point, seq_length);
     // The last log point's line: its iteration ran on the device while this one was queued behind it, so waiting
     // for it here leaves the device with work (a log line that drained the queue cost ~1.3 ms of idle GPU at 124M).
     iteration_log_->flush();
@@ -268,7 +278,7 @@ int Trainer::run() {
       log_.info("profile of iterations ", lg.profile_step_start + 1, "..", progress_.iteration, " written: ", profile);
     ++in_interval;
     progress_.consumed_train_samples += s.global_batch;
-    progress_.consumed_train_tokens += s.global_batch * cfg_.model.seq_length;
+    progress_.consumed_train_tokens += s.global_batch * s.seq_length;
     if (s.updated) lr_->step(s.global_batch, progress_.consumed_train_tokens);
     optimizer_->set_lr(lr_->lr());
     iteration_log_->add_iteration(s, progress_);

@@ -21,6 +21,7 @@
 #include "core/timer.h"
 #include "dist/launch_env.h"
 #include "dist/process_groups.h"
+#include "train/curriculum.h"
 #include "train/progress.h"
 #include "train/skip_ranges.h"
 #include "train/train_config.h"
@@ -76,7 +77,9 @@ class Trainer {
   TrainingProgress progress_;
   int64_t train_iters_ = 0;
   bool killed_at_start_ = false;
-  std::unique_ptr<SkipRanges> skip_ranges_;  // the kill switch existed at start: run() returns at once
+  std::unique_ptr<SkipRanges> skip_ranges_;
+  std::unique_ptr<CurriculumScheduler> curriculum_;  // the DeepSpeed config's curriculum_learning, when enabled  // the
+                                                     // kill switch existed at start: run() returns at once
   std::unique_ptr<TrainingModel> model_;
   std::unique_ptr<parallel::DataParallel> dp_;
   std::unique_ptr<optim::MixedPrecisionOptimizer> optimizer_;

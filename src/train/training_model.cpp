@@ -35,10 +35,10 @@ torch::Tensor TrainingModel::forward_step(int chunk, const model::MicroBatch& b,
   return model::GptStage::masked_mean(stage.forward_losses(in, b.labels, b.position_ids, docs), b.loss_mask);  // []
 }
 
-void TrainingModel::run_schedule(int m, int micro_batch_size, const Forward& forward,
+void TrainingModel::run_schedule(int m, int micro_batch_size, int seq_length, const Forward& forward,
                                  const BeforeBackward& before_backward, bool forward_only) {
   namespace pl = parallel::pipeline;
-  pl::P2p p2p(*groups_.pp, {config_.model.seq_length, micro_batch_size, config_.hidden()},
+  pl::P2p p2p(*groups_.pp, {seq_length, micro_batch_size, config_.hidden()},
               torch::TensorOptions().dtype(config_.residual_dtype()).device(config_.device));
   pl::ChunkedStep step;
   step.forward = forward;

@@ -43,10 +43,10 @@ class TrainingModel {
   /// before_backward(chunk, mb) before each backward.
   using Forward = std::function<torch::Tensor(int chunk, int mb, const torch::Tensor& input)>;
   using BeforeBackward = std::function<void(int chunk, int mb)>;
-  /// Runs `m` micro-batches of `micro_batch_size` samples through this rank's chunks with the layout's schedule
-  /// (parallel::pipeline::run_schedule), training or forward-only.
-  void run_schedule(int m, int micro_batch_size, const Forward& forward, const BeforeBackward& before_backward,
-                    bool forward_only);
+  /// Runs `m` micro-batches of `micro_batch_size` samples of `seq_length` tokens through this rank's chunks with the
+  /// layout's schedule (parallel::pipeline::run_schedule), training or forward-only.
+  void run_schedule(int m, int micro_batch_size, int seq_length, const Forward& forward,
+                    const BeforeBackward& before_backward, bool forward_only);
 
  private:
   model::GptConfig config_;

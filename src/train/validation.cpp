@@ -56,7 +56,7 @@ std::optional<double> Validation::run_dataset(const data::NamedDataset& valid, T
       ++n;
       return {};
     };
-    model_.run_schedule(m, o_.micro_batch_size, forward, {}, true);
+    model_.run_schedule(m, o_.micro_batch_size, model_.config().model.seq_length, forward, {}, true);
   }
   model_.set_training(true);
   if (!model_.holds_loss()) return std::nullopt;

@@ -132,7 +132,14 @@ TEST_F(DeepSpeedConfig, ContradictionsAndUnsupportedSectionsAreUsageErrors) {
   fails_with(R"({"train_micro_batch_size_per_gpu": 2})", {}, "is 2 but --micro-batch-size is 1");
   fails_with(R"({"gradient_accumulation_steps": 3})", {"--global-batch-size", "8"},
              "'gradient_accumulation_steps' is 3 but --global-batch-size 8");
-  fails_with(R"({"curriculum_learning": {"enabled": true}})", {}, "curriculum learning is not implemented");
+  fails_with(R"({"curriculum_learning": {"enabled": true, "curriculum_type": "vocab"}})", {},
+             "megaton implements the sequence-length curriculum (seqlen)");
+  fails_with(R"({"curriculum_learning": {"enabled": true, "curriculum_type": "seqlen", "min_difficulty": 8,
+    "max_difficulty": 32, "schedule_type": "fixed_linear", "schedule_config": {"total_curriculum_step": 10,
+    "difficulty_step": 8}}})",
+             {}, "max_difficulty (32) <= --seq-length (16)");
+  fails_with(R"({"zero_optimization": {"stage": 1, "offload_optimizer": {"device": "cpu"}}})", {},
+             "'zero_optimization.offload_optimizer': not supported");
   fails_with(R"({"fp16": {"enabled": "yes"}})", {}, "'fp16.enabled': expected true or false");
   fails_with("{\"fp16\": {\"enabled\": true,}", {}, "not valid JSON");
   EXPECT_NE(error_of({"--deepspeed", "--micro-batch-size", "1"}).find("--deepspeed needs --deepspeed_config"),
@@ -142,6 +149,21 @@ TEST_F(DeepSpeedConfig, ContradictionsAndUnsupportedSectionsAreUsageErrors) {
   EXPECT_NE(error_of({"--deepspeed", "--deepspeed_config", "/no/such/ds.json", "--micro-batch-size", "1"})
                 .find("/no/such/ds.json: cannot open"),
             std::string::npos);
+}
+
+TEST_F(DeepSpeedConfig, CurriculumLearningSectionIsRead) {
+  // The fork's examples/curriculum_learning JSON, scaled to --seq-length 16.
+  const TrainConfig c = parse({"--deepspeed", "--deepspeed_config", write(R"({"curriculum_learning": {"enabled": true,
+    "curriculum_type": "seqlen", "min_difficulty": 8, "max_difficulty": 16, "schedule_type": "fixed_root",
+    "schedule_config": {"total_curriculum_step": 100, "difficulty_step": 8, "root_degree": 2}}})"),
+                               "--micro-batch-size", "1"});
+  EXPECT_TRUE(c.curriculum.enabled);
+  EXPECT_EQ(c.curriculum.schedule_type, "fixed_root");
+  EXPECT_EQ(c.curriculum.min_difficulty, 8);
+  EXPECT_EQ(c.curriculum.max_difficulty, 16);
+  EXPECT_EQ(c.curriculum.total_curriculum_step, 100);
+  EXPECT_EQ(c.curriculum.difficulty_step, 8);
+  EXPECT_EQ(c.curriculum.root_degree, 2.0);
 }
 
 TEST_F(DeepSpeedConfig, AcceptedDeepSpeedOnlyFlagsChangeNothing) {
