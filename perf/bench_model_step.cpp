@@ -45,7 +45,7 @@ void BM_GptForwardBackward(benchmark::State& state) {
   for (auto _ : state) {
     model.chunk(0).zero_grad();
     model.run_schedule(
-        1, static_cast<int>(b),
+        1, static_cast<int>(b), static_cast<int>(s),
         [&](int chunk, int i, const torch::Tensor& in) { return model.forward_step(chunk, mb[i], in); }, {}, false);
   }
   state.counters["tokens/s"] = benchmark::Counter(double(b * s), benchmark::Counter::kIsIterationInvariantRate);

@@ -170,6 +170,11 @@ std::vector<std::string> apply_deepspeed_config(const std::string& path, train::
   }
   if (r.flag("curriculum_learning", "enabled")) {
     read_curriculum(r, root.at("curriculum_learning"), c.curriculum);
+    try {
+      c.curriculum.validate(c.model.seq_length);
+    } catch (const UsageError& e) {
+      throw UsageError(str(path, ": ", e.what()));
+    }
     notes.push_back(str("curriculum_learning -> sequence length ", c.curriculum.min_difficulty, "..",
                         c.curriculum.max_difficulty, " by ", c.curriculum.schedule_type));
   }

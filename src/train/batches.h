@@ -25,9 +25,9 @@ struct BatchOptions {
   bool eod_mask_loss = false;
   bool reset_position_ids = false;
   bool reset_attention_mask = false;
-  int64_t eod = -1;        // end-of-document id (needed by the three flags above)
-  int64_t seq_length = 0;  // > 0: only each sample's first seq_length tokens (curriculum learning; train/curriculum.h)
+  int64_t eod = -1;  // end-of-document id (needed by the three flags above)
   torch::Device device = torch::kCPU;
+  int64_t seq_length = 0;  // > 0: only each sample's first seq_length tokens (curriculum learning; train/curriculum.h)
 };
 
 /// The samples `indices` of `ds` as one micro-batch: tokens, labels [b, s] int64, loss_mask [b, s] fp32, and with the

@@ -344,7 +344,8 @@ static double train_iteration(train::TrainingModel& model, const std::vector<mod
     loss += out.item<double>() / m;
     return out / m;
   };
-  model.run_schedule(m, static_cast<int>(mbs.front().tokens.size(0)), forward, {}, false);
+  model.run_schedule(m, static_cast<int>(mbs.front().tokens.size(0)), static_cast<int>(mbs.front().tokens.size(1)),
+                     forward, {}, false);
   return loss;
 }
 

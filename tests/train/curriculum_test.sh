@@ -9,9 +9,10 @@ source "$SRC/tests/support/train_lib.sh"
 setup_work
 common=($(tiny_model_args) $(tiny_lr_args) --data-path "$work/synth_text_document" --micro-batch-size 2
         --global-batch-size 4 --train-iters 8)
-ds() {  # ds FILE MIN: fixed_linear from MIN to 16 over 4 steps, in steps of 8
+ds() {  # ds FILE MIN: fixed_linear from MIN to 16 over 4 steps, in steps of 8 (and the flags' clipping)
   cat > "$1" <<JSON
-{"curriculum_learning": {"enabled": true, "curriculum_type": "seqlen", "min_difficulty": $2, "max_difficulty": 16,
+{"gradient_clipping": 1.0,
+ "curriculum_learning": {"enabled": true, "curriculum_type": "seqlen", "min_difficulty": $2, "max_difficulty": 16,
  "schedule_type": "fixed_linear", "schedule_config": {"total_curriculum_step": 4, "difficulty_step": 8}}}
 JSON
 }
@@ -41,8 +42,8 @@ run_train 1 "${common[@]}" --metrics-file "$work/plain.jsonl" > "$work/plain.log
 echo -n "curriculum pinned at --seq-length vs none: "
 compare_losses "$work/pinned.jsonl" "$work/plain.jsonl" 0
 ! compare_losses "$work/cl.jsonl" "$work/plain.jsonl" 0 > /dev/null || { echo "the curriculum changed nothing"; exit 1; }
-run_train 1 "${common[@]}" --deepspeed --deepspeed_config "$work/cl.json" --save "$work/ck" --exit-interval 6 \
-  > "$work/first6.log" 2>&1 || { tail -20 "$work/first6.log"; exit 1; }
+run_train 1 "${common[@]}" --deepspeed --deepspeed_config "$work/cl.json" --save "$work/ck" --save-interval 100 \
+  --exit-interval 6 > "$work/first6.log" 2>&1 || { tail -20 "$work/first6.log"; exit 1; }
 run_train 1 "${common[@]}" --deepspeed --deepspeed_config "$work/cl.json" --load "$work/ck" \
   --metrics-file "$work/resumed.jsonl" > "$work/resumed.log" 2>&1 || { tail -20 "$work/resumed.log"; exit 1; }
 grep -q "loaded .* at iteration 6" "$work/resumed.log" || { tail "$work/resumed.log"; exit 1; }
