@@ -131,7 +131,9 @@ void MegatronFlags::bind(po::options_description& d) {
       ("pipeline-model-parallel-size", val(p.pipeline_model_parallel_size), "PP: pipeline stages")
       ("num-layers-per-virtual-pipeline-stage", val(p.num_layers_per_virtual_pipeline_stage),
        "interleaved 1F1B: layers per virtual stage (0 = not interleaved)")
-      ("pp-partition-method", sval(p.pp_partition_method), "uniform | parameters | type:transformer")
+      ("pp-partition-method", sval(compat.pp_partition_method),
+       "uniform | parameters | type:REGEX (DeepSpeed's, e.g. 'type:transformer|embedding'); default uniform, "
+       "type:transformer with --deepspeed (the fork's GPTModelPipe)")
       ("zero-stage", val(p.zero_stage), "0 = none, 1 = shard optimizer state over DP")
       ("distributed-backend", sval(dist.distributed_backend), "nccl | mpi | auto")
       ("distributed-timeout-minutes", val(dist.distributed_timeout_minutes),
@@ -308,6 +310,9 @@ void MegatronFlags::resolve() {
                 "': expected local or torch");
   MEGATON_CHECK(compat.remote_device == "none", UsageError, "--remote-device ", compat.remote_device,
                 ": ZeRO-3 parameter offload is not supported (megaton implements ZeRO stages 0 and 1); use none");
+  config.parallel.pp_partition_method = !compat.pp_partition_method.empty() ? compat.pp_partition_method
+                                        : compat.deepspeed                  ? "type:transformer"
+                                                                            : "uniform";
   if (!compat.codecarbon_dir.empty())
     config.notes.push_back(str("--codecarbon-dir ", compat.codecarbon_dir,
                                ": megaton does not measure energy or emissions; nothing is written there"));

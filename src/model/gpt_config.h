@@ -23,7 +23,7 @@ struct GptConfig {
   uint64_t seed = 1234;                       // --seed: parameter init and dropout
   torch::ScalarType dtype = torch::kFloat32;  // --fp16 / --bf16 params
   torch::Device device = torch::kCPU;
-  std::string pp_partition_method = "uniform";  // uniform | parameters | type:* (= uniform)
+  std::string pp_partition_method = "uniform";  // uniform | parameters | type:REGEX (partition_layers)
   bool use_fused_attention = true;              // at::scaled_dot_product_attention where LibTorch has it
 
   PositionType position_type() const { return parse_position_type(model.position_embedding_type); }

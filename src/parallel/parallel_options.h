@@ -11,7 +11,7 @@ struct ParallelOptions {
   int tensor_model_parallel_size = 1;
   int pipeline_model_parallel_size = 1;
   int num_layers_per_virtual_pipeline_stage = 0;  // 0: not interleaved
-  std::string pp_partition_method = "uniform";    // uniform | parameters | type:transformer (read as uniform)
+  std::string pp_partition_method = "uniform";    // uniform | parameters | type:REGEX (model::partition_layers)
   int zero_stage = 0;                             // 0 | 1
   int64_t dp_bucket_size_mb = 25;
   bool sync_tp_duplicated_parameters = false;  // average the TP-replicated parameters' gradients over TP (BigScience)

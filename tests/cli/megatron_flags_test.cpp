@@ -1,5 +1,8 @@
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
+#include <fstream>
 #include <sstream>
 
 #include "cli/commands.h"
@@ -293,4 +296,23 @@ TEST(ArgparseSemantics, PrefixesAreNotExpandedAsInMegatronDeepSpeed) {
   const std::string e = error_of({"--clip", "1.0"});
   EXPECT_NE(e.find("unrecognised option '--clip'"), std::string::npos) << e;
   EXPECT_NE(e.find("did you mean --clip-grad?"), std::string::npos) << e;
+}
+
+TEST(CompatibilityFlags, DeepSpeedRunsPartitionByTransformerLayersByDefault) {
+  // The fork's GPTModelPipe partitions 'type:transformer' unless told otherwise; its Megatron path, uniformly.
+  TrainConfig plain, ds, given;
+  ASSERT_TRUE(parse(base(), plain));
+  EXPECT_EQ(plain.parallel.pp_partition_method, "uniform");
+  const std::string json =
+      (std::filesystem::temp_directory_path() / ("megaton_pp_default_" + std::to_string(::getpid()) + ".json"))
+          .string();
+  std::ofstream(json) << R"({"bf16": {"enabled": true}, "zero_optimization": {"stage": 0}})";
+  auto a = base();
+  a.insert(a.end(), {"--deepspeed", "--deepspeed_config", json});
+  ASSERT_TRUE(parse(a, ds));
+  EXPECT_EQ(ds.parallel.pp_partition_method, "type:transformer");
+  a.insert(a.end(), {"--pp-partition-method", "type:transformer|embedding"});
+  ASSERT_TRUE(parse(a, given));
+  EXPECT_EQ(given.parallel.pp_partition_method, "type:transformer|embedding");
+  std::filesystem::remove(json);
 }
