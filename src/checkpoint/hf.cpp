@@ -278,6 +278,19 @@ Imported from_hf(const json& hc, const std::map<std::string, torch::Tensor>& wei
   } else {
     throw DataError(str(where, "/config.json: model_type '", type, "' is not supported (gpt2, bloom)"));
   }
+  // Sizes from a file: each must be positive, the heads must divide the hidden size, and no more layers than the
+  // weights could hold (a hostile n_layer would otherwise allocate its rules before any weight is looked at).
+  for (const char* key : {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
+                          "max_position_embeddings", "vocab_size"}) {
+    const int64_t v = c[key].get<int64_t>();
+    MEGATON_CHECK(v > 0 && v < (int64_t{1} << 32), DataError, where, "/config.json: ", key, " is ", v,
+                  "; expected a positive size");
+  }
+  MEGATON_CHECK(c["hidden_size"].get<int64_t>() % c["num_attention_heads"].get<int64_t>() == 0, DataError, where,
+                "/config.json: hidden size ", c["hidden_size"], " is not divisible by the ", c["num_attention_heads"],
+                " attention heads");
+  MEGATON_CHECK(c["num_layers"].get<int64_t>() <= static_cast<int64_t>(weights.size()), DataError, where,
+                "/config.json: ", c["num_layers"], " layers, but the weights hold only ", weights.size(), " tensors");
   c["kv_channels"] = c["hidden_size"].get<int64_t>() / c["num_attention_heads"].get<int64_t>();
   std::set<std::string> used;
   for (const auto& r : rules(c, arch, where)) {

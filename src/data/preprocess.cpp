@@ -145,7 +145,8 @@ std::string output_prefix_for_key(const std::string& prefix, const std::string& 
 }
 
 PreprocessStats preprocess_jsonl(const PreprocessOptions& opts, const Tokenizer& tokenizer, const Logger& log) {
-  MEGATON_CHECK(opts.workers >= 1, UsageError, "--workers must be >= 1 (got ", opts.workers, ")");
+  MEGATON_CHECK(opts.workers >= 1 && opts.workers <= 1024, UsageError, "--workers must be in 1..1024 (got ",
+                opts.workers, ")");
   MEGATON_CHECK(!opts.json_keys.empty(), UsageError, "--json-keys needs at least one key");
   MEGATON_CHECK(!opts.output_prefix.empty(), UsageError, "--output-prefix is required");
   auto input = InputStream::open(opts.input);

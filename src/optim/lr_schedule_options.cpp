@@ -1,5 +1,7 @@
 #include "optim/lr_schedule_options.h"
 
+#include <cmath>
+
 #include "core/error.h"
 
 namespace megaton::optim {
@@ -18,6 +20,11 @@ void LrScheduleOptions::validate(bool iteration_mode, bool sample_mode) const {
     MEGATON_CHECK(!(lr_warmup_fraction >= 0 && lr_warmup_samples > 0), UsageError,
                   "--lr-warmup-fraction and --lr-warmup-samples are exclusive");
   }
+  // -1 is the "not given" default; any other value must be a real learning rate.
+  MEGATON_CHECK(lr == -1.0 || (std::isfinite(lr) && lr >= 0), UsageError, "--lr must be a finite number >= 0, got ",
+                lr);
+  MEGATON_CHECK(std::isfinite(min_lr) && min_lr >= 0, UsageError, "--min-lr must be a finite number >= 0, got ",
+                min_lr);
   if (lr >= 0) {
     MEGATON_CHECK(min_lr >= 0 && min_lr <= lr, UsageError, "--min-lr (", min_lr, ") must be in [0, --lr (", lr, ")]");
   }

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <tuple>
 
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
@@ -190,6 +191,22 @@ TEST(CheckpointHf, RefusesWhatDoesNotFit) {
     FAIL();
   } catch (const DataError& e) {
     EXPECT_NE(std::string(e.what()).find("'transformer.h.1.mlp.c_proj.bias' is missing"), std::string::npos);
+  }
+  // Hostile sizes: a data error naming the key, before any arithmetic or allocation uses them.
+  const auto full = as_map(to_hf([&](const std::string& n) { return can.at(n); }, config("absolute"), HfArch::kGpt2));
+  for (const auto& [key, value, expected] :
+       std::vector<std::tuple<std::string, int64_t, std::string>>{{"n_head", 0, "num_attention_heads is 0"},
+                                                                  {"n_embd", -8, "hidden_size is -8"},
+                                                                  {"n_layer", 1000000000, "1000000000 layers"},
+                                                                  {"n_head", 3, "not divisible by the 3"}}) {
+    json bad = hf_config(config("absolute"), HfArch::kGpt2, torch::kFloat32);
+    bad[key] = value;
+    try {
+      from_hf(bad, full, "dir");
+      ADD_FAILURE() << key << " " << value << " accepted";
+    } catch (const DataError& e) {
+      EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+    }
   }
 }
 

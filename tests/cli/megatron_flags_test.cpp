@@ -316,3 +316,12 @@ TEST(CompatibilityFlags, DeepSpeedRunsPartitionByTransformerLayersByDefault) {
   EXPECT_EQ(given.parallel.pp_partition_method, "type:transformer|embedding");
   std::filesystem::remove(json);
 }
+
+TEST(Arguments, NonFiniteOrNegativeRatesAndCountsAreRefusedByName) {
+  EXPECT_NE(error_of({"--lr", "inf"}).find("--lr must be a finite number >= 0, got inf"), std::string::npos);
+  EXPECT_NE(error_of({"--lr", "nan"}).find("--lr must be a finite number >= 0, got nan"), std::string::npos);
+  EXPECT_NE(error_of({"--lr", "-0.5"}).find("--lr must be a finite number >= 0, got -0.5"), std::string::npos);
+  EXPECT_NE(error_of({"--lr", "1e-3", "--min-lr", "nan"}).find("--min-lr must be a finite number"), std::string::npos);
+  EXPECT_NE(error_of({"--eval-iters", "-1"}).find("--eval-iters must be >= 0"), std::string::npos);
+  EXPECT_EQ(error_of({"--lr", "1e-3", "--eval-iters", "0"}), "");
+}
