@@ -14,17 +14,19 @@ po::typed_value<T>* ignored() {
   return po::value<T>();
 }
 
-// A flag megaton refuses with `why` when it is given.
+// A flag megaton refuses with `why` when it is given: a switch, or a flag with a value.
+UsageError refusal(const char* flag, const char* why) {
+  return UsageError(str("--", flag, " is not supported: ", why, " (docs/megatron-compat.md)"));
+}
+
 po::typed_value<bool>* refused_switch(const char* flag, const char* why) {
   return po::bool_switch()->notifier([flag, why](bool given) {
-    if (given) throw UsageError(str("--", flag, " is not supported: ", why, " (docs/megatron-compat.md)"));
+    if (given) throw refusal(flag, why);
   });
 }
 
 po::typed_value<std::string>* refused_value(const char* flag, const char* why) {
-  return po::value<std::string>()->notifier([flag, why](const std::string&) {
-    throw UsageError(str("--", flag, " is not supported: ", why, " (docs/megatron-compat.md)"));
-  });
+  return po::value<std::string>()->notifier([flag, why](const std::string&) { throw refusal(flag, why); });
 }
 
 }  // namespace

@@ -211,7 +211,7 @@ void MegatronFlags::bind(po::options_description& d) {
       ("no-load-rng", negative_switch(c.load_rng), "do not load RNG state")
       ("finetune", po::bool_switch(&c.finetune), "load weights only and start at iteration 0")
       ("keep-last", val(c.keep_last), "keep only the newest K checkpoints; 0 = all")
-      ("universal-checkpoint", po::bool_switch(&compat.universal_checkpoint),
+      ("universal-checkpoint", po::bool_switch(),
        "accepted: megaton's checkpoints load at any TP/PP/DP layout without conversion");
   data.add_options()
       ("data-path", po::value<std::vector<std::string>>(&dd.data_path)->multitoken(),

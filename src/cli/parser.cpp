@@ -50,8 +50,13 @@ bool python_bool(const std::string& v) {
   return !v.empty();
 }
 
-bool spells_false(std::string v) {
-  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+std::string lowercase(std::string s) {
+  std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return std::tolower(c); });
+  return s;
+}
+
+bool spells_false(const std::string& value) {
+  const std::string v = lowercase(value);
   return v == "false" || v == "0" || v == "no" || v == "off";
 }
 
@@ -238,11 +243,8 @@ bool parse_args(const std::string& command, const std::string& summary, int argc
         arguments->push_back(
             str("  ", name, " ", std::string(name.size() < 48 ? 48 - name.size() : 1, '.'), " ", value));
       }
-      std::sort(arguments->begin(), arguments->end(), [](std::string a, std::string b) {
-        std::transform(a.begin(), a.end(), a.begin(), [](unsigned char c) { return std::tolower(c); });
-        std::transform(b.begin(), b.end(), b.begin(), [](unsigned char c) { return std::tolower(c); });
-        return a < b;
-      });
+      std::sort(arguments->begin(), arguments->end(),
+                [](const std::string& a, const std::string& b) { return lowercase(a) < lowercase(b); });
     }
   } catch (const po::unknown_option& e) {
     const std::string hint = closest_option(e.get_option_name(), parsed);

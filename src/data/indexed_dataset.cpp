@@ -138,7 +138,7 @@ size_t MMapIndexedDataset::warm_up() const {
   for (const MappedFile* f : {&idx_, &bin_}) {
     for (size_t i = 0; i < f->size(); i += kPage) sink = sink + f->data()[i];
   }
-  return idx_.size() + bin_.size() + (sink & 0);
+  return idx_.size() + bin_.size();
 }
 
 std::vector<int32_t> MMapIndexedDataset::sizes() const {

@@ -253,6 +253,14 @@ void IterationLog::write(const Pending& p, double interval_s, const Values& valu
   }
 }
 
+void IterationLog::loss_series(const std::string& tag, double value, int64_t iteration, int64_t samples,
+                               int64_t tokens) {
+  tb_->add_scalar_vs_progress(tag, value, iteration, samples, tokens);
+  // TensorBoard's steps are integers: the fork's float gigaflos count is truncated by torch's writer too.
+  tb_->add_scalar(tag + " vs gigaflos (without embeddings)", value,
+                  static_cast<int64_t>(c_.gigaflos_per_token * double(tokens)));
+}
+
 void IterationLog::write_points(const Pending& p, const double* v) {
   const auto& lg = options_;
   size_t next_norm = p.points_at;
@@ -269,10 +277,7 @@ void IterationLog::write_points(const Pending& p, const double* v) {
       tb_->add_scalar("batch-size/batch-size vs samples", double(pt.global_batch), samples);
     }
     if (pt.loss_index >= 0 && v != nullptr) {
-      const double loss = v[pt.loss_index];
-      tb_->add_scalar_vs_progress("lm-loss-training/lm loss", loss, it, samples, tokens);
-      tb_->add_scalar("lm-loss-training/lm loss vs gigaflos (without embeddings)", loss,
-                      static_cast<int64_t>(c_.gigaflos_per_token * double(tokens)));
+      loss_series("lm-loss-training/lm loss", v[pt.loss_index], it, samples, tokens);
     }
     if (pt.loss_scale && lg.log_loss_scale_to_tensorboard)
       tb_->add_scalar_vs_progress("loss-scale/loss-scale", *pt.loss_scale, it, samples, tokens);
@@ -295,13 +300,9 @@ void IterationLog::validation(const std::string& name, double loss, const Traini
   c_.out << bar << "\n" << line.str() << "\n" << bar << std::endl;
   if (tb_) {
     const std::string prefix = name.empty() ? "lm-loss-validation" : "lm-loss-validation/" + name;
-    const auto gigaflos = static_cast<int64_t>(c_.gigaflos_per_token * double(tokens));
-    tb_->add_scalar_vs_progress(prefix + "/lm loss validation", loss, it, samples, tokens);
-    tb_->add_scalar(prefix + "/lm loss validation vs gigaflos (without embeddings)", loss, gigaflos);
-    if (options_.log_validation_ppl_to_tensorboard) {
-      tb_->add_scalar_vs_progress(prefix + "/lm loss validation ppl", ppl, it, samples, tokens);
-      tb_->add_scalar(prefix + "/lm loss validation ppl vs gigaflos (without embeddings)", ppl, gigaflos);
-    }
+    loss_series(prefix + "/lm loss validation", loss, it, samples, tokens);
+    if (options_.log_validation_ppl_to_tensorboard)
+      loss_series(prefix + "/lm loss validation ppl", ppl, it, samples, tokens);
     tb_->flush();
   }
   if (metrics_)

@@ -79,6 +79,8 @@ class IterationLog {
     DeviceScalar grad_norm;
   };
   void write_points(const Pending& p, const double* values);
+  /// A loss series as the fork writes it: vs iterations, samples, tokens and gigaflos (without embeddings).
+  void loss_series(const std::string& tag, double value, int64_t iteration, int64_t samples, int64_t tokens);
   struct Values {  // the device values of a line, read back
     std::optional<double> avg_loss, grad_norm, params_norm;
     int64_t nan_iterations = 0;

@@ -67,9 +67,12 @@ double StopConditions::minutes_since_start() const {
   return (now_seconds() - start_seconds_) / 60.0;
 }
 
+bool StopConditions::kill_switch_present() const {
+  return !loop_.kill_switch_path.empty() && std::filesystem::exists(loop_.kill_switch_path);
+}
+
 bool StopConditions::kill_switch_at_start() {
-  const bool here = !loop_.kill_switch_path.empty() && std::filesystem::exists(loop_.kill_switch_path);
-  torch::Tensor r = torch::tensor({here ? 1.0f : 0.0f});
+  torch::Tensor r = torch::tensor({kill_switch_present() ? 1.0f : 0.0f});
   groups_.host->all_reduce(r, dist::ReduceOp::kMax);
   return r.item<float>() > 0;
 }
@@ -79,8 +82,7 @@ StopReason StopConditions::agree(int64_t iteration) {
   StopReason reason = StopReason::kNone;
   auto raise = [&](StopReason r) { reason = std::max(reason, r); };
   if (signals_->received() != 0) raise(StopReason::kSignal);
-  if (!loop_.kill_switch_path.empty() && std::filesystem::exists(loop_.kill_switch_path))
-    raise(StopReason::kKillSwitch);
+  if (kill_switch_present()) raise(StopReason::kKillSwitch);
   if (loop_.exit_duration_in_mins > 0 && elapsed_min > double(loop_.exit_duration_in_mins))
     raise(StopReason::kDuration);
   if (loop_.exit_interval > 0 && iteration % loop_.exit_interval == 0) raise(StopReason::kExitInterval);

@@ -37,6 +37,8 @@ class StopConditions {
   double minutes_since_start() const;
 
  private:
+  bool kill_switch_present() const;  // on this rank's file system
+
   const LoopOptions& loop_;
   const dist::ProcessGroups& groups_;
   std::unique_ptr<StopSignals> signals_;
