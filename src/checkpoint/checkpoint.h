@@ -50,6 +50,9 @@ struct SaveOptions {
   int keep_last = 0;          // > 0: keep only the newest K iter_ directories after publishing this one
   bool collective_io = true;  // H5FD_MPIO_COLLECTIVE (else independent) raw-data transfers
   std::string job_id;         // names the temporary directory; "" -> SLURM_JOB_ID or rank 0's pid
+  /// --distributed-timeout-minutes: a save that completes no step for this long ends the job (io_watchdog.h);
+  /// <= 0 waits forever.
+  double io_timeout_s = 600;
 };
 
 struct LoadOptions {

@@ -53,6 +53,11 @@ void allreduce_xor(std::vector<uint32_t>& v) {
   MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_UINT32_T, MPI_BXOR, MPI_COMM_WORLD);
 }
 
+void allreduce_sum(std::vector<int64_t>& v) {
+  if (v.empty()) return;
+  MPI_Allreduce(MPI_IN_PLACE, v.data(), static_cast<int>(v.size()), MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
+}
+
 void sleepy_barrier() {
   MPI_Request req;
   MPI_Ibarrier(MPI_COMM_WORLD, &req);
@@ -75,6 +80,22 @@ void run_agreed(const std::function<void()>& fn, bool participate) {
     }
   }
   sleepy_barrier();  // ranks waiting for rank 0's file-system work yield the CPU instead of spinning in MPI
+  const auto all = allgather_strings(err);
+  for (size_t r = 0; r < all.size(); ++r)
+    if (!all[r].empty()) throw CheckpointError(all.size() > 1 ? str("rank ", r, ": ", all[r]) : all[r]);
+}
+
+void agreed_step(const std::function<void()>& fn) {
+  std::string err;
+  try {
+    fn();
+  } catch (const std::exception& e) {
+    err = e.what();
+    if (err.empty()) err = "unknown error";
+  }
+  int failed = err.empty() ? 0 : 1;
+  MPI_Allreduce(MPI_IN_PLACE, &failed, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+  if (!failed) return;
   const auto all = allgather_strings(err);
   for (size_t r = 0; r < all.size(); ++r)
     if (!all[r].empty()) throw CheckpointError(all.size() > 1 ? str("rank ", r, ": ", all[r]) : all[r]);

@@ -4,6 +4,7 @@
 
 #include "checkpoint/crc.h"
 #include "checkpoint/format.h"
+#include "checkpoint/meta_checksums.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"
 
@@ -46,13 +47,16 @@ CheckpointFile::CheckpointFile(const std::string& path) : path_(path) {
   MEGATON_CHECK(h5::has_attr(file_, "complete") && h5::read_attr_int(file_, "complete", path) == 1, CheckpointError,
                 path, ": incomplete checkpoint (the save did not finish)");
   meta_.iteration = h5::read_attr_int(file_, "iteration", path);
-  manifest_ = parse(h5::read_text(file_, "meta/manifest.json", path), path + " manifest");
+  for (const auto& name : checksummed_meta_blobs()) meta_text_[name] = h5::read_text(file_, "meta/" + name, path);
+  if (h5::exists(file_, str("meta/", kMetaChecksums)))
+    meta_checksums_ = h5::read_text(file_, str("meta/", kMetaChecksums), path);
+  manifest_ = parse(meta_text_["manifest.json"], path + " manifest");
   MEGATON_CHECK(manifest_.contains("tensors") && manifest_["tensors"].is_object(), CheckpointError, path,
                 ": the manifest has no 'tensors' object");
-  meta_.state = parse(h5::read_text(file_, "meta/state.json", path), path + " state.json");
-  meta_.model_config = parse(h5::read_text(file_, "meta/model_config.json", path), path + " model_config.json");
-  meta_.args = parse(h5::read_text(file_, "meta/args.json", path), path + " args.json");
-  const json l = parse(h5::read_text(file_, "meta/layout.json", path), path + " layout.json");
+  meta_.state = parse(meta_text_["state.json"], path + " state.json");
+  meta_.model_config = parse(meta_text_["model_config.json"], path + " model_config.json");
+  meta_.args = parse(meta_text_["args.json"], path + " args.json");
+  const json l = parse(meta_text_["layout.json"], path + " layout.json");
   layout_ = SavedLayout{l.value("tp", 1), l.value("pp", 1), l.value("dp", 1), l.value("world", 1)};
 }
 
@@ -91,16 +95,26 @@ torch::Tensor CheckpointFile::read(const std::string& path) const {
 
 std::vector<CheckpointFile::Problem> CheckpointFile::verify() const {
   std::vector<Problem> out;
+  if (!meta_checksums_.empty())
+    for (const auto& what : meta_checksum_mismatches(meta_text_, meta_checksums_, path_))
+      out.push_back({what.substr(0, what.find(':')), what.substr(what.find(':') + 2)});
   for (const auto& p : tensor_paths()) {
     try {
       const torch::Tensor t = read(p);
+      const json& rec = manifest_["tensors"][p];
       h5::Id ds = h5::open_dataset(file_, p);
       const std::string dt = h5::read_attr_string(ds, "dtype", p);
-      const std::string want_dt = manifest_["tensors"][p].at("dtype").get<std::string>();
+      const std::string want_dt = rec.at("dtype").get<std::string>();
       if (dt != want_dt) out.push_back({p, str("dtype attribute '", dt, "' but the manifest says '", want_dt, "'")});
-      const uint32_t want = manifest_["tensors"][p].at("crc32").get<uint32_t>();
+      const uint32_t want = rec.at("crc32").get<uint32_t>();
       const uint32_t got = crc32_bytes(t.data_ptr(), t.numel() * t.element_size());
       if (got != want) out.push_back({p, str("crc32 mismatch: stored ", want, ", data gives ", got)});
+      if (h5::has_attr(ds, "crc32") && static_cast<uint32_t>(h5::read_attr_int(ds, "crc32", p)) != want)
+        out.push_back({p, str("crc32 attribute ", h5::read_attr_int(ds, "crc32", p), " but the manifest says ", want)});
+      if (t.is_floating_point()) {
+        const int64_t bad = t.numel() - torch::isfinite(t).sum().item<int64_t>();
+        if (bad > 0) out.push_back({p, str(bad, " non-finite values (NaN or inf) of ", t.numel())});
+      }
     } catch (const Error& e) {
       out.push_back({p, e.what()});
     }

@@ -3,6 +3,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -28,6 +29,8 @@ class CheckpointFile {
   /// "tensors" -> path -> {shape, dtype, crc32, partition_dim, padded_rows?, role?}.
   const nlohmann::json& manifest() const { return manifest_; }
   std::string attr(const std::string& name) const;  // a root string attribute ("" when absent)
+  /// Whether meta/checksums.json covers the metadata (checkpoints of older megaton versions have none).
+  bool has_meta_checksums() const { return !meta_checksums_.empty(); }
 
   std::vector<std::string> tensor_paths() const;
   bool has(const std::string& path) const;
@@ -40,7 +43,8 @@ class CheckpointFile {
     std::string path;
     std::string what;
   };
-  /// Checks every manifest entry: the dataset exists with the recorded shape and dtype, and its CRC-32 matches.
+  /// Checks the metadata blobs' checksums and every manifest entry: the dataset exists with the recorded shape and
+  /// dtype, its CRC-32 matches (data and attribute), and a floating-point tensor holds no NaN or inf.
   std::vector<Problem> verify() const;
 
  private:
@@ -50,6 +54,8 @@ class CheckpointFile {
   CheckpointState meta_;
   SavedLayout layout_;
   nlohmann::json manifest_;
+  std::map<std::string, std::string> meta_text_;  // meta/<name> -> text, the checksummed blobs
+  std::string meta_checksums_;                    // meta/checksums.json ("" when absent)
 };
 
 }  // namespace megaton::checkpoint

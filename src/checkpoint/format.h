@@ -25,6 +25,8 @@ inline constexpr const char* kModelSection = "model";
 inline constexpr const char* kOptimSection = "optim";  // optim/<state>/<name>: master, exp_avg, exp_avg_sq, ...
 inline constexpr const char* kRngSection = "rng";      // rng/<generator>: [world, nbytes] uint8, row = global rank
 inline constexpr const char* kMetaSection = "meta";    // meta/<what>.json: uint8 JSON text
+inline constexpr const char* kMetaChecksums =
+    "checksums.json";  // meta/checksums.json: blob -> CRC-32 (meta_checksums.h)
 /// Suffix of the dataset that holds the vocabulary padding rows of a padded tensor ("<path>.vocab_padding").
 inline constexpr const char* kPaddingSuffix = ".vocab_padding";
 

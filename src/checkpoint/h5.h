@@ -37,6 +37,9 @@ class Id {
   /// Closes now and reports failure (a failed H5Fclose means the data may not be on disk).
   void close(const std::string& what);
   void reset();
+  /// Forgets the id without closing it. After a failed collective write the ranks' HDF5 states can disagree and a
+  /// collective close could wait forever; the process is about to end with the error, so the handle is left open.
+  void abandon() { id_ = H5I_INVALID_HID; }
 
  private:
   hid_t id_ = H5I_INVALID_HID;

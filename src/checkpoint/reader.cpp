@@ -10,6 +10,7 @@
 #include "checkpoint/crc.h"
 #include "checkpoint/format.h"
 #include "checkpoint/h5.h"
+#include "checkpoint/meta_checksums.h"
 #include "checkpoint/sections.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"
@@ -119,14 +120,21 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_dir, parallel:
   const int64_t file_iter = h5::read_attr_int(file, "iteration", fp);
   MEGATON_CHECK(file_iter == res.saved_iteration, CheckpointError, fp, ": holds iteration ", file_iter,
                 " but sits in the directory of iteration ", res.saved_iteration);
-  const json manifest = parse_json(h5::read_text(file, str(kMetaSection, "/manifest.json"), fp), fp + " manifest");
+  std::map<std::string, std::string> blobs;
+  for (const auto& name : checksummed_meta_blobs()) blobs[name] = h5::read_text(file, str(kMetaSection, "/", name), fp);
+  if (opts.verify_checksums && h5::exists(file, str(kMetaSection, "/", kMetaChecksums))) {
+    const auto bad =
+        meta_checksum_mismatches(blobs, h5::read_text(file, str(kMetaSection, "/", kMetaChecksums), fp), fp);
+    MEGATON_CHECK(bad.empty(), CheckpointError, fp, ": the metadata fails verification (edited or damaged; ",
+                  "`megaton inspect` lists it): ", bad.front());
+  }
+  const json manifest = parse_json(blobs["manifest.json"], fp + " manifest");
   const json& mt = manifest.at("tensors");
   res.meta.iteration = res.saved_iteration;
-  res.meta.state = parse_json(h5::read_text(file, str(kMetaSection, "/state.json"), fp), fp + " state.json");
-  res.meta.model_config =
-      parse_json(h5::read_text(file, str(kMetaSection, "/model_config.json"), fp), fp + " model_config.json");
-  res.meta.args = parse_json(h5::read_text(file, str(kMetaSection, "/args.json"), fp), fp + " args.json");
-  const json layout = parse_json(h5::read_text(file, str(kMetaSection, "/layout.json"), fp), fp + " layout.json");
+  res.meta.state = parse_json(blobs["state.json"], fp + " state.json");
+  res.meta.model_config = parse_json(blobs["model_config.json"], fp + " model_config.json");
+  res.meta.args = parse_json(blobs["args.json"], fp + " args.json");
+  const json layout = parse_json(blobs["layout.json"], fp + " layout.json");
   res.saved_layout = SavedLayout{layout.at("tp").get<int>(), layout.at("pp").get<int>(), layout.at("dp").get<int>(),
                                  layout.at("world").get<int>()};
   const SavedLayout now{tp, groups.grid.pp_size(), groups.grid.dp_size(), groups.grid.world()};

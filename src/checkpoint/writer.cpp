@@ -1,8 +1,11 @@
 // save_checkpoint: the collective parallel-HDF5 writer and the crash-safe publication of the result.
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 
@@ -11,6 +14,8 @@
 #include "checkpoint/crc.h"
 #include "checkpoint/format.h"
 #include "checkpoint/h5.h"
+#include "checkpoint/io_watchdog.h"
+#include "checkpoint/meta_checksums.h"
 #include "checkpoint/sections.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"
@@ -40,42 +45,218 @@ struct Written {
   h5::Id ds;
   json record;
   uint32_t partial = 0;
+  int64_t nonfinite = 0;  // this rank's non-finite values (floating dtypes)
 };
 
-/// Creates `path` (collective) and writes this rank's slab of `local` if `designated`.
-Written write_slab(hid_t file, const std::string& path, const RowSlab& slab, const torch::Tensor& local,
-                   bool designated, torch::ScalarType dtype, hid_t xfer, bool collective) {
+/// This rank's slab of a tensor, on the host in the stored dtype, with its checksum partial and non-finite count.
+struct Slab {
+  torch::Tensor buf;  // undefined when this rank writes nothing
+  uint32_t partial = 0;
+  int64_t nonfinite = 0;
+};
+
+/// Local work only (device-to-host copy, dtype conversion, checksum), kept apart from the collective HDF5 calls so
+/// that a failure here is agreed before any rank enters them.
+Slab prepare_slab(const RowSlab& slab, const torch::Tensor& local, bool designated, torch::ScalarType dtype) {
+  Slab s;
+  if (!designated || !local.defined() || slab.box.empty()) return s;
+  torch::Tensor buf = local;
+  if (buf.dim() > 0) buf = buf.narrow(0, slab.local_row_begin, slab.box.count[0]);
+  s.buf = buf.detach().to(torch::kCPU, dtype).contiguous();
+  s.partial = crc32_partial(s.buf.data_ptr(), slab.dataset_shape, slab.box, s.buf.element_size());
+  if (s.buf.is_floating_point()) s.nonfinite = s.buf.numel() - torch::isfinite(s.buf).sum().item<int64_t>();
+  return s;
+}
+
+/// Creates `path` (collective) and writes this rank's slab (if it has one).
+Written write_slab(hid_t file, const std::string& path, const RowSlab& slab, const Slab& mine_slab,
+                   torch::ScalarType dtype, hid_t xfer, bool collective) {
   Written w;
   w.path = path;
+  w.partial = mine_slab.partial;
+  w.nonfinite = mine_slab.nonfinite;
   w.ds = h5::create_dataset(file, path, slab.dataset_shape, dtype);
   h5::write_attr(w.ds, "dtype", dtype_name(dtype));
   w.record = {{"shape", slab.dataset_shape}, {"dtype", dtype_name(dtype)}};
   h5::Id fspace(h5::check_id(H5Dget_space(w.ds), "H5Dget_space"), H5Sclose);
-  const bool mine = designated && local.defined() && !slab.box.empty();
-  torch::Tensor buf;
-  if (mine) {
-    buf = local;
-    if (buf.dim() > 0) buf = buf.narrow(0, slab.local_row_begin, slab.box.count[0]);
-    buf = buf.detach().to(torch::kCPU, dtype).contiguous();
+  const bool mine = mine_slab.buf.defined();
+  if (mine)
     h5::select_box(fspace, slab.box.offset, slab.box.count);
-    w.partial = crc32_partial(buf.data_ptr(), slab.dataset_shape, slab.box, buf.element_size());
-  } else {
+  else
     h5::select_none(fspace);
-  }
   if (mine || collective) {
     h5::Id mspace = h5::make_space(mine ? slab.box.count : std::vector<int64_t>{1});
     if (!mine) h5::select_none(mspace);
     const char dummy = 0;
-    h5::check(H5Dwrite(w.ds, h5::mem_type(dtype), mspace, fspace, xfer, mine ? buf.data_ptr() : &dummy),
-              str("writing '", path, "'"));
+    const herr_t rc =
+        H5Dwrite(w.ds, h5::mem_type(dtype), mspace, fspace, xfer, mine ? mine_slab.buf.data_ptr() : &dummy);
+    if (rc < 0) w.ds.abandon();  // see Id::abandon
+    h5::check(rc, str("writing '", path, "'"));
   }
   return w;
+}
+
+/// The size of the checkpoint file: every dataset's bytes, the RNG rows and room for HDF5's and megaton's metadata.
+int64_t file_bytes(const Catalog& cat, const json& rng_sizes, int world) {
+  int64_t bytes = int64_t{64} << 10;
+  for (const auto& [path, e] : cat) {
+    int64_t n = c10::elementSize(dtype_from_name(e.dtype, path));
+    for (int64_t d : e.global_shape) n *= d;
+    bytes += n;
+  }
+  for (const auto& [name, n] : rng_sizes.items()) bytes += n.get<int64_t>() * world;
+  return bytes;
+}
+
+/// Checks that `bytes` fit in `dir`'s file system (and quota) before anything is written: a reservation file is
+/// allocated and removed. A full disk is then a clear error up front rather than a write failing midway. File
+/// systems without fallocate() are not checked.
+void reserve_space(const std::string& dir, int64_t bytes) {
+  const std::string path = (fs::path(dir) / ".space-reservation").string();
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) throw CheckpointError(str(path, ": cannot create: ", std::strerror(errno)));
+  const int rc = ::fallocate(fd, 0, 0, bytes);
+  const int err = rc == 0 ? 0 : errno;
+  ::close(fd);
+  ::unlink(path.c_str());
+  if (err == ENOSPC || err == EDQUOT) {
+    std::error_code ec;
+    const auto sp = fs::space(dir, ec);
+    throw CheckpointError(
+        str("the checkpoint needs ", bytes, " bytes (", bytes / 1e9, " GB) in ", dir, " but ",
+            ec ? std::string("the file system refused them") : str("only ", sp.available / 1e9, " GB are free"), " (",
+            std::strerror(err), "): free space or raise the quota, or save elsewhere"));
+  }
 }
 
 std::string job_id_of(const SaveOptions& opts) {
   if (!opts.job_id.empty()) return opts.job_id;
   if (const char* j = std::getenv("SLURM_JOB_ID")) return j;
   return std::to_string(::getpid());
+}
+
+/// The steps of write_file, every one agreed; `file`, `xfer` and `written` are the caller's (abandoned on failure).
+int64_t write_file_steps(const std::string& file_path, const Catalog& cat,
+                         const std::map<std::string, const LocalTensor*>& mine, const RngState* rng,
+                         const json& rng_sizes, const CheckpointState& state, const dist::ProcessGroups& groups,
+                         const SaveOptions& opts, IoWatchdog& dog, h5::Id& file, h5::Id& xfer,
+                         std::vector<Written>& written) {
+  const dist::Coords me = groups.coords;
+  const int tp = groups.grid.tp_size();
+  const int rank = world_rank();
+  agreed_step([&] {
+    file = h5::create_file_parallel(file_path, MPI_COMM_WORLD);
+    xfer = h5::transfer_plist(true, opts.collective_io);
+  });
+  int64_t my_bytes = 0;
+  for (const auto& [path, e] : cat) {
+    dog.progress(path);
+    const ShardPlacement pl = place(e, me.tp, tp);
+    auto it = mine.find(path);
+    const torch::Tensor t = it == mine.end() ? torch::Tensor() : it->second->tensor;
+    const bool designated = it != mine.end() && is_designated(e, me);
+    const torch::ScalarType dtype = dtype_from_name(e.dtype, path);
+    Slab main, padding;
+    agreed_step([&] {
+      main = prepare_slab(pl.main, t, designated, dtype);
+      if (pl.has_padding) padding = prepare_slab(pl.padding, t, designated, dtype);
+    });
+    agreed_step([&] {
+      Written w = write_slab(file, path, pl.main, main, dtype, xfer, opts.collective_io);
+      h5::write_attr(w.ds, "partition_dim", static_cast<int64_t>(e.partition_dim));
+      w.record["partition_dim"] = e.partition_dim;
+      if (pl.has_padding) {
+        h5::write_attr(w.ds, "padded_rows", e.global_shape[0]);
+        w.record["padded_rows"] = e.global_shape[0];
+      }
+      if (designated) my_bytes += pl.main.box.numel() * c10::elementSize(dtype);
+      written.push_back(std::move(w));
+      if (pl.has_padding) {
+        Written p = write_slab(file, path + kPaddingSuffix, pl.padding, padding, dtype, xfer, opts.collective_io);
+        h5::write_attr(p.ds, "role", std::string("vocab_padding"));
+        p.record["role"] = "vocab_padding";
+        written.push_back(std::move(p));
+      }
+    });
+  }
+  for (const auto& [name, n] : rng_sizes.items()) {
+    dog.progress(rng_path(name));
+    RowSlab slab;
+    slab.dataset_shape = {groups.grid.world(), n.get<int64_t>()};
+    slab.box = Box{{rank, 0}, {1, n.get<int64_t>()}};
+    Slab local;
+    agreed_step([&] { local = prepare_slab(slab, rng->at(name).reshape({1, -1}), true, torch::kUInt8); });
+    agreed_step([&] {
+      written.push_back(write_slab(file, rng_path(name), slab, local, torch::kUInt8, xfer, opts.collective_io));
+    });
+  }
+
+  // ~~~ checksums, non-finite counts, manifest, metadata: identical on every rank ~~~
+  std::vector<uint32_t> crcs;
+  std::vector<int64_t> nonfinite;
+  for (const auto& w : written) {
+    crcs.push_back(w.partial);
+    nonfinite.push_back(w.nonfinite);
+  }
+  allreduce_xor(crcs);
+  allreduce_sum(nonfinite);
+  int64_t total_nonfinite = 0;
+  for (int64_t n : nonfinite) total_nonfinite += n;
+  const json layout = {
+      {"tp", tp}, {"pp", groups.grid.pp_size()}, {"dp", groups.grid.dp_size()}, {"world", groups.grid.world()}};
+  const std::string state_text = broadcast_string(state.state.dump());
+  const std::string model_config_text = broadcast_string(state.model_config.dump());
+  const std::string args_text = broadcast_string(state.args.dump());
+  const std::string created = broadcast_string(utc_now());
+  dog.progress("metadata");
+  agreed_step([&] {
+    json manifest = {{"format", kFormatName}, {"format_version", kFormatVersion}, {"tensors", json::object()}};
+    for (size_t i = 0; i < written.size(); ++i) {
+      h5::write_attr(written[i].ds, "crc32", static_cast<int64_t>(crcs[i]));
+      written[i].record["crc32"] = crcs[i];
+      if (nonfinite[i] > 0) written[i].record["nonfinite"] = nonfinite[i];
+      manifest["tensors"][written[i].path] = written[i].record;
+      written[i].ds.close(str("closing '", written[i].path, "'"));
+    }
+    // The metadata blobs and their checksums: an edited progress value or manifest entry fails verification.
+    const std::map<std::string, std::string> blobs = {{"manifest.json", manifest.dump(1)},
+                                                      {"state.json", state_text},
+                                                      {"model_config.json", model_config_text},
+                                                      {"args.json", args_text},
+                                                      {"layout.json", layout.dump()}};
+    const bool w0 = rank == 0;
+    for (const auto& [name, text] : blobs) h5::write_text(file, str(kMetaSection, "/", name), text, w0, xfer);
+    h5::write_text(file, str(kMetaSection, "/", kMetaChecksums), meta_checksums_json(blobs), w0, xfer);
+    h5::write_attr(file, "format", std::string(kFormatName));
+    h5::write_attr(file, "format_version", static_cast<int64_t>(kFormatVersion));
+    h5::write_attr(file, "iteration", state.iteration);
+    h5::write_attr(file, "megaton_version", std::string(MEGATON_VERSION));
+    h5::write_attr(file, "created_utc", created);
+    h5::write_attr(file, "nonfinite_values", total_nonfinite);
+    h5::flush(file, str(file_path, ": flush"));
+  });
+  // Written last: a reader that finds it knows every dataset above is complete.
+  dog.progress("closing the file");
+  agreed_step([&] { h5::write_attr(file, "complete", int64_t{1}); });
+  agreed_step([&] { file.close(str(file_path, ": close")); });
+  return my_bytes;
+}
+
+/// The collective write of the checkpoint file (every step agreed); returns the bytes this rank wrote.
+/// On a failure every rank throws the same CheckpointError with the file and its datasets abandoned (Id::abandon).
+int64_t write_file(const std::string& file_path, const Catalog& cat,
+                   const std::map<std::string, const LocalTensor*>& mine, const RngState* rng, const json& rng_sizes,
+                   const CheckpointState& state, const dist::ProcessGroups& groups, const SaveOptions& opts,
+                   IoWatchdog& dog) {
+  h5::Id file, xfer;
+  std::vector<Written> written;
+  try {
+    return write_file_steps(file_path, cat, mine, rng, rng_sizes, state, groups, opts, dog, file, xfer, written);
+  } catch (...) {
+    for (auto& w : written) w.ds.abandon();
+    file.abandon();
+    throw;
+  }
 }
 
 }  // namespace
@@ -126,6 +307,14 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
         if (!remove_tree(tmp_dir, &why)) throw CheckpointError(str("--save ", save_dir, ": ", why));
         if (!fs::create_directory(tmp_dir, ec) || ec)
           throw CheckpointError(str("--save ", save_dir, ": cannot create ", tmp_dir, ": ", ec.message()));
+        try {
+          reserve_space(tmp_dir, file_bytes(cat, rng_sizes, groups.grid.world()));
+        } catch (const CheckpointError& e) {
+          remove_tree(tmp_dir, nullptr);
+          throw CheckpointError(str("saving iteration ", state.iteration, " to ", save_dir, " failed: ", e.what(),
+                                    "\n  nothing was written: the previous checkpoint and the tracker files are "
+                                    "unchanged"));
+        }
         for (const auto& s : stale_temporaries(save_dir))
           if (s != fs::path(tmp_dir).filename().string())
             log.warn("checkpoint: left-over temporary directory ", (fs::path(save_dir) / s).string(),
@@ -134,74 +323,30 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
       rank == 0);
 
   // ~~~ collective write ~~~
+  // Every collective HDF5 step is agreed (agreed_step): a rank whose write fails (a full disk, a quota) makes every
+  // rank throw the same CheckpointError at the same point, so the file is closed collectively on the way out and the
+  // partial temporary directory is removed; the previous checkpoint and the trackers are untouched.
   const std::string file_path = (fs::path(tmp_dir) / kFileName).string();
-  h5::Id file = h5::create_file_parallel(file_path, MPI_COMM_WORLD);
-  h5::Id xfer = h5::transfer_plist(true, opts.collective_io);
-  std::vector<Written> written;
   int64_t my_bytes = 0;
-  for (const auto& [path, e] : cat) {
-    const ShardPlacement pl = place(e, me.tp, tp);
-    auto it = mine.find(path);
-    const torch::Tensor t = it == mine.end() ? torch::Tensor() : it->second->tensor;
-    const bool designated = it != mine.end() && is_designated(e, me);
-    const torch::ScalarType dtype = dtype_from_name(e.dtype, path);
-    Written w = write_slab(file, path, pl.main, t, designated, dtype, xfer, opts.collective_io);
-    h5::write_attr(w.ds, "partition_dim", static_cast<int64_t>(e.partition_dim));
-    w.record["partition_dim"] = e.partition_dim;
-    if (pl.has_padding) {
-      h5::write_attr(w.ds, "padded_rows", e.global_shape[0]);
-      w.record["padded_rows"] = e.global_shape[0];
+  try {
+    IoWatchdog dog(opts.io_timeout_s, str("saving iteration ", state.iteration, " to ", save_dir), log,
+                   [rank, tmp_dir] {
+                     if (rank == 0) remove_tree(tmp_dir, nullptr);
+                   });
+    my_bytes = write_file(file_path, cat, mine, rng, rng_sizes, state, groups, opts, dog);
+    // Every rank flushes its own dirty pages (on a parallel file system each client holds some), then agree.
+    run_agreed([&] { fsync_path(file_path); });
+  } catch (const CheckpointError& e) {
+    sleepy_barrier();  // every rank has closed the file
+    if (rank == 0) {
+      std::string why;
+      if (!remove_tree(tmp_dir, &why)) log.warn("checkpoint: could not remove ", tmp_dir, ": ", why);
     }
-    if (designated) my_bytes += pl.main.box.numel() * c10::elementSize(dtype);
-    written.push_back(std::move(w));
-    if (pl.has_padding) {
-      Written p = write_slab(file, path + kPaddingSuffix, pl.padding, t, designated, dtype, xfer, opts.collective_io);
-      h5::write_attr(p.ds, "role", std::string("vocab_padding"));
-      p.record["role"] = "vocab_padding";
-      written.push_back(std::move(p));
-    }
+    throw CheckpointError(str("saving iteration ", state.iteration, " to ", save_dir, " failed: ", e.what(),
+                              "\n  nothing was published: the previous checkpoint and the tracker files are unchanged "
+                              "(check the free space and quota of ",
+                              save_dir, ")"));
   }
-  for (const auto& [name, n] : rng_sizes.items()) {
-    const std::string path = rng_path(name);
-    RowSlab slab;
-    slab.dataset_shape = {groups.grid.world(), n.get<int64_t>()};
-    slab.box = Box{{rank, 0}, {1, n.get<int64_t>()}};
-    Written w =
-        write_slab(file, path, slab, rng->at(name).reshape({1, -1}), true, torch::kUInt8, xfer, opts.collective_io);
-    written.push_back(std::move(w));
-  }
-
-  // ~~~ checksums, manifest, metadata: identical on every rank ~~~
-  std::vector<uint32_t> crcs;
-  for (const auto& w : written) crcs.push_back(w.partial);
-  allreduce_xor(crcs);
-  json manifest = {{"format", kFormatName}, {"format_version", kFormatVersion}, {"tensors", json::object()}};
-  for (size_t i = 0; i < written.size(); ++i) {
-    h5::write_attr(written[i].ds, "crc32", static_cast<int64_t>(crcs[i]));
-    written[i].record["crc32"] = crcs[i];
-    manifest["tensors"][written[i].path] = written[i].record;
-    written[i].ds.close(str("closing '", written[i].path, "'"));
-  }
-  const json layout = {
-      {"tp", tp}, {"pp", groups.grid.pp_size()}, {"dp", groups.grid.dp_size()}, {"world", groups.grid.world()}};
-  const bool w0 = rank == 0;
-  h5::write_text(file, str(kMetaSection, "/manifest.json"), manifest.dump(1), w0, xfer);
-  h5::write_text(file, str(kMetaSection, "/state.json"), broadcast_string(state.state.dump()), w0, xfer);
-  h5::write_text(file, str(kMetaSection, "/model_config.json"), broadcast_string(state.model_config.dump()), w0, xfer);
-  h5::write_text(file, str(kMetaSection, "/args.json"), broadcast_string(state.args.dump()), w0, xfer);
-  h5::write_text(file, str(kMetaSection, "/layout.json"), layout.dump(), w0, xfer);
-  h5::write_attr(file, "format", std::string(kFormatName));
-  h5::write_attr(file, "format_version", static_cast<int64_t>(kFormatVersion));
-  h5::write_attr(file, "iteration", state.iteration);
-  h5::write_attr(file, "megaton_version", std::string(MEGATON_VERSION));
-  h5::write_attr(file, "created_utc", broadcast_string(utc_now()));
-  h5::flush(file, str(file_path, ": flush"));
-  // Written last: a reader that finds it knows every dataset above is complete.
-  h5::write_attr(file, "complete", int64_t{1});
-  file.close(str(file_path, ": close"));
-
-  // Every rank flushes its own dirty pages (on a parallel file system each client holds some), then agree.
-  run_agreed([&] { fsync_path(file_path); });
 
   // ~~~ publish: rename the directory, then point the trackers at it ~~~
   run_agreed(

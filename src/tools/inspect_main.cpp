@@ -2,6 +2,7 @@
 // state, every tensor's dtype and global shape) and whether its data is intact (every CRC-32 re-computed).
 #include <cstdio>
 #include <iostream>
+#include <set>
 
 #include "checkpoint/file.h"
 #include "checkpoint/placement.h"
@@ -12,6 +13,16 @@
 namespace megaton::tools {
 
 namespace po = boost::program_options;
+
+namespace {
+/// How many distinct tensors of `tensors` have a problem.
+size_t bad_tensors(const std::vector<checkpoint::CheckpointFile::Problem>& problems, const nlohmann::json& tensors) {
+  std::set<std::string> bad;
+  for (const auto& p : problems)
+    if (tensors.contains(p.path)) bad.insert(p.path);
+  return bad.size();
+}
+}  // namespace
 
 int run_inspect(int argc, const char* const* argv) {
   std::string path;
@@ -83,13 +94,14 @@ int run_inspect(int argc, const char* const* argv) {
     if (no_verify)
       std::cout << "checksums:       not verified (--no-verify)\n";
     else
-      std::cout << "checksums:       " << tensors.size() - problems.size() << "/" << tensors.size() << " OK\n";
+      std::cout << "checksums:       " << tensors.size() - bad_tensors(problems, tensors) << "/" << tensors.size()
+                << " OK" << (f.has_meta_checksums() ? "" : " (metadata not covered: written by an older megaton)")
+                << "\n";
     for (const auto& pr : problems) std::cout << "  PROBLEM " << pr.path << ": " << pr.what << "\n";
   }
   std::cout << std::flush;
-  MEGATON_CHECK(problems.empty(), CheckpointError, f.path(), ": ", problems.size(),
-                " tensor(s) failed verification, first: '", problems.empty() ? "" : problems[0].path,
-                "': ", problems.empty() ? "" : problems[0].what);
+  MEGATON_CHECK(problems.empty(), CheckpointError, f.path(), ": ", problems.size(), " problem(s) found, first: '",
+                problems.empty() ? "" : problems[0].path, "': ", problems.empty() ? "" : problems[0].what);
   return 0;
 }
 

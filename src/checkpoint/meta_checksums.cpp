@@ -1,0 +1,50 @@
+#include "checkpoint/meta_checksums.h"
+
+#include <nlohmann/json.hpp>
+
+#include "checkpoint/crc.h"
+#include "core/error.h"
+
+namespace megaton::checkpoint {
+
+const std::vector<std::string>& checksummed_meta_blobs() {
+  static const std::vector<std::string> names = {"manifest.json", "state.json", "model_config.json", "args.json",
+                                                 "layout.json"};
+  return names;
+}
+
+std::string meta_checksums_json(const std::map<std::string, std::string>& blobs) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& name : checksummed_meta_blobs()) {
+    const auto it = blobs.find(name);
+    MEGATON_ASSERT(it != blobs.end(), "metadata blob '", name, "' missing from the checksummed set");
+    j[name] = crc32_bytes(it->second.data(), static_cast<int64_t>(it->second.size()));
+  }
+  return j.dump();
+}
+
+std::vector<std::string> meta_checksum_mismatches(const std::map<std::string, std::string>& blobs,
+                                                  const std::string& checksums_text, const std::string& where) {
+  nlohmann::json j;
+  try {
+    j = nlohmann::json::parse(checksums_text);
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(str(where, ": meta/checksums.json is not valid JSON (", e.what(), ")"));
+  }
+  MEGATON_CHECK(j.is_object(), CheckpointError, where, ": meta/checksums.json is not a JSON object");
+  std::vector<std::string> out;
+  for (const auto& name : checksummed_meta_blobs()) {
+    const auto it = blobs.find(name);
+    if (it == blobs.end()) continue;
+    if (!j.contains(name) || !j[name].is_number_unsigned()) {
+      out.push_back(str("meta/", name, ": no checksum in meta/checksums.json"));
+      continue;
+    }
+    const uint32_t want = j[name].get<uint32_t>();
+    const uint32_t got = crc32_bytes(it->second.data(), static_cast<int64_t>(it->second.size()));
+    if (want != got) out.push_back(str("meta/", name, ": crc32 stored ", want, ", data gives ", got));
+  }
+  return out;
+}
+
+}  // namespace megaton::checkpoint

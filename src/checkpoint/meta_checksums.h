@@ -1,0 +1,22 @@
+// Checksums of a checkpoint's metadata blobs (meta/checksums.json: blob file name -> CRC-32 of its bytes), so an edited
+// training-progress value, layout or manifest entry (and with it a tensor's recorded CRC-32) fails verification as a
+// damaged tensor does. Checkpoints written before the blob existed have no checksums.json and are read as before.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+namespace megaton::checkpoint {
+
+/// The metadata blobs covered, in meta/: manifest.json, state.json, model_config.json, args.json, layout.json.
+const std::vector<std::string>& checksummed_meta_blobs();
+
+/// The checksums.json text for `blobs` (name -> text, every name of checksummed_meta_blobs()).
+std::string meta_checksums_json(const std::map<std::string, std::string>& blobs);
+
+/// Every blob whose CRC-32 differs from checksums.json, described ("meta/state.json: crc32 stored X, data gives Y");
+/// empty when all match. `checksums_text` is the checksums.json text; `where` names the file in parse errors.
+std::vector<std::string> meta_checksum_mismatches(const std::map<std::string, std::string>& blobs,
+                                                  const std::string& checksums_text, const std::string& where);
+
+}  // namespace megaton::checkpoint
