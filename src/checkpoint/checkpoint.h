@@ -53,6 +53,10 @@ struct SaveOptions {
   /// --distributed-timeout-minutes: a save that completes no step for this long ends the job (io_watchdog.h);
   /// <= 0 waits forever.
   double io_timeout_s = 600;
+  /// Refuse to save a state holding NaN or inf (training sets it: a diverged state never replaces a finite
+  /// checkpoint). Otherwise such a checkpoint is saved, flagged (manifest "nonfinite" counts, file attribute
+  /// nonfinite_values) and --keep-last removes nothing when publishing it.
+  bool refuse_nonfinite = false;
 };
 
 struct LoadOptions {

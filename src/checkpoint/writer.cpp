@@ -57,7 +57,8 @@ struct Slab {
 
 /// Local work only (device-to-host copy, dtype conversion, checksum), kept apart from the collective HDF5 calls so
 /// that a failure here is agreed before any rank enters them.
-Slab prepare_slab(const RowSlab& slab, const torch::Tensor& local, bool designated, torch::ScalarType dtype) {
+Slab prepare_slab(const RowSlab& slab, const torch::Tensor& local, bool designated, torch::ScalarType dtype,
+                  bool refuse_nonfinite = false, const std::string& path = "") {
   Slab s;
   if (!designated || !local.defined() || slab.box.empty()) return s;
   torch::Tensor buf = local;
@@ -65,6 +66,9 @@ Slab prepare_slab(const RowSlab& slab, const torch::Tensor& local, bool designat
   s.buf = buf.detach().to(torch::kCPU, dtype).contiguous();
   s.partial = crc32_partial(s.buf.data_ptr(), slab.dataset_shape, slab.box, s.buf.element_size());
   if (s.buf.is_floating_point()) s.nonfinite = s.buf.numel() - torch::isfinite(s.buf).sum().item<int64_t>();
+  MEGATON_CHECK(!refuse_nonfinite || s.nonfinite == 0, CheckpointError, "'", path, "' holds ", s.nonfinite,
+                " non-finite values (NaN or inf): the training state diverged and is not saved over the finite "
+                "checkpoints");
   return s;
 }
 
@@ -135,12 +139,18 @@ std::string job_id_of(const SaveOptions& opts) {
   return std::to_string(::getpid());
 }
 
+/// What write_file wrote: this rank's bytes, and the job's non-finite values.
+struct WriteResult {
+  int64_t my_bytes = 0;
+  int64_t nonfinite = 0;
+};
+
 /// The steps of write_file, every one agreed; `file`, `xfer` and `written` are the caller's (abandoned on failure).
-int64_t write_file_steps(const std::string& file_path, const Catalog& cat,
-                         const std::map<std::string, const LocalTensor*>& mine, const RngState* rng,
-                         const json& rng_sizes, const CheckpointState& state, const dist::ProcessGroups& groups,
-                         const SaveOptions& opts, IoWatchdog& dog, h5::Id& file, h5::Id& xfer,
-                         std::vector<Written>& written) {
+WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
+                             const std::map<std::string, const LocalTensor*>& mine, const RngState* rng,
+                             const json& rng_sizes, const CheckpointState& state, const dist::ProcessGroups& groups,
+                             const SaveOptions& opts, IoWatchdog& dog, h5::Id& file, h5::Id& xfer,
+                             std::vector<Written>& written) {
   const dist::Coords me = groups.coords;
   const int tp = groups.grid.tp_size();
   const int rank = world_rank();
@@ -158,8 +168,8 @@ int64_t write_file_steps(const std::string& file_path, const Catalog& cat,
     const torch::ScalarType dtype = dtype_from_name(e.dtype, path);
     Slab main, padding;
     agreed_step([&] {
-      main = prepare_slab(pl.main, t, designated, dtype);
-      if (pl.has_padding) padding = prepare_slab(pl.padding, t, designated, dtype);
+      main = prepare_slab(pl.main, t, designated, dtype, opts.refuse_nonfinite, path);
+      if (pl.has_padding) padding = prepare_slab(pl.padding, t, designated, dtype, opts.refuse_nonfinite, path);
     });
     agreed_step([&] {
       Written w = write_slab(file, path, pl.main, main, dtype, xfer, opts.collective_io);
@@ -239,15 +249,15 @@ int64_t write_file_steps(const std::string& file_path, const Catalog& cat,
   dog.progress("closing the file");
   agreed_step([&] { h5::write_attr(file, "complete", int64_t{1}); });
   agreed_step([&] { file.close(str(file_path, ": close")); });
-  return my_bytes;
+  return {my_bytes, total_nonfinite};
 }
 
 /// The collective write of the checkpoint file (every step agreed); returns the bytes this rank wrote.
 /// On a failure every rank throws the same CheckpointError with the file and its datasets abandoned (Id::abandon).
-int64_t write_file(const std::string& file_path, const Catalog& cat,
-                   const std::map<std::string, const LocalTensor*>& mine, const RngState* rng, const json& rng_sizes,
-                   const CheckpointState& state, const dist::ProcessGroups& groups, const SaveOptions& opts,
-                   IoWatchdog& dog) {
+WriteResult write_file(const std::string& file_path, const Catalog& cat,
+                       const std::map<std::string, const LocalTensor*>& mine, const RngState* rng,
+                       const json& rng_sizes, const CheckpointState& state, const dist::ProcessGroups& groups,
+                       const SaveOptions& opts, IoWatchdog& dog) {
   h5::Id file, xfer;
   std::vector<Written> written;
   try {
@@ -327,13 +337,13 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
   // rank throw the same CheckpointError at the same point, so the file is closed collectively on the way out and the
   // partial temporary directory is removed; the previous checkpoint and the trackers are untouched.
   const std::string file_path = (fs::path(tmp_dir) / kFileName).string();
-  int64_t my_bytes = 0;
+  WriteResult wrote;
   try {
     IoWatchdog dog(opts.io_timeout_s, str("saving iteration ", state.iteration, " to ", save_dir), log,
                    [rank, tmp_dir] {
                      if (rank == 0) remove_tree(tmp_dir, nullptr);
                    });
-    my_bytes = write_file(file_path, cat, mine, rng, rng_sizes, state, groups, opts, dog);
+    wrote = write_file(file_path, cat, mine, rng, rng_sizes, state, groups, opts, dog);
     // Every rank flushes its own dirty pages (on a parallel file system each client holds some), then agree.
     run_agreed([&] { fsync_path(file_path); });
   } catch (const CheckpointError& e) {
@@ -351,12 +361,16 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
   // ~~~ publish: rename the directory, then point the trackers at it ~~~
   run_agreed(
       [&] {
-        for (int64_t it : publish_checkpoint(save_dir, tmp_dir, state.iteration, job, opts.keep_last))
+        if (wrote.nonfinite > 0 && opts.keep_last > 0)
+          log.warn("checkpoint: ", final_dir, " holds ", wrote.nonfinite,
+                   " non-finite values (NaN or inf): --keep-last removes no older checkpoint");
+        const int keep_last = wrote.nonfinite > 0 ? 0 : opts.keep_last;
+        for (int64_t it : publish_checkpoint(save_dir, tmp_dir, state.iteration, job, keep_last))
           log.info("checkpoint: removed ", iteration_dir_name(it), " (--keep-last ", opts.keep_last, ")");
       },
       rank == 0);
 
-  double bytes = static_cast<double>(my_bytes);
+  double bytes = static_cast<double>(wrote.my_bytes);
   MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log.info0("saved checkpoint ", final_dir, " (iteration ", state.iteration, ", ", cat.size(), " tensors, ",

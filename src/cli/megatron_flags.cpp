@@ -160,6 +160,9 @@ void MegatronFlags::bind(po::options_description& d) {
       ("exit-duration-in-mins", val(t.exit_duration_in_mins),
        "save and exit after this many minutes since the job's processes started")
       ("kill-switch-path", sval(t.kill_switch_path), "save and exit when this file exists")
+      ("max-nan-iterations", val(t.max_nan_iterations),
+       "bf16/fp32: stop with an error after N iterations in a row whose gradients hold NaN or inf (their updates are "
+       "skipped); 0 never stops")
       ("skip-train-iteration-range", po::value<std::vector<std::string>>(&t.skip_train_iteration_range)->multitoken(),
        "A-B ...: skip the data of these iterations")
       ("eval-interval", val(t.eval_interval), "iterations between validation runs")

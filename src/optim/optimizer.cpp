@@ -52,8 +52,12 @@ void MixedPrecisionOptimizer::all_reduce_over_model_and_shard(torch::Tensor& t, 
 }
 
 bool MixedPrecisionOptimizer::unscale_and_check_for_inf() {
+  dp_.shard_grad().mul_(scaler_->inv_scale());
+  return any_nonfinite_grad();
+}
+
+bool MixedPrecisionOptimizer::any_nonfinite_grad() {
   const torch::Tensor& g = dp_.shard_grad();  // [S]
-  g.mul_(scaler_->inv_scale());
   const bool local_inf = !torch::isfinite(g).all().item<bool>();
   torch::Tensor flag = torch::full({1}, local_inf ? 1.0f : 0.0f, g.options());
   all_reduce_over_model_and_shard(flag, dist::ReduceOp::kMax);
@@ -176,6 +180,14 @@ StepResult MixedPrecisionOptimizer::step(bool want_zero_count) {
   const bool counting = options_.log_num_zeros_in_grad && want_zero_count;
   const bool defer_clip = fused_adam_ && !counting;
   if (options_.clip_grad > 0) r.grad_norm = grad_norm_and_clip(defer_clip, grad_scale);
+  if (!scaler_ && options_.skip_nonfinite) {
+    // The norm is global (every rank reads the same value); without it a flag is reduced the same way.
+    const bool nonfinite = r.grad_norm ? !std::isfinite(*r.grad_norm) : any_nonfinite_grad();
+    if (nonfinite) {
+      skipped_ += 1;
+      return r;
+    }
+  }
   if (counting) r.num_zeros = count_zeros();
   r.updated = true;
   if (options_.kind == "adam") {

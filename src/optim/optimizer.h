@@ -10,6 +10,8 @@
 //   2. with a grad scaler (fp16, or --loss-scale): main grads *= 1/scale; found_inf = any non-finite, MAX-reduced over
 //      the model-parallel group (and DP under ZeRO-1) so every rank agrees; scaler.update(found_inf); if found_inf the
 //      step is skipped: returns {updated = false} and the parameters are untouched;
+//   2b. without a scaler (bf16, fp32): the same skip when the gradients are not finite (the global grad norm is read
+//      on the host, or a non-finite flag reduced as above without --clip-grad); counted in skipped_steps();
 //   3. --clip-grad > 0: global L2 norm over TP, PP (and DP under ZeRO-1), each TP-replicated parameter counted on TP
 //      rank 0 only and the tied embedding on the first stage only; grads *= clip / (norm + 1e-6) when that is < 1
 //      (the fused Adam applies that factor as it reads the grads instead, unless zeros are counted);
@@ -103,6 +105,8 @@ class MixedPrecisionOptimizer {
   /// fp64 [1] on the device.
   torch::Tensor global_squared_norm(const torch::Tensor& flat);
   bool unscale_and_check_for_inf();
+  /// Whether any rank's gradient shard holds NaN or inf (MAX-reduced over the model-parallel group and the shards).
+  bool any_nonfinite_grad();
   /// Returns the global grad norm, on the device. Clips the grads in place, or, with `defer`, leaves them and returns
   /// the clip coefficient (fp32 [1] on the device; 1 when there is nothing to clip) in `grad_scale` for the fused Adam.
   DeviceScalar grad_norm_and_clip(bool defer, torch::Tensor& grad_scale);

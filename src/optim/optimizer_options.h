@@ -16,6 +16,9 @@ struct OptimizerOptions {
   double clip_grad = 1.0;  // 0: no clipping and no grad norm (as Megatron)
   bool log_num_zeros_in_grad = false;
   bool use_fused_adam = true;  // CUDA masters: the fused Adam kernel; false: the ATen path (--no-fused-adam)
+  /// Without a grad scaler (bf16, fp32): skip the update when the gradients hold NaN or inf, as the fp16 scaler does
+  /// (one host read of the grad norm, or of a non-finite flag without --clip-grad, per step).
+  bool skip_nonfinite = true;
 
   /// UsageError naming the flag: an unknown --optimizer, negative --weight-decay or --clip-grad, betas outside [0, 1).
   void validate() const;

@@ -71,6 +71,7 @@ void TrainCheckpoints::save(const TrainingProgress& progress) {
   so.keep_last = c.keep_last;
   so.job_id = job_id_;
   so.io_timeout_s = config_.dist.distributed_timeout_minutes * 60.0;
+  so.refuse_nonfinite = true;  // a diverged state never replaces a finite checkpoint
   const checkpoint::OptimState optim_state = to_checkpoint_optim(p_.optimizer.state_dict());  // collective (ZeRO)
   const checkpoint::RngState rng_state = rng_to_checkpoint(p_.model.rng());
   const std::string dir =

@@ -56,6 +56,8 @@ void LoopOptions::validate(const parallel::ParallelOptions& p) {
   }
   MEGATON_CHECK(t.log_interval > 0, UsageError, "--log-interval must be > 0");
   MEGATON_CHECK(t.eval_interval > 0, UsageError, "--eval-interval must be > 0");
+  MEGATON_CHECK(t.max_nan_iterations >= 0, UsageError, "--max-nan-iterations must be >= 0 (0: never stop), got ",
+                t.max_nan_iterations);
   MEGATON_CHECK(t.eval_iters >= 0, UsageError, "--eval-iters must be >= 0 (0: no validation), got ", t.eval_iters);
 }
 

@@ -21,6 +21,7 @@ struct LoopOptions {
   double exit_duration_in_mins = 0;  // Megatron takes an int; fractions are accepted too
   std::string kill_switch_path;
   std::vector<std::string> skip_train_iteration_range;  // "A-B" each
+  int64_t max_nan_iterations = 10;  // without a grad scaler: stop after this many skipped non-finite updates in a row
   int64_t eval_interval = 1000;
   int64_t eval_iters = 100;
   bool eval_only = false;

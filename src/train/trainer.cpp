@@ -280,6 +280,7 @@ int Trainer::run() {
     progress_.consumed_train_samples += s.global_batch;
     progress_.consumed_train_tokens += s.global_batch * s.seq_length;
     if (s.updated) lr_->step(s.global_batch, progress_.consumed_train_tokens);
+    check_nonfinite(s.updated);
     optimizer_->set_lr(lr_->lr());
     iteration_log_->add_iteration(s, progress_);
     if (log_point) {
@@ -308,6 +309,22 @@ int Trainer::run() {
   log_.info0("stopping at iteration ", progress_.iteration, ": ",
              stop == StopReason::kNone && token_budget_spent() ? "--train-tokens reached" : stop_reason_name(stop));
   return stop == StopReason::kSignal ? static_cast<int>(ExitCode::kInterrupted) : 0;
+}
+
+void Trainer::check_nonfinite(bool updated) {
+  if (updated || optimizer_->grad_scaler()) {
+    nan_run_ = 0;
+    return;
+  }
+  ++nan_run_;
+  log_.warn0("iteration ", progress_.iteration, ": NaN or inf in the gradients, the update was skipped (", nan_run_,
+             " in a row)");
+  const int64_t limit = cfg_.loop.max_nan_iterations;
+  MEGATON_CHECK(limit == 0 || nan_run_ < limit, RuntimeError, "iteration ", progress_.iteration,
+                ": the gradients held NaN or inf in ", nan_run_,
+                " iterations in a row (--max-nan-iterations); their updates were skipped, so the parameters and the "
+                "checkpoints stay finite. Training diverged: lower --lr or raise --lr-warmup-iters, check the data, "
+                "and resume from the last checkpoint");
 }
 
 void Trainer::warn_if_gemm_epilogue_unused() const {

@@ -67,6 +67,9 @@ class Trainer {
   void report_memory() const;
   double gigaflos_per_token() const;
   void warn_if_gemm_epilogue_unused() const;  // --gemm-epilogue-fusion where the MLP cannot take it
+  /// After an iteration without a grad scaler: counts updates skipped for NaN/inf gradients in a row and throws
+  /// RuntimeError once --max-nan-iterations is reached (the state stays finite: nothing bad was applied or saved).
+  void check_nonfinite(bool updated);
 
   TrainConfig cfg_;
   dist::LaunchEnv env_;
@@ -77,6 +80,7 @@ class Trainer {
   TrainingProgress progress_;
   int64_t train_iters_ = 0;
   bool killed_at_start_ = false;
+  int64_t nan_run_ = 0;  // updates skipped in a row for NaN/inf gradients (no grad scaler)
   std::unique_ptr<SkipRanges> skip_ranges_;
   std::unique_ptr<CurriculumScheduler> curriculum_;  // the DeepSpeed config's curriculum_learning, when enabled  // the
                                                      // kill switch existed at start: run() returns at once

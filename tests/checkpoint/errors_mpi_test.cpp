@@ -5,9 +5,12 @@
 
 #include <filesystem>
 #include <fstream>
+#include <limits>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_test_model.h"
+#include "checkpoint/collective.h"
+#include "checkpoint/file.h"
 #include "checkpoint/format.h"
 #include "support/mpi_fixture.h"
 
@@ -154,4 +157,78 @@ TEST(CheckpointErrors, GarbledTrackerAndMissingDirectory) {
   msg = load_error(s.dir, 1);
   EXPECT_NE(msg.find("iteration 9 has no file"), std::string::npos) << msg;
   remove_shared(s.dir);
+}
+
+TEST(CheckpointErrors, EditedMetadataFailsVerification) {
+  auto s = save_small("meta", 1);
+  // One digit of the stored model config changed in place (same length): the blob's CRC-32 no longer matches.
+  on_rank0([&] {
+    hid_t f = H5Fopen(s.file.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t d = H5Dopen2(f, "meta/model_config.json", H5P_DEFAULT);
+    const haddr_t off = H5Dget_offset(d);
+    const hsize_t n = H5Dget_storage_size(d);
+    H5Dclose(d);
+    H5Fclose(f);
+    std::fstream io(s.file, std::ios::in | std::ios::out | std::ios::binary);
+    std::string text(n, '\0');
+    io.seekg(static_cast<std::streamoff>(off));
+    io.read(text.data(), static_cast<std::streamsize>(n));
+    const size_t digit = text.find_first_of("0123456789");
+    ASSERT_NE(digit, std::string::npos) << text;
+    text[digit] = text[digit] == '9' ? '8' : static_cast<char>(text[digit] + 1);
+    io.seekp(static_cast<std::streamoff>(off));
+    io.write(text.data(), static_cast<std::streamsize>(n));
+  });
+  const std::string msg = load_error(s.dir, 1);
+  EXPECT_NE(msg.find("metadata fails verification"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("meta/model_config.json"), std::string::npos) << msg;
+  if (mpitest::world_rank() == 0) {
+    const auto problems = checkpoint::CheckpointFile(s.file).verify();
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ(problems[0].path, "meta/model_config.json");
+  }
+  remove_shared(s.dir);
+}
+
+TEST(CheckpointErrors, NonFiniteStateIsRefusedOrFlagged) {
+  const std::string dir = shared_tmpdir("nonfinite");
+  Logger log(mpitest::world_rank(), mpitest::world_size(), LogLevel::kError);
+  auto g = mpitest::cpu_groups(1, 1);
+  auto params = local_params(g, torch::kFloat32, false);
+  auto optim = local_optim(params, 0, 1, false);
+  checkpoint::CheckpointState st;
+  st.iteration = 3;
+  checkpoint::SaveOptions so;
+  so.keep_last = 1;
+  so.refuse_nonfinite = true;
+  checkpoint::save_checkpoint(dir, st, params, &optim, nullptr, g, so, log);  // finite: saved
+  {
+    torch::NoGradGuard ng;
+    params[1].param.view(-1)[0] = std::numeric_limits<float>::quiet_NaN();
+  }
+  st.iteration = 4;
+  std::string msg;
+  try {
+    checkpoint::save_checkpoint(dir, st, params, &optim, nullptr, g, so, log);
+  } catch (const CheckpointError& e) {
+    msg = e.what();
+  }
+  EXPECT_TRUE(mpitest::all_ranks(!msg.empty())) << "some rank saved a NaN state";
+  EXPECT_NE(msg.find("non-finite"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("model/" + params[1].name), std::string::npos) << msg;
+  EXPECT_FALSE(fs::exists(dir + "/iter_0000004"));
+  for (const auto& e : fs::directory_iterator(dir))
+    EXPECT_EQ(e.path().filename().string().find(".tmp-"), std::string::npos) << e.path();
+  // Not refused: saved and flagged, and --keep-last 1 keeps the finite iteration 3 beside it.
+  so.refuse_nonfinite = false;
+  checkpoint::save_checkpoint(dir, st, params, &optim, nullptr, g, so, log);
+  EXPECT_TRUE(fs::exists(dir + "/iter_0000003"));
+  EXPECT_TRUE(fs::exists(dir + "/iter_0000004"));
+  if (mpitest::world_rank() == 0) {
+    const auto problems = checkpoint::CheckpointFile(checkpoint::checkpoint_file(dir, 4)).verify();
+    ASSERT_EQ(problems.size(), 1u);
+    EXPECT_EQ(problems[0].path, "model/" + params[1].name);
+    EXPECT_NE(problems[0].what.find("1 non-finite"), std::string::npos) << problems[0].what;
+  }
+  remove_shared(dir);
 }
