@@ -1,5 +1,6 @@
 #include "checkpoint/safetensors.h"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
@@ -8,6 +9,7 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/safe_file.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -66,16 +68,25 @@ void write_safetensors(const std::string& path, const NamedTensors& tensors,
   }
   std::string h = header.dump();
   h.append((8 - h.size() % 8) % 8, ' ');
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  if (!out) throw RuntimeError(str(path, ": cannot create: ", std::strerror(errno)));
+  // Written to a temporary created exclusively (never through a planted link), then renamed over `path`.
+  refuse_symlink(path, "safetensors output");
+  const std::string tmp = path + ".tmp";
+  std::FILE* f = open_exclusive_file(tmp, "safetensors output");
   uint64_t len = h.size();
   unsigned char le[8];
   for (int i = 0; i < 8; ++i) le[i] = static_cast<unsigned char>(len >> (8 * i));
-  out.write(reinterpret_cast<const char*>(le), 8);
-  out.write(h.data(), static_cast<std::streamsize>(h.size()));
-  for (const auto& t : data) out.write(static_cast<const char*>(t.data_ptr()), t.numel() * t.element_size());
-  out.flush();
-  if (!out) throw RuntimeError(str(path, ": write failed: ", std::strerror(errno)));
+  bool ok = std::fwrite(le, 1, 8, f) == 8 && std::fwrite(h.data(), 1, h.size(), f) == h.size();
+  for (const auto& t : data) {
+    const size_t n = static_cast<size_t>(t.numel() * t.element_size());
+    ok = ok && (n == 0 || std::fwrite(t.data_ptr(), 1, n, f) == n);
+  }
+  ok = std::fflush(f) == 0 && ok;
+  const int err = errno;
+  std::fclose(f);
+  if (!ok || std::rename(tmp.c_str(), path.c_str()) != 0) {
+    std::remove(tmp.c_str());
+    throw RuntimeError(str(path, ": write failed: ", std::strerror(ok ? errno : err)));
+  }
 }
 
 std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
@@ -100,6 +111,11 @@ std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
   if (!header.is_object()) throw DataError(str(path, ": the header is not a JSON object"));
   const uint64_t data_size = size - 8 - len;
   std::map<std::string, torch::Tensor> out;
+  struct Span {
+    uint64_t begin, end;
+    std::string name;
+  };
+  std::vector<Span> spans;
   for (const auto& [name, rec] : header.items()) {
     if (name == "__metadata__") continue;
     const std::string where = str(path, ": tensor '", name, "'");
@@ -109,9 +125,18 @@ std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
       const auto off = rec.at("data_offsets").get<std::vector<uint64_t>>();
       if (off.size() != 2 || off[0] > off[1] || off[1] > data_size)
         throw DataError(str(where, ": data_offsets outside the ", data_size, " data bytes (truncated file?)"));
-      torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(dtype));
-      if (static_cast<uint64_t>(t.numel() * t.element_size()) != off[1] - off[0])
+      // The shape's bytes, checked before anything is allocated (a hostile shape must not allocate).
+      uint64_t bytes = c10::elementSize(dtype);
+      for (int64_t d : shape) {
+        if (d < 0) throw DataError(str(where, ": negative dimension in shape ", rec.at("shape").dump()));
+        if (d > 0 && bytes > data_size / static_cast<uint64_t>(d) + 1)
+          throw DataError(str(where, ": shape ", rec.at("shape").dump(), " is larger than the file's data"));
+        bytes *= static_cast<uint64_t>(d);
+      }
+      if (bytes != off[1] - off[0])
         throw DataError(str(where, ": ", off[1] - off[0], " bytes do not hold shape and dtype ", rec.dump()));
+      spans.push_back({off[0], off[1], name});
+      torch::Tensor t = torch::empty(shape, torch::TensorOptions().dtype(dtype));
       in.seekg(static_cast<std::streamoff>(8 + len + off[0]));
       if (!in.read(static_cast<char*>(t.data_ptr()), static_cast<std::streamsize>(off[1] - off[0])))
         throw DataError(str(where, ": short read"));
@@ -120,6 +145,13 @@ std::map<std::string, torch::Tensor> read_safetensors(const std::string& path) {
       throw DataError(str(where, ": malformed header entry (", e.what(), ")"));
     }
   }
+  // Tensors share no bytes (the format's own rule: an aliased entry is a malformed or hostile file).
+  std::sort(spans.begin(), spans.end(), [](const Span& a, const Span& b) { return a.begin < b.begin; });
+  for (size_t i = 1; i < spans.size(); ++i)
+    if (spans[i].begin < spans[i - 1].end && spans[i].end > spans[i].begin)
+      throw DataError(str(path, ": tensors '", spans[i - 1].name, "' and '", spans[i].name,
+                          "' overlap in the data (data_offsets ", spans[i - 1].begin, "..", spans[i - 1].end, " and ",
+                          spans[i].begin, "..", spans[i].end, ")"));
   return out;
 }
 
@@ -136,8 +168,16 @@ std::map<std::string, torch::Tensor> read_hf_weights(const std::string& dir) {
   } catch (const json::exception& e) {
     throw DataError(str(index.string(), ": not valid JSON (", e.what(), ")"));
   }
+  if (!j.is_object() || !j.contains("weight_map") || !j["weight_map"].is_object())
+    throw DataError(str(index.string(), ": no \"weight_map\" object"));
   std::set<std::string> files;
-  for (const auto& [n, f] : j.at("weight_map").items()) files.insert(f.get<std::string>());
+  for (const auto& [n, f] : j["weight_map"].items()) {
+    // A shard is a file of this directory: a name with '/' or ".." could read any file on the machine.
+    if (!f.is_string() || !is_plain_file_name(f.get<std::string>()))
+      throw DataError(
+          str(index.string(), ": weight_map['", n, "'] is ", f.dump(), "; expected the file name of a shard in ", dir));
+    files.insert(f.get<std::string>());
+  }
   std::map<std::string, torch::Tensor> out;
   for (const auto& f : files) {
     auto part = read_safetensors((fs::path(dir) / f).string());

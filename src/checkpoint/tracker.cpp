@@ -14,6 +14,7 @@
 #include "checkpoint/format.h"
 #include "core/error.h"
 #include "core/remove_tree.h"
+#include "core/safe_file.h"
 
 namespace fs = std::filesystem;
 
@@ -60,13 +61,24 @@ void fsync_path(const std::string& path) {
 void write_file_atomic(const std::string& dir, const std::string& name, const std::string& text) {
   const std::string tmp = (fs::path(dir) / (name + ".tmp")).string();
   const std::string dst = (fs::path(dir) / name).string();
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text;
-    out.flush();
-    if (!out) throw RuntimeError(str(tmp, ": cannot write: ", std::strerror(errno)));
+  refuse_symlink(dst, "checkpoint tracker");
+  const int fd = create_exclusive(tmp, "checkpoint tracker");
+  size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const int err = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw RuntimeError(str(tmp, ": cannot write: ", std::strerror(err)));
+    }
+    done += static_cast<size_t>(n);
   }
-  fsync_path(tmp);
+  const int rc = ::fsync(fd);
+  const int err = errno;
+  ::close(fd);
+  if (rc != 0 && err != EINVAL) throw RuntimeError(str(tmp, ": fsync failed: ", std::strerror(err)));
   if (std::rename(tmp.c_str(), dst.c_str()) != 0)
     throw RuntimeError(str("cannot rename ", tmp, " to ", dst, ": ", std::strerror(errno)));
   fsync_path(dir);

@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "core/safe_file.h"
 
 namespace megaton::data {
 
@@ -203,8 +204,9 @@ IndexedDatasetBuilder::IndexedDatasetBuilder(const std::string& prefix, uint8_t 
   MEGATON_CHECK(
       dtype == kUInt16 || dtype == kInt32 || dtype == kInt64 || dtype == kUInt8 || dtype == kInt16 || dtype == kInt8,
       UsageError, "indexed dataset dtype ", dtype_name(dtype), " cannot hold token ids");
-  bin_ = std::fopen(bin_tmp_.c_str(), "wb");
-  MEGATON_CHECK(bin_ != nullptr, RuntimeError, "cannot create '", bin_tmp_, "': ", std::strerror(errno));
+  refuse_symlink(prefix + ".bin", "indexed dataset output");
+  refuse_symlink(prefix + ".idx", "indexed dataset output");
+  bin_ = open_exclusive_file(bin_tmp_, "indexed dataset output");
   std::setvbuf(bin_, nullptr, _IOFBF, 1 << 22);
 }
 
@@ -322,8 +324,7 @@ void IndexedDatasetBuilder::finalize() {
   }
   const char* dp = reinterpret_cast<const char*>(doc_idx_.data());
   buf.insert(buf.end(), dp, dp + 8 * doc_idx_.size());
-  std::FILE* idx = std::fopen(idx_tmp_.c_str(), "wb");
-  MEGATON_CHECK(idx != nullptr, RuntimeError, "cannot create '", idx_tmp_, "': ", std::strerror(errno));
+  std::FILE* idx = open_exclusive_file(idx_tmp_, "indexed dataset output");
   const bool ok =
       std::fwrite(buf.data(), 1, buf.size(), idx) == buf.size() && std::fflush(idx) == 0 && ::fsync(fileno(idx)) == 0;
   std::fclose(idx);

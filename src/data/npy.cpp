@@ -8,6 +8,7 @@
 #include <regex>
 
 #include "core/error.h"
+#include "core/safe_file.h"
 
 namespace megaton::data {
 
@@ -36,9 +37,8 @@ void write_npy(const std::string& path, const std::string& descr, const std::vec
   header.append((64 - total % 64) % 64, ' ');
   header.push_back('\n');
   const std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  std::FILE* f = std::fopen(tmp.c_str(), "wb");
-  MEGATON_CHECK(f != nullptr, RuntimeError, "cannot create '", tmp, "': ", std::strerror(errno),
-                " (set --data-cache-path to a writable directory)");
+  refuse_symlink(path, "index cache");
+  std::FILE* f = open_exclusive_file(tmp, "index cache (set --data-cache-path to a writable directory)");
   const uint16_t hlen = static_cast<uint16_t>(header.size());
   bool ok = std::fwrite("\x93NUMPY\x01\x00", 1, 8, f) == 8 && std::fwrite(&hlen, 2, 1, f) == 1 &&
             std::fwrite(header.data(), 1, header.size(), f) == header.size();

@@ -135,3 +135,25 @@ TEST(CheckpointFormat, DtypeNamesRoundTrip) {
     EXPECT_EQ(dtype_from_name(dtype_name(t), "x"), t);
   EXPECT_THROW(dtype_from_name("float8", "x"), CheckpointError);
 }
+
+TEST(CheckpointTracker, NeverWritesThroughAPlantedLink) {
+  const fs::path dir = fs::temp_directory_path() / ("megaton_trlink_" + std::to_string(::getpid()));
+  megaton::remove_tree(dir);
+  fs::create_directories(dir);
+  const fs::path victim = dir / "victim";
+  std::ofstream(victim) << "precious";
+  fs::create_symlink(victim, dir / "latest.tmp");
+  fs::create_symlink(victim, dir / "latest_checkpointed_iteration.txt.tmp");
+  write_latest(dir.string(), 9);
+  std::ifstream in(victim);
+  std::string text;
+  in >> text;
+  EXPECT_EQ(text, "precious");
+  EXPECT_EQ(read_latest_iteration(dir.string()), 9);
+  EXPECT_FALSE(fs::is_symlink(dir / "latest"));
+  // A tracker that is itself a link is refused, not followed.
+  fs::remove(dir / "latest");
+  fs::create_symlink(victim, dir / "latest");
+  EXPECT_THROW(write_latest(dir.string(), 10), RuntimeError);
+  megaton::remove_tree(dir);
+}

@@ -8,6 +8,8 @@
 
 #include <filesystem>
 #include <fstream>
+#include <functional>
+#include <iterator>
 #include <tuple>
 
 #include "checkpoint/safetensors.h"
@@ -231,4 +233,65 @@ TEST(CheckpointHf, StoredModelConfigCarriesTheGeluForTheExport) {
   c.model.openai_gelu = false;
   c.model.glu_activation = "swiglu";  // no GELU at all: the flag must not make a load refuse either way
   EXPECT_EQ(model::architecture_json(c).at("no_bias_gelu_fusion"), false);
+}
+
+namespace {
+/// Writes a safetensors file of `header` (JSON text) followed by `data_bytes` zero bytes.
+void write_raw_safetensors(const std::string& path, const std::string& header, size_t data_bytes) {
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  const uint64_t len = header.size();
+  f.write(reinterpret_cast<const char*>(&len), 8);
+  f.write(header.data(), static_cast<std::streamsize>(len));
+  const std::string zeros(data_bytes, '\0');
+  f.write(zeros.data(), static_cast<std::streamsize>(zeros.size()));
+}
+
+std::string read_error(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "";
+}
+}  // namespace
+
+TEST(CheckpointSafetensors, RefusesOverlapsHostileShapesAndEscapingShardNames) {
+  const fs::path dir = fs::temp_directory_path() / ("megaton_sth_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string p = (dir / "x.safetensors").string();
+  // Two tensors over the same bytes.
+  write_raw_safetensors(p,
+                        R"({"a":{"dtype":"F32","shape":[4],"data_offsets":[0,16]},)"
+                        R"("b":{"dtype":"F32","shape":[2],"data_offsets":[8,16]}})",
+                        16);
+  EXPECT_NE(read_error([&] { read_safetensors(p); }).find("overlap"), std::string::npos);
+  // A shape far larger than the file is refused before anything is allocated.
+  write_raw_safetensors(p, R"({"a":{"dtype":"F32","shape":[1000000000000,1000000],"data_offsets":[0,16]}})", 16);
+  EXPECT_NE(read_error([&] { read_safetensors(p); }).find("larger than the file"), std::string::npos);
+  // An index naming a shard outside its directory.
+  std::ofstream(dir / "model.safetensors.index.json") << R"({"weight_map":{"a":"../../etc/passwd"}})";
+  const std::string e = read_error([&] { read_hf_weights(dir.string()); });
+  EXPECT_NE(e.find("expected the file name of a shard"), std::string::npos) << e;
+  std::ofstream(dir / "model.safetensors.index.json") << R"({"nothing":1})";
+  EXPECT_NE(read_error([&] { read_hf_weights(dir.string()); }).find("weight_map"), std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(CheckpointSafetensors, NeverWritesThroughAPlantedLink) {
+  const fs::path dir = fs::temp_directory_path() / ("megaton_stl_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const fs::path victim = dir / "victim.txt";
+  std::ofstream(victim) << "precious";
+  // A link planted at the temporary's name: the write replaces the link, never the victim.
+  fs::create_symlink(victim, dir / "out.safetensors.tmp");
+  write_safetensors((dir / "out.safetensors").string(), {{"a", torch::ones({2})}}, {});
+  std::ifstream in(victim);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_EQ(text, "precious");
+  EXPECT_EQ(read_safetensors((dir / "out.safetensors").string()).size(), 1u);
+  // An output that is itself a link is refused.
+  fs::create_symlink(victim, dir / "linked.safetensors");
+  EXPECT_THROW(write_safetensors((dir / "linked.safetensors").string(), {{"a", torch::ones({2})}}, {}), RuntimeError);
+  fs::remove_all(dir);
 }

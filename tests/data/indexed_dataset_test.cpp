@@ -145,4 +145,20 @@ TEST(DataIndexedDataset, UnfinishedBuilderLeavesNoPair) {
 }
 
 }  // namespace
+TEST(DataIndexedDataset, BuilderNeverWritesThroughAPlantedLink) {
+  const auto dir = testing::scratch_dir("idx");
+  const auto victim = dir / "victim";
+  std::ofstream(victim) << "precious";
+  std::filesystem::create_symlink(victim, dir / "out.bin.tmp");
+  std::filesystem::create_symlink(victim, dir / "out.idx.tmp");
+  write_docs((dir / "out").string(), {{1, 2, 3}});
+  EXPECT_EQ(slurp(victim.string()), "precious");
+  EXPECT_EQ(MMapIndexedDataset((dir / "out").string()).get(0), (std::vector<int64_t>{1, 2, 3}));
+  // An output that is a link is refused.
+  std::filesystem::create_symlink(victim, dir / "linked.bin");
+  EXPECT_THROW(IndexedDatasetBuilder((dir / "linked").string(), kUInt16), RuntimeError);
+  EXPECT_EQ(slurp(victim.string()), "precious");
+  megaton::remove_tree(dir);
+}
+
 }  // namespace megaton::data
