@@ -84,7 +84,9 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_dir, parallel:
   std::string which;  // "none" or the iteration
   run_agreed(
       [&] {
-        std::optional<int64_t> it = opts.iteration ? opts.iteration : read_latest_iteration(load_dir);
+        std::string disagree;
+        std::optional<int64_t> it = opts.iteration ? opts.iteration : read_latest_iteration(load_dir, &disagree);
+        if (!disagree.empty()) log.warn("checkpoint: ", disagree);
         if (!it) {
           which = "none";
           return;

@@ -35,7 +35,8 @@ int64_t parse_tracker_text(const std::string& text, const std::string& where) {
                             t.size() > 40 ? t.substr(0, 40) + "..." : t, "'"));
 }
 
-std::optional<int64_t> read_latest_iteration(const std::string& dir) {
+std::optional<int64_t> read_latest_iteration(const std::string& dir, std::string* warning) {
+  std::vector<std::pair<std::string, int64_t>> found;  // tracker file -> iteration
   for (const char* name : {kTrackerFile, kMegatronTrackerFile}) {
     const fs::path p = fs::path(dir) / name;
     if (!fs::exists(p)) continue;
@@ -43,9 +44,19 @@ std::optional<int64_t> read_latest_iteration(const std::string& dir) {
     if (!in) throw CheckpointError(str(p.string(), ": cannot read: ", std::strerror(errno)));
     std::stringstream ss;
     ss << in.rdbuf();
-    return parse_tracker_text(ss.str(), p.string());
+    found.emplace_back(name, parse_tracker_text(ss.str(), p.string()));
   }
-  return std::nullopt;
+  if (found.empty()) return std::nullopt;
+  if (found.size() == 1 || found[0].second == found[1].second) return found[0].second;
+  // They disagree: the newer one whose directory exists (a release sorts last: it is never newer).
+  auto exists = [&](int64_t it) { return fs::is_directory(fs::path(dir) / iteration_dir_name(it)); };
+  const auto& newer = found[0].second > found[1].second ? found[0] : found[1];
+  const auto& older = found[0].second > found[1].second ? found[1] : found[0];
+  const auto& pick = exists(newer.second) || !exists(older.second) ? newer : older;
+  if (warning)
+    *warning = str(dir, ": '", found[0].first, "' says ", found[0].second, " but '", found[1].first, "' says ",
+                   found[1].second, "; loading ", pick.second, " (the newer whose directory exists)");
+  return pick.second;
 }
 
 void fsync_path(const std::string& path) {

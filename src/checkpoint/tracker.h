@@ -11,7 +11,9 @@ namespace megaton::checkpoint {
 
 /// The iteration named by <dir>/latest (falling back to latest_checkpointed_iteration.txt); kReleaseIteration for
 /// "release"; nullopt when neither file exists. Throws CheckpointError naming the file for any other content.
-std::optional<int64_t> read_latest_iteration(const std::string& dir);
+/// When both exist and disagree (a save interrupted between the two, or an edit), the newer iteration whose
+/// directory exists is taken and `warning` (if given) says so; the caller logs it.
+std::optional<int64_t> read_latest_iteration(const std::string& dir, std::string* warning = nullptr);
 
 /// Parses a tracker file's text ("100\n", "release"). Throws CheckpointError naming `where` otherwise.
 int64_t parse_tracker_text(const std::string& text, const std::string& where);

@@ -14,7 +14,12 @@ struct DeviceMemory {
 /// The allocator's counters of a CUDA device since the process started; nothing for the CPU (or a build without CUDA).
 std::optional<DeviceMemory> device_memory(const torch::Device& device);
 
+/// The memory a rank on `device` can use at most, in bytes: the GPU's total memory, or the host's physical memory
+/// for the CPU. Used to refuse, before allocating, a model whose weights and optimizer state cannot fit.
+int64_t device_capacity_bytes(const torch::Device& device);
+
 #ifdef MEGATON_HAVE_CUDA
+int64_t cuda_device_capacity_bytes(int device_index);
 /// The CUDA path (src/core/device_memory_cuda.cpp).
 DeviceMemory cuda_device_memory(int device_index);
 #endif

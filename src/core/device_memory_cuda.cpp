@@ -1,6 +1,9 @@
 // device_memory() on CUDA: the caching allocator's statistics (what torch.cuda.memory_allocated / max_memory_allocated
 // / memory_reserved / max_memory_reserved report), aggregated over pools (index 0 of each StatArray).
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <cuda_runtime_api.h>
+
+#include <limits>
 
 #include "core/device_memory.h"
 
@@ -15,6 +18,12 @@ DeviceMemory cuda_device_memory(int device_index) {
   m.reserved_mib = static_cast<double>(stats.reserved_bytes[0].current) / mib;
   m.max_reserved_mib = static_cast<double>(stats.reserved_bytes[0].peak) / mib;
   return m;
+}
+
+int64_t cuda_device_capacity_bytes(int device_index) {
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, device_index) != cudaSuccess) return std::numeric_limits<int64_t>::max();
+  return static_cast<int64_t>(prop.totalGlobalMem);
 }
 
 }  // namespace megaton

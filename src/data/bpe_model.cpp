@@ -72,6 +72,10 @@ int32_t BpeModel::find(std::string_view bytes) const {
 }
 
 void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) const {
+  // Merging holds a few words of state per byte: one hostile "word" (50 MB without a break) would take gigabytes.
+  MEGATON_CHECK(word.size() <= kMaxWordBytes, DataError, "a word of ", word.size(),
+                " bytes without a break (longer than the ", kMaxWordBytes,
+                " bytes BPE accepts; real text has none): the line is refused");
   if (word.size() == 1) {
     out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;

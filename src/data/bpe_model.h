@@ -56,7 +56,9 @@ class BpeModel {
   BpeModel(std::vector<std::string> tokens, const std::vector<std::pair<std::string, std::string>>& merges,
            const std::string& origin, bool ignore_merges = false);
 
-  /// Appends the ids of one pre-token (raw bytes).
+  /// The longest pre-token encode_word accepts (bounds the memory one input line can take).
+  static constexpr size_t kMaxWordBytes = size_t{1} << 20;
+  /// Appends the ids of one pre-token (raw bytes). DataError for a word longer than kMaxWordBytes.
   void encode_word(std::string_view word, std::vector<int32_t>& out) const;
 
   /// The id of an exact byte string, or -1.

@@ -33,7 +33,8 @@ bool gpt_separate_last_epoch(int64_t tokens_per_epoch, int seq_length, int64_t n
   MEGATON_CHECK(last_epoch_num_samples <= per_epoch, DataError, num_samples, " samples of ", seq_length,
                 " tokens need ", num_epochs, " epochs of ", tokens_per_epoch, " tokens with ", last_epoch_num_samples,
                 " samples from the last, but an epoch holds only ", per_epoch,
-                " (Megatron-DeepSpeed refuses this count too); ask for ", num_samples - 1, " samples");
+                " (Megatron-DeepSpeed refuses this count too)",
+                per_epoch > 0 ? str("; ask for ", num_samples - 1, " samples") : std::string());
   // Megatron-DeepSpeed's cutoff_last_epoch (gpt_dataset.py); NVIDIA's Megatron-LM uses 0.80.
   return last_epoch_num_samples < static_cast<int64_t>(kCutoffLastEpoch * static_cast<double>(per_epoch));
 }
@@ -136,7 +137,18 @@ GptDataset::GptDataset(std::string name, std::shared_ptr<const MMapIndexedDatase
              num_samples, " samples of ", seq_length, " tokens, seed ", seed, ")");
     std::vector<int32_t> documents(static_cast<size_t>(doc_end - doc_begin));
     std::iota(documents.begin(), documents.end(), static_cast<int32_t>(doc_begin));
-    const GptIndices idx = build_gpt_indices(documents, data_->sizes(), num_samples, seq_length, seed);
+    GptIndices idx;
+    try {
+      idx = build_gpt_indices(documents, data_->sizes(), num_samples, seq_length, seed);
+    } catch (const DataError& e) {
+      int64_t tokens = 0;
+      for (int32_t d : documents) tokens += data_->sizes()[static_cast<size_t>(d)];
+      throw DataError(str(data_->prefix(), ": the ", name_, " split (items ", doc_begin, "..", doc_end, ": ",
+                          documents.size(), " documents, ", tokens, " tokens) cannot give ", num_samples,
+                          " samples of ", seq_length, " tokens: ", e.what(),
+                          "; give this split more of the corpus in --split, use more data, or change --seq-length or ",
+                          "the number of iterations"));
+    }
     const int64_t S = static_cast<int64_t>(idx.shuffle_idx.size());
     write_npy(f_doc, "<i4", {static_cast<int64_t>(idx.doc_idx.size())}, idx.doc_idx.data(), 4);
     write_npy(f_sample, "<i4", {S + 1, 2}, idx.sample_idx.data(), 4);

@@ -163,135 +163,150 @@ void apply_behavior(std::string_view piece, const std::vector<std::pair<size_t, 
   if (!pending.empty()) out.push_back(pending);
 }
 
+/// Token ids above this are refused: the vocabulary is stored densely by id, so one hostile id would allocate for
+/// every id below it (real vocabularies stay below 2^18).
+constexpr int64_t kMaxTokenId = int64_t{1} << 24;
+
 }  // namespace
 
 HfTokenizer::HfTokenizer(const std::string& path)
-    : HfTokenizer([&] {
-        auto s = std::make_shared<Shared>();
-        fs::path file = path;
-        if (fs::is_directory(file)) file /= "tokenizer.json";
-        MEGATON_CHECK(fs::exists(file), DataError, "--tokenizer-name-or-path '", path,
-                      "': no tokenizer.json there (Megaton reads local Hugging Face tokenizer.json files only)");
-        s->origin = file.string();
-        const json j = read_json(file);
-        MEGATON_CHECK(j.contains("model") && j["model"].is_object(), DataError, s->origin, ": no \"model\" object");
-        const json& m = j["model"];
-        MEGATON_CHECK(m.value("type", "BPE") == "BPE", DataError, s->origin, ": model type '", m.value("type", ""),
-                      "' is not supported (only BPE)");
-        MEGATON_CHECK(m.value("dropout", json()).is_null() || m["dropout"] == 0, DataError, s->origin,
-                      ": BPE dropout is not supported");
-        MEGATON_CHECK(!m.value("byte_fallback", false), DataError, s->origin, ": BPE byte_fallback is not supported");
-        for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
-          MEGATON_CHECK(!m.contains(k) || m[k].is_null() || m[k] == "", DataError, s->origin, ": BPE ", k,
-                        " is not supported");
-        const json& norm = j.value("normalizer", json());
-        MEGATON_CHECK(norm.is_null(), DataError, s->origin, ": normalizer '", norm.value("type", "?"),
-                      "' is not supported (only byte-level BPE tokenizers without a normalizer)");
-        bool byte_level = false;
-        if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null())
-          add_pre_step(*s, j["pre_tokenizer"], byte_level);
-        MEGATON_CHECK(byte_level, DataError, s->origin,
-                      ": no ByteLevel pre-tokenizer; only byte-level BPE tokenizer.json files are supported");
+    : HfTokenizer([&]() -> std::shared_ptr<const Shared> {
+        try {
+          auto s = std::make_shared<Shared>();
+          fs::path file = path;
+          if (fs::is_directory(file)) file /= "tokenizer.json";
+          MEGATON_CHECK(fs::exists(file), DataError, "--tokenizer-name-or-path '", path,
+                        "': no tokenizer.json there (Megaton reads local Hugging Face tokenizer.json files only)");
+          s->origin = file.string();
+          const json j = read_json(file);
+          MEGATON_CHECK(j.contains("model") && j["model"].is_object(), DataError, s->origin, ": no \"model\" object");
+          const json& m = j["model"];
+          MEGATON_CHECK(m.value("type", "BPE") == "BPE", DataError, s->origin, ": model type '", m.value("type", ""),
+                        "' is not supported (only BPE)");
+          MEGATON_CHECK(m.value("dropout", json()).is_null() || m["dropout"] == 0, DataError, s->origin,
+                        ": BPE dropout is not supported");
+          MEGATON_CHECK(!m.value("byte_fallback", false), DataError, s->origin, ": BPE byte_fallback is not supported");
+          for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
+            MEGATON_CHECK(!m.contains(k) || m[k].is_null() || m[k] == "", DataError, s->origin, ": BPE ", k,
+                          " is not supported");
+          const json& norm = j.value("normalizer", json());
+          MEGATON_CHECK(norm.is_null(), DataError, s->origin, ": normalizer '", norm.value("type", "?"),
+                        "' is not supported (only byte-level BPE tokenizers without a normalizer)");
+          bool byte_level = false;
+          if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null())
+            add_pre_step(*s, j["pre_tokenizer"], byte_level);
+          MEGATON_CHECK(byte_level, DataError, s->origin,
+                        ": no ByteLevel pre-tokenizer; only byte-level BPE tokenizer.json files are supported");
 
-        // Vocabulary: byte-level keys -> raw bytes.
-        std::vector<std::string> tokens;
-        std::string bytes;
-        for (const auto& [key, value] : m.at("vocab").items()) {
-          MEGATON_CHECK(value.is_number_integer() && value.get<int64_t>() >= 0, DataError, s->origin, ": vocab entry '",
-                        key, "' has a bad id ", value.dump());
-          const auto id = value.get<size_t>();
-          if (tokens.size() <= id) tokens.resize(id + 1);
-          if (byte_level_to_bytes(key, bytes)) {
-            tokens[id] = bytes;
-          } else {
-            s->decode_extra[static_cast<int32_t>(id)] = key;
+          // Vocabulary: byte-level keys -> raw bytes.
+          std::vector<std::string> tokens;
+          std::string bytes;
+          for (const auto& [key, value] : m.at("vocab").items()) {
+            MEGATON_CHECK(value.is_number_integer() && value.get<int64_t>() >= 0 && value.get<int64_t>() < kMaxTokenId,
+                          DataError, s->origin, ": vocab entry '", key, "' has the id ", value.dump(),
+                          "; expected an integer in [0, ", kMaxTokenId, ")");
+            const auto id = value.get<size_t>();
+            if (tokens.size() <= id) tokens.resize(id + 1);
+            if (byte_level_to_bytes(key, bytes)) {
+              tokens[id] = bytes;
+            } else {
+              s->decode_extra[static_cast<int32_t>(id)] = key;
+            }
           }
-        }
-        std::vector<std::pair<std::string, std::string>> merges;
-        std::string a, b;
-        size_t k = 0;
-        for (const auto& mj : m.at("merges")) {
-          ++k;
-          std::string l, r;
-          if (mj.is_string()) {
-            const std::string line = mj.get<std::string>();
-            const auto sp = line.find(' ');
-            MEGATON_CHECK(sp != std::string::npos && line.find(' ', sp + 1) == std::string::npos, DataError, s->origin,
-                          ": merges[", k - 1, "] = '", line, "' is not 'left right'");
-            l = line.substr(0, sp), r = line.substr(sp + 1);
-          } else {
-            MEGATON_CHECK(mj.is_array() && mj.size() == 2, DataError, s->origin, ": merges[", k - 1, "] is not a pair");
-            l = mj[0].get<std::string>(), r = mj[1].get<std::string>();
+          std::vector<std::pair<std::string, std::string>> merges;
+          std::string a, b;
+          size_t k = 0;
+          for (const auto& mj : m.at("merges")) {
+            ++k;
+            std::string l, r;
+            if (mj.is_string()) {
+              const std::string line = mj.get<std::string>();
+              const auto sp = line.find(' ');
+              MEGATON_CHECK(sp != std::string::npos && line.find(' ', sp + 1) == std::string::npos, DataError,
+                            s->origin, ": merges[", k - 1, "] = '", line, "' is not 'left right'");
+              l = line.substr(0, sp), r = line.substr(sp + 1);
+            } else {
+              MEGATON_CHECK(mj.is_array() && mj.size() == 2, DataError, s->origin, ": merges[", k - 1,
+                            "] is not a pair");
+              l = mj[0].get<std::string>(), r = mj[1].get<std::string>();
+            }
+            MEGATON_CHECK(byte_level_to_bytes(l, a) && byte_level_to_bytes(r, b), DataError, s->origin, ": merges[",
+                          k - 1, "] is not byte-level");
+            merges.emplace_back(a, b);
           }
-          MEGATON_CHECK(byte_level_to_bytes(l, a) && byte_level_to_bytes(r, b), DataError, s->origin, ": merges[",
-                        k - 1, "] is not byte-level");
-          merges.emplace_back(a, b);
-        }
-        s->vocab_size = static_cast<int64_t>(tokens.size());
-        s->model = std::make_unique<BpeModel>(std::move(tokens), merges, s->origin, m.value("ignore_merges", false));
+          s->vocab_size = static_cast<int64_t>(tokens.size());
+          s->model = std::make_unique<BpeModel>(std::move(tokens), merges, s->origin, m.value("ignore_merges", false));
 
-        // Added tokens.
-        std::unordered_map<std::string, int32_t> by_content;
-        for (const auto& t : j.value("added_tokens", json::array())) {
-          AddedToken at{t.at("content").get<std::string>(), t.at("id").get<int32_t>(), t.value("lstrip", false),
-                        t.value("rstrip", false)};
-          MEGATON_CHECK(!at.content.empty(), DataError, s->origin, ": an added token has empty content");
-          by_content[at.content] = at.id;
-          s->decode_extra[at.id] = at.content;
-          s->vocab_size = std::max<int64_t>(s->vocab_size, at.id + 1);
-          s->added_first_byte[static_cast<unsigned char>(at.content[0])] = true;
-          s->added.push_back(std::move(at));
-        }
-        std::stable_sort(s->added.begin(), s->added.end(),
-                         [](const AddedToken& x, const AddedToken& y) { return x.content.size() > y.content.size(); });
+          // Added tokens.
+          std::unordered_map<std::string, int32_t> by_content;
+          for (const auto& t : j.value("added_tokens", json::array())) {
+            const int64_t id = t.at("id").get<int64_t>();
+            MEGATON_CHECK(id >= 0 && id < kMaxTokenId, DataError, s->origin, ": added token ", t.dump(), " has the id ",
+                          id, "; expected an integer in [0, ", kMaxTokenId, ")");
+            AddedToken at{t.at("content").get<std::string>(), static_cast<int32_t>(id), t.value("lstrip", false),
+                          t.value("rstrip", false)};
+            MEGATON_CHECK(!at.content.empty(), DataError, s->origin, ": an added token has empty content");
+            by_content[at.content] = at.id;
+            s->decode_extra[at.id] = at.content;
+            s->vocab_size = std::max<int64_t>(s->vocab_size, at.id + 1);
+            s->added_first_byte[static_cast<unsigned char>(at.content[0])] = true;
+            s->added.push_back(std::move(at));
+          }
+          std::stable_sort(s->added.begin(), s->added.end(), [](const AddedToken& x, const AddedToken& y) {
+            return x.content.size() > y.content.size();
+          });
 
-        // Post-processor.
-        const json& pp = j.value("post_processor", json());
-        if (!pp.is_null()) {
-          const std::string type = pp.value("type", "");
-          if (type == "TemplateProcessing") {
-            bool seen_a = false;
-            for (const auto& piece : pp.at("single")) {
-              if (piece.contains("Sequence")) {
-                seen_a = true;
-              } else {
-                const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
-                const json& st = pp.at("special_tokens").at(name);
-                for (const auto& id : st.at("ids"))
-                  (seen_a ? s->suffix_ids : s->prefix_ids).push_back(id.get<int32_t>());
+          // Post-processor.
+          const json& pp = j.value("post_processor", json());
+          if (!pp.is_null()) {
+            const std::string type = pp.value("type", "");
+            if (type == "TemplateProcessing") {
+              bool seen_a = false;
+              for (const auto& piece : pp.at("single")) {
+                if (piece.contains("Sequence")) {
+                  seen_a = true;
+                } else {
+                  const std::string name = piece.at("SpecialToken").at("id").get<std::string>();
+                  const json& st = pp.at("special_tokens").at(name);
+                  for (const auto& id : st.at("ids"))
+                    (seen_a ? s->suffix_ids : s->prefix_ids).push_back(id.get<int32_t>());
+                }
               }
+            } else if (type != "ByteLevel") {
+              throw DataError(str(s->origin, ": post_processor '", type,
+                                  "' is not supported (null, ByteLevel, TemplateProcessing)"));
             }
-          } else if (type != "ByteLevel") {
-            throw DataError(
-                str(s->origin, ": post_processor '", type, "' is not supported (null, ByteLevel, TemplateProcessing)"));
           }
-        }
 
-        // End of document: tokenizer_config.json's eos_token, else a known end-of-text token.
-        std::string eos;
-        const fs::path cfg = file.parent_path() / "tokenizer_config.json";
-        if (fs::exists(cfg)) {
-          const json c = read_json(cfg);
-          if (c.contains("eos_token")) {
-            const json& e = c["eos_token"];
-            eos = e.is_string() ? e.get<std::string>() : e.value("content", "");
-          }
-        }
-        if (eos.empty())
-          for (const char* cand : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|im_end|>"})
-            if (by_content.count(cand)) {
-              eos = cand;
-              break;
+          // End of document: tokenizer_config.json's eos_token, else a known end-of-text token.
+          std::string eos;
+          const fs::path cfg = file.parent_path() / "tokenizer_config.json";
+          if (fs::exists(cfg)) {
+            const json c = read_json(cfg);
+            if (c.contains("eos_token")) {
+              const json& e = c["eos_token"];
+              eos = e.is_string() ? e.get<std::string>() : e.value("content", "");
             }
-        if (!eos.empty()) {
-          if (by_content.count(eos)) {
-            s->eod = by_content[eos];
-          } else {
-            const int32_t id = s->model->find(eos);
-            s->eod = id;
           }
+          if (eos.empty())
+            for (const char* cand : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|im_end|>"})
+              if (by_content.count(cand)) {
+                eos = cand;
+                break;
+              }
+          if (!eos.empty()) {
+            if (by_content.count(eos)) {
+              s->eod = by_content[eos];
+            } else {
+              const int32_t id = s->model->find(eos);
+              s->eod = id;
+            }
+          }
+          return std::shared_ptr<const Shared>(std::move(s));
+        } catch (const json::exception& e) {
+          // A key missing or of the wrong type anywhere in the file: a data error naming it, never an internal one.
+          throw DataError(str("--tokenizer-name-or-path '", path, "': malformed tokenizer.json (", e.what(), ")"));
         }
-        return std::shared_ptr<const Shared>(std::move(s));
       }()) {}
 
 HfTokenizer::HfTokenizer(std::shared_ptr<const Shared> s) : shared_(std::move(s)) {

@@ -89,10 +89,18 @@ std::string JsonLineParser::parse_once(std::string_view line, bool padded, std::
   impl_->doc = r.value_unsafe();
   simdjson::dom::object obj;
   if (impl_->doc.get_object().get(obj)) return "not a JSON object";
+  // A key given twice takes its last value, as Python's json.loads does (simdjson's at_key would take the first).
+  std::vector<simdjson::dom::element> last(keys_.size());
+  std::vector<bool> seen(keys_.size(), false);
+  for (const auto field : obj)
+    for (size_t k = 0; k < keys_.size(); ++k)
+      if (field.key == keys_[k]) {
+        last[k] = field.value;
+        seen[k] = true;
+      }
   for (size_t k = 0; k < keys_.size(); ++k) {
-    simdjson::dom::element v;
-    if (obj.at_key(keys_[k]).get(v)) return str("no key '", keys_[k], "'");
-    if (v.get_string().get(values[k])) return str("key '", keys_[k], "' is not a string");
+    if (!seen[k]) return str("no key '", keys_[k], "'");
+    if (last[k].get_string().get(values[k])) return str("key '", keys_[k], "' is not a string");
   }
 #else
   (void)padded;

@@ -126,7 +126,17 @@ ChunkResult process_chunk(const LineChunk& chunk, const PreprocessOptions& opts,
     }
     for (size_t k = 0; k < nk; ++k) {
       const size_t before = r.tokens[k].size();
-      tok.encode_to(values[k], r.tokens[k]);
+      try {
+        tok.encode_to(values[k], r.tokens[k]);
+      } catch (const DataError& e) {  // input that cannot be tokenized in bounded memory: a bad line
+        r.tokens[k].resize(before);
+        for (size_t j = 0; j < k; ++j) {  // drop this line's earlier keys too: a line is taken whole or not at all
+          if (r.lengths[j].back() > 0) r.tokens[j].resize(r.tokens[j].size() - r.lengths[j].back());
+          r.lengths[j].pop_back();
+        }
+        r.bad.emplace_back(chunk.first_line + i, str("key '", opts.json_keys[k], "': ", e.what()));
+        break;
+      }
       if (r.tokens[k].size() == before) {
         r.lengths[k].push_back(-1);  // empty document: Megatron adds no item
         continue;

@@ -1,6 +1,7 @@
 #include "infer/generate_app.h"
 
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <nlohmann/json.hpp>
@@ -22,7 +23,16 @@ void GenerateAppOptions::validate(int world) {
                 " (unconditional) needs --genfile FILE for the samples");
   MEGATON_CHECK(num_samples == 0 || sample_input_file.empty(), UsageError,
                 "--num-samples > 0 (unconditional) and --sample-input-file (conditional) exclude each other");
+  if (!sample_input_file.empty()) {
+    std::error_code ec;
+    MEGATON_CHECK(std::filesystem::is_regular_file(sample_input_file, ec), UsageError, "--sample-input-file ",
+                  sample_input_file, ": ",
+                  std::filesystem::is_directory(sample_input_file, ec) ? "is a directory" : "no such file",
+                  "; expected a file of prompts, one a line");
+  }
   if (!sample_input_file.empty() && sample_output_file.empty()) sample_output_file = sample_input_file + ".out";
+  MEGATON_CHECK(sample_output_file.empty() || !std::filesystem::is_directory(sample_output_file), UsageError,
+                "--sample-output-file ", sample_output_file, ": is a directory; expected a file name");
 }
 
 std::string unconditional_record(const GenerateResult& r, int64_t row, int64_t seq_length, const data::Tokenizer& tok) {

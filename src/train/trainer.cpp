@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "core/device_clock.h"
+#include "core/device_memory.h"
 #include "core/error.h"
 #include "data/dataset_builder.h"
 #include "data/tokenizer.h"
@@ -19,6 +20,7 @@
 #include "train/batches.h"
 #include "train/checkpointing.h"
 #include "train/iteration_log.h"
+#include "train/layout_estimate.h"
 #include "train/step_profiler.h"
 #include "train/stop_conditions.h"
 #include "train/train_step.h"
@@ -126,6 +128,7 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
     return;
   }
 
+  refuse_if_state_cannot_fit(gpt.padded_vocab_size, device);
   model_ = std::make_unique<TrainingModel>(std::move(gpt), groups_, p.num_layers_per_virtual_pipeline_stage, log_);
   parallel::DataParallelOptions dpo;
   dpo.bucket_size_mb = static_cast<double>(p.dp_bucket_size_mb);
@@ -309,6 +312,25 @@ int Trainer::run() {
   log_.info0("stopping at iteration ", progress_.iteration, ": ",
              stop == StopReason::kNone && token_budget_spent() ? "--train-tokens reached" : stop_reason_name(stop));
   return stop == StopReason::kSignal ? static_cast<int>(ExitCode::kInterrupted) : 0;
+}
+
+void Trainer::refuse_if_state_cannot_fit(int64_t padded_vocab, const torch::Device& device) const {
+  const auto& t = cfg_.loop;
+  const MemoryEstimate m = estimate_memory(cfg_.model, cfg_.kernels, cfg_.parallel, t.micro_batch_size,
+                                           t.num_micro_batches, cfg_.precision, padded_vocab);
+  const double state_gib = m.weights_gib + m.grads_gib + m.optimizer_gib;  // exact sizes, unlike the activations
+  const double capacity_gib = static_cast<double>(device_capacity_bytes(device)) / (1024.0 * 1024.0 * 1024.0);
+  MEGATON_CHECK(state_gib <= capacity_gib, UsageError, "the model needs ", fmt_f(state_gib, 1),
+                " GiB per rank for its weights, gradients and optimizer state (", m.params_on_rank,
+                " parameters on the busiest rank: --num-layers ", cfg_.model.num_layers, ", --hidden-size ",
+                cfg_.model.hidden_size, ", --max-position-embeddings ", cfg_.model.max_position_embeddings,
+                ", padded vocabulary ", padded_vocab, "), more than the ", fmt_f(capacity_gib, 1), " GiB of ",
+                device.str(), "; use a smaller model or more tensor/pipeline-parallel ranks");
+  // The activation estimate is approximate: only a request far beyond the device is refused here.
+  MEGATON_CHECK(m.total_gib() <= 4 * capacity_gib, UsageError, "the model needs about ", fmt_f(m.total_gib(), 1),
+                " GiB per rank with its activations (--seq-length ", cfg_.model.seq_length, ", --micro-batch-size ",
+                t.micro_batch_size, "), far more than the ", fmt_f(capacity_gib, 1), " GiB of ", device.str(),
+                "; use a shorter --seq-length, a smaller --micro-batch-size, or more model-parallel ranks");
 }
 
 void Trainer::check_nonfinite(bool updated) {

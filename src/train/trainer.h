@@ -70,6 +70,9 @@ class Trainer {
   /// After an iteration without a grad scaler: counts updates skipped for NaN/inf gradients in a row and throws
   /// RuntimeError once --max-nan-iterations is reached (the state stays finite: nothing bad was applied or saved).
   void check_nonfinite(bool updated);
+  /// UsageError before anything is allocated when the weights, gradients and optimizer state of the busiest rank
+  /// exceed the device's memory (a hostile --max-position-embeddings or --hidden-size).
+  void refuse_if_state_cannot_fit(int64_t padded_vocab, const torch::Device& device) const;
 
   TrainConfig cfg_;
   dist::LaunchEnv env_;

@@ -157,3 +157,27 @@ TEST(CheckpointTracker, NeverWritesThroughAPlantedLink) {
   EXPECT_THROW(write_latest(dir.string(), 10), RuntimeError);
   megaton::remove_tree(dir);
 }
+
+TEST(CheckpointTracker, DisagreeingTrackersTakeTheNewerExistingAndSaySo) {
+  const fs::path dir = fs::temp_directory_path() / ("megaton_trdis_" + std::to_string(::getpid()));
+  megaton::remove_tree(dir);
+  fs::create_directories(dir / iteration_dir_name(4));
+  fs::create_directories(dir / iteration_dir_name(8));
+  std::ofstream(dir / "latest") << "4\n";
+  std::ofstream(dir / "latest_checkpointed_iteration.txt") << "8\n";
+  std::string warning;
+  EXPECT_EQ(read_latest_iteration(dir.string(), &warning), 8);
+  EXPECT_NE(warning.find("'latest' says 4 but 'latest_checkpointed_iteration.txt' says 8"), std::string::npos)
+      << warning;
+  // The newer one's directory is gone: the older is loaded, still with the warning.
+  megaton::remove_tree(dir / iteration_dir_name(8));
+  warning.clear();
+  EXPECT_EQ(read_latest_iteration(dir.string(), &warning), 4);
+  EXPECT_FALSE(warning.empty());
+  // Agreeing trackers say nothing.
+  std::ofstream(dir / "latest_checkpointed_iteration.txt") << "4\n";
+  warning.clear();
+  EXPECT_EQ(read_latest_iteration(dir.string(), &warning), 4);
+  EXPECT_TRUE(warning.empty());
+  megaton::remove_tree(dir);
+}

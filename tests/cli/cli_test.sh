@@ -16,4 +16,21 @@ expect "bad value"           2 "num-layers" $megaton train $small --num-layers a
 expect "dry run"             0 "TP=2 x PP=2 x DP=2" $megaton train $small --tensor-model-parallel-size 2 \
   --pipeline-model-parallel-size 2 --global-batch-size 16 --dry-run --world-size 8
 expect "dry run flops"       0 "model FLOPs per iteration" $megaton train $small --dry-run
+# Hostile sizes are refused by name before anything is allocated.
+BUILD=$1 SRC=$2
+source "$SRC/tests/support/train_lib.sh"
+setup_work
+make_byte_tokenizer "$work/tok"
+tiny="--num-layers 2 --hidden-size 32 --num-attention-heads 4 --micro-batch-size 1 --train-iters 2 --vocab-size 128
+  --data-path $work/synth_text_document --device cpu --distributed-backend mpi"
+# shellcheck disable=SC2086
+expect "huge positions"      2 "needs .* GiB per rank for its weights.*--max-position-embeddings 2147483647" \
+  $megaton train $tiny --seq-length 2147483647 --max-position-embeddings 2147483647
+# shellcheck disable=SC2086
+expect "huge hidden"         2 "needs .* GiB per rank for its weights.*--hidden-size 4000000" \
+  $megaton train $tiny --seq-length 16 --hidden-size 4000000
+expect "prompt dir"          2 "sample-input-file $work: is a directory" \
+  $megaton generate --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16 \
+  --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$work/tok" --device cpu --distributed-backend mpi \
+  --sample-input-file "$work"
 exit $fail

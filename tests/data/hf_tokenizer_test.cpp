@@ -98,4 +98,33 @@ TEST(TokenizerHf, SplitBehaviorsAndTemplate) {
 }
 
 }  // namespace
+TEST(TokenizerHf, MalformedFilesAreDataErrors) {
+  const auto dir = testing::scratch_dir("hfbad");
+  const nlohmann::json bl = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
+  auto error_of = [&](const nlohmann::json& j) {
+    testing::write_file(dir / "tokenizer.json", j.dump());
+    try {
+      make_tokenizer("PretrainedFromHF", "", "", dir.string());
+    } catch (const DataError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  // No vocab: a data error naming the key, not an internal error.
+  nlohmann::json j = {{"normalizer", nullptr}, {"pre_tokenizer", bl}, {"model", {{"type", "BPE"}, {"merges", {}}}}};
+  EXPECT_NE(error_of(j).find("malformed tokenizer.json"), std::string::npos) << error_of(j);
+  EXPECT_NE(error_of(j).find("vocab"), std::string::npos) << error_of(j);
+  // A hostile id (2^31 - 1) is refused before anything is allocated for it, in the vocab and in the added tokens.
+  j["model"]["vocab"] = {{"a", 2147483647}};
+  EXPECT_NE(error_of(j).find("has the id 2147483647"), std::string::npos) << error_of(j);
+  nlohmann::json vocab = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) vocab[bytes_to_byte_level(std::string(1, static_cast<char>(b)))] = b;
+  j["model"]["vocab"] = vocab;
+  j["added_tokens"] = {{{"id", 2147483647}, {"content", "<s>"}}};
+  EXPECT_NE(error_of(j).find("has the id 2147483647"), std::string::npos) << error_of(j);
+  j["added_tokens"] = {{{"id", "seven"}, {"content", "<s>"}}};
+  EXPECT_NE(error_of(j).find("malformed tokenizer.json"), std::string::npos) << error_of(j);
+  megaton::remove_tree(dir);
+}
+
 }  // namespace megaton::data

@@ -170,6 +170,35 @@ TEST(DataPreprocess, MalformedLineStopsWithFileLineUnlessSkipped) {
   EXPECT_EQ(MMapIndexedDataset((f.dir / "out_text_document").string()).size(), 96u);
 }
 
+TEST(DataPreprocess, AHugeWordIsABadLineNotGigabytes) {
+  Fixture f;
+  std::string text = corpus(20);
+  // Line 5 holds one "word" of 2 MiB: BPE would need gigabytes for a 50 MB one; it is refused as a bad line.
+  std::vector<std::string> lines;
+  for (size_t p = 0, q; (q = text.find('\n', p)) != std::string::npos; p = q + 1)
+    lines.push_back(text.substr(p, q - p));
+  lines[4] = "{\"text\": \"" + std::string(2 << 20, 'a') + "\"}";
+  std::string joined;
+  for (const auto& l : lines) joined += l + "\n";
+  testing::write_file(f.dir / "huge.jsonl", joined);
+  const Logger log(0, 1, LogLevel::kWarning);
+  PreprocessOptions o;
+  o.input = (f.dir / "huge.jsonl").string();
+  o.output_prefix = (f.dir / "out").string();
+  o.workers = 2;
+  try {
+    preprocess_jsonl(o, *f.tok, log);
+    FAIL() << "expected DataError";
+  } catch (const DataError& e) {
+    EXPECT_NE(std::string(e.what()).find("huge.jsonl:5:"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("a word of 2097152 bytes"), std::string::npos) << e.what();
+  }
+  o.skip_bad_lines = true;
+  const auto s = preprocess_jsonl(o, *f.tok, log);
+  EXPECT_EQ(s.bad_lines, 1);
+  EXPECT_EQ(s.documents, 19);
+}
+
 TEST(DataPreprocess, RepairsInvalidUtf8AndLoneSurrogates) {
   JsonLineParser p({"text"});
   std::vector<std::string_view> v;
@@ -188,6 +217,19 @@ TEST(DataPreprocess, RepairsInvalidUtf8AndLoneSurrogates) {
   std::string num = R"({"text": 5})";
   num.reserve(num.size() + 64);
   EXPECT_NE(p.parse(num, v).find("not a string"), std::string::npos);
+}
+
+TEST(DataPreprocess, DuplicateKeyTakesTheLastValueAsPython) {
+  JsonLineParser p({"text", "id"});
+  std::vector<std::string_view> v;
+  std::string line = R"({"text": "first", "id": "1", "text": "last"})";
+  line.reserve(line.size() + 64);
+  EXPECT_EQ(p.parse(line, v), "");
+  EXPECT_EQ(v[0], "last");
+  EXPECT_EQ(v[1], "1");
+  std::string bad = R"({"text": "first", "id": "1", "text": 7})";
+  bad.reserve(bad.size() + 64);
+  EXPECT_NE(p.parse(bad, v).find("not a string"), std::string::npos);
 }
 
 }  // namespace
