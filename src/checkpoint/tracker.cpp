@@ -1,6 +1,7 @@
 #include "checkpoint/tracker.h"
 
 #include <fcntl.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -131,10 +132,41 @@ std::vector<int64_t> prune_checkpoints(const std::string& dir, int keep, int64_t
   return removed;
 }
 
+namespace {
+constexpr const char* kOwnerFile = ".owner";
+
+std::string host_name() {
+  char host[256] = {0};
+  ::gethostname(host, sizeof host - 1);
+  return host;
+}
+}  // namespace
+
+void write_temporary_owner(const std::string& tmp_dir, const std::string& job) {
+  write_file_atomic(tmp_dir, kOwnerFile, str(host_name(), " ", ::getpid(), " ", job, "\n"));
+}
+
+bool temporary_is_orphaned(const std::string& tmp_dir, const std::string& job, std::string* why) {
+  std::ifstream in(fs::path(tmp_dir) / kOwnerFile);
+  std::string host, owner_job;
+  long long pid = 0;
+  if (!(in >> host >> pid >> owner_job)) return false;
+  if (owner_job == job) {
+    if (why) *why = str("it belongs to this job (", job, ")");
+    return true;
+  }
+  if (host == host_name() && pid > 0 && ::kill(static_cast<pid_t>(pid), 0) != 0 && errno == ESRCH) {
+    if (why) *why = str("its writer, process ", pid, " on ", host, ", is gone");
+    return true;
+  }
+  return false;
+}
+
 std::vector<int64_t> publish_checkpoint(const std::string& dir, const std::string& tmp_dir, int64_t iteration,
                                         const std::string& job, int keep_last) {
   const std::string final_dir = (fs::path(dir) / iteration_dir_name(iteration)).string();
   std::error_code ec;
+  fs::remove(fs::path(tmp_dir) / kOwnerFile, ec);  // the published directory holds the checkpoint only
   fsync_path(tmp_dir);
   std::string old;
   if (fs::exists(final_dir)) {  // re-saving the same iteration: keep the old one until the new one is in place

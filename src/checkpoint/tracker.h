@@ -43,4 +43,11 @@ std::vector<int64_t> publish_checkpoint(const std::string& dir, const std::strin
 /// Left-over temporary directories (iter_NNNNNNN.tmp-<job>) of interrupted saves.
 std::vector<std::string> stale_temporaries(const std::string& dir);
 
+/// Records in `tmp_dir` (file .owner) which process writes it: this host, this pid, `job`.
+void write_temporary_owner(const std::string& tmp_dir, const std::string& job);
+/// Whether no job can still own the temporary directory `tmp_dir`: its .owner names `job` (this job, or a requeued
+/// one with the same id), or a process of this host that no longer exists. `why` says which. A directory without
+/// .owner, or owned by a live process or another host's job, is not orphaned.
+bool temporary_is_orphaned(const std::string& tmp_dir, const std::string& job, std::string* why);
+
 }  // namespace megaton::checkpoint

@@ -325,10 +325,18 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
                                     "\n  nothing was written: the previous checkpoint and the tracker files are "
                                     "unchanged"));
         }
-        for (const auto& s : stale_temporaries(save_dir))
-          if (s != fs::path(tmp_dir).filename().string())
-            log.warn("checkpoint: left-over temporary directory ", (fs::path(save_dir) / s).string(),
-                     " from an interrupted save (safe to delete)");
+        write_temporary_owner(tmp_dir, job);
+        for (const auto& s : stale_temporaries(save_dir)) {
+          if (s == fs::path(tmp_dir).filename().string()) continue;
+          const std::string stale = (fs::path(save_dir) / s).string();
+          std::string why;
+          if (temporary_is_orphaned(stale, job, &why) && remove_tree(stale, nullptr))
+            log.info("checkpoint: removed left-over temporary directory ", stale, " of an interrupted save (", why,
+                     ")");
+          else
+            log.warn("checkpoint: left-over temporary directory ", stale,
+                     " from an interrupted save (another job may still own it; delete it once none does)");
+        }
       },
       rank == 0);
 

@@ -3,11 +3,14 @@
 //   MEGATON_FAULT_ENOSPC_AFTER=N   this process may write N bytes there (default 0); a write beyond fails with ENOSPC
 //   MEGATON_FAULT_FALLOCATE_OK=1   fallocate() there always succeeds (without it, an allocation beyond what is left of
 //                                  the budget fails with ENOSPC; allocations do not use the budget up)
+//   MEGATON_FAULT_STALL_PATH=GLOB  a write to a file whose absolute path matches the shell pattern GLOB blocks
+//                                  forever (a save caught mid-write, deterministically, for the kill tests)
 // Every write-family call of libc is wrapped (write, pwrite, writev, pwritev and their 64-bit names), so stdio,
 // iostreams, HDF5 and MPI-IO (Open MPI's ompio) all meet the "full" disk. Each process has its own budget.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <errno.h>
+#include <fnmatch.h>
 #include <limits.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -32,8 +35,22 @@ static int watched(int fd) {
   return strncmp(path, dir, len) == 0 && (path[len] == '/' || path[len] == '\0');
 }
 
+// Blocks forever when fd's path matches MEGATON_FAULT_STALL_PATH.
+static void stall_if_asked(int fd) {
+  const char* s = getenv("MEGATON_FAULT_STALL_PATH");
+  if (!s || !*s) return;
+  char link[64], path[PATH_MAX];
+  snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+  const ssize_t n = readlink(link, path, sizeof path - 1);
+  if (n <= 0) return;
+  path[n] = '\0';
+  if (fnmatch(s, path, 0) == 0)
+    for (;;) pause();
+}
+
 // 1 when `n` more bytes to fd exceed the budget (the write must fail), else counts them.
 static int over_budget(int fd, size_t n) {
+  stall_if_asked(fd);
   if (!watched(fd)) return 0;
   const char* after = getenv("MEGATON_FAULT_ENOSPC_AFTER");
   const long long budget = after ? atoll(after) : 0;
