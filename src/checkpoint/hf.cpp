@@ -225,7 +225,22 @@ json hf_config(const json& c, HfArch arch, torch::ScalarType dtype) {
           {"torch_dtype", dt}};
 }
 
+namespace {
+Imported from_hf_checked(const json& hc, const std::map<std::string, torch::Tensor>& weights, const std::string& where);
+}  // namespace
+
 Imported from_hf(const json& hc, const std::map<std::string, torch::Tensor>& weights, const std::string& where) {
+  MEGATON_CHECK(hc.is_object(), DataError, where, "/config.json: expected a JSON object, found ", hc.type_name());
+  try {
+    return from_hf_checked(hc, weights, where);
+  } catch (const json::exception& e) {  // a key of the wrong type anywhere: a data error naming it
+    throw DataError(str(where, "/config.json: malformed (", e.what(), ")"));
+  }
+}
+
+namespace {
+Imported from_hf_checked(const json& hc, const std::map<std::string, torch::Tensor>& weights,
+                         const std::string& where) {
   const std::string type = hc.value("model_type", std::string());
   auto gi = [&](std::initializer_list<const char*> keys) -> int64_t {
     for (const char* k : keys)
@@ -316,5 +331,6 @@ Imported from_hf(const json& hc, const std::map<std::string, torch::Tensor>& wei
   }
   return im;
 }
+}  // namespace
 
 }  // namespace megaton::checkpoint

@@ -90,7 +90,7 @@ json read_json(const std::string& path) {
     json j = json::parse(in, nullptr, /*allow_exceptions=*/true, /*ignore_comments=*/true);
     MEGATON_CHECK(j.is_object(), UsageError, "--deepspeed_config ", path, ": expected a JSON object at the top");
     return j;
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {
     throw UsageError(str("--deepspeed_config ", path, ": not valid JSON (", e.what(), ")"));
   }
 }
@@ -155,7 +155,20 @@ void read_curriculum(const Reader& r, const json& section, train::CurriculumOpti
 
 }  // namespace
 
+namespace {
+std::vector<std::string> apply_checked(const std::string& path, train::TrainConfig& c);
+}  // namespace
+
 std::vector<std::string> apply_deepspeed_config(const std::string& path, train::TrainConfig& c) {
+  try {
+    return apply_checked(path, c);
+  } catch (const json::exception& e) {  // a value of the wrong type anywhere: a usage error naming it
+    throw UsageError(str("--deepspeed_config ", path, ": malformed (", e.what(), ")"));
+  }
+}
+
+namespace {
+std::vector<std::string> apply_checked(const std::string& path, train::TrainConfig& c) {
   train::LoopOptions& t = c.loop;
   optim::PrecisionOptions& p = c.precision;
   parallel::ParallelOptions& par = c.parallel;
@@ -260,5 +273,6 @@ std::vector<std::string> apply_deepspeed_config(const std::string& path, train::
   }
   return notes;
 }
+}  // namespace
 
 }  // namespace megaton::cli

@@ -1,0 +1,77 @@
+#!/usr/bin/env bash
+# Faults during a 2-rank training job, each with its expected exit code and the checkpoint that must survive:
+#   read-only save directory   exit 4 at the first save, nothing written, no hang
+#   SIGTERM to every rank      the job saves where it stands and exits 7; that checkpoint is complete and loads
+#   one rank SIGKILLed         the job ends (no hang); the last published checkpoint is intact and resumes
+#   full disk mid-save         exit 4 on every rank; the previous checkpoint stands (tests/checkpoint/full_disk_test.sh)
+#   SIGKILL mid-save           the previous checkpoint stands; the next save removes the temporary (kill_test.sh)
+# No case waits on a fixed clock: each waits for a file or a log line, however long the machine takes.
+set -euo pipefail
+BUILD=$1 SRC=$2
+source "$SRC/tests/support/train_lib.sh"
+setup_work
+fail() { echo "FAIL: $*"; tail -20 "$work/run.log" 2>/dev/null; exit 1; }
+# shellcheck disable=SC2046
+args=($(tiny_model_args) $(tiny_lr_args) --tensor-model-parallel-size 2 --micro-batch-size 2 --global-batch-size 4
+  --data-path "$work/synth_text_document")
+table=()
+row() { table+=("$(printf '%-24s exit %-4s %s' "$1" "$2" "$3")"); }
+
+# A background 2-rank job with a unique tag on its command line, so its ranks can be found and signalled.
+start_job() {
+  local tag=$1
+  shift
+  "$MPIRUN" --oversubscribe --bind-to none -np 2 "$MEGATON" train "${args[@]}" --tensorboard-dir "$work/tb-$tag" "$@" \
+    > "$work/run.log" 2>&1 &
+  JOB=$!
+}
+rank_pids() { pgrep -f -- "--tensorboard-dir $work/tb-$1" | grep -v "^$JOB\$" || true; }
+wait_for_log() {  # wait_for_log PATTERN: until run.log matches (or the job ended)
+  until grep -q "$1" "$work/run.log"; do
+    kill -0 $JOB 2>/dev/null || fail "the job ended before '$1'"
+    sleep 0.1
+  done
+}
+
+# 1. Read-only save directory (root ignores permissions: a file in the way of the directory stands in for it).
+: > "$work/readonly"
+set +e
+run_train 2 "${args[@]}" --train-iters 4 --save-interval 2 --save "$work/readonly/ckpt" > "$work/run.log" 2>&1
+rc=$?
+set -e
+[ $rc -eq 4 ] || fail "read-only: exit $rc, expected 4"
+grep -q "checkpoint error: .*cannot create directory" "$work/run.log" || fail "read-only: no clear error"
+row "read-only save dir" $rc "clear checkpoint error, nothing written"
+
+# 2. SIGTERM to every rank while training: save where it stands, exit 7.
+start_job term --train-iters 100000 --save "$work/term" --save-interval 100000 --log-interval 1
+wait_for_log "iteration        3/"
+for p in $(rank_pids term); do kill -TERM "$p"; done
+set +e
+wait $JOB
+rc=$?
+set -e
+[ $rc -eq 7 ] || fail "SIGTERM: exit $rc, expected 7"
+it=$(cat "$work/term/latest")
+"$MEGATON" inspect -q "$work/term" > "$work/inspect.log" || fail "SIGTERM: the checkpoint of iteration $it is damaged"
+row "SIGTERM" $rc "saved iteration $it, intact"
+
+# 3. One rank SIGKILLed after a checkpoint: the job ends, the checkpoint stands and resumes.
+start_job kill --train-iters 100000 --save "$work/kill" --save-interval 2 --log-interval 1
+until [ -f "$work/kill/latest" ]; do kill -0 $JOB 2>/dev/null || fail "killed rank: the job ended early"; sleep 0.1; done
+wait_for_log "iteration        5/"
+kill -KILL "$(rank_pids kill | tail -1)"
+set +e
+timeout 300 tail --pid=$JOB -f /dev/null
+wait $JOB
+rc=$?
+set -e
+[ $rc -ne 0 ] || fail "killed rank: the job exited 0"
+it=$(cat "$work/kill/latest")
+"$MEGATON" inspect -q "$work/kill" > "$work/inspect.log" || fail "killed rank: iteration $it is damaged"
+run_train 2 "${args[@]}" --train-iters 100000 --exit-interval $((it + 2)) --load "$work/kill" > "$work/resume.log" 2>&1 ||
+  { cat "$work/resume.log"; fail "killed rank: resume from iteration $it"; }
+row "rank SIGKILLed" $rc "iteration $it intact, resumes"
+
+printf '%s\n' "${table[@]}"
+echo PASS
