@@ -2,12 +2,15 @@
 #   make test   install dependencies, build (Release, precompiled headers), run unit + multi-rank tests
 #   make demo   build, fetch the GPT-2 tokenizer, preprocess the bundled corpus, train a tiny GPT on 4 MPI ranks
 #               (TP=2, PP=2), save, resume, generate
-# Other targets: deps, build, install PREFIX=..., gpu (on the GPU machine), check (repository hygiene), format, clean.
+# Other targets: deps, build, install PREFIX=..., gpu (on the GPU machine), check (repository hygiene), format, clean,
+# fuzz (the libFuzzer targets of tests/fuzz, FUZZ_SECONDS each, under ASan/UBSan: a clang build of their sources only).
 # deps: libopenblas0-openmp makes Debian's libtorch use OpenBLAS instead of the reference BLAS (9x faster CPU GEMMs;
 # the alternatives system switches libblas.so.3 on install). A Node.js that already brings its own npm (e.g. NodeSource's nodejs, which conflicts with Debian's npm) is
 # taken as is; only packages that are missing are installed.
 
 BUILD ?= build
+FUZZ_BUILD ?= build-fuzz
+FUZZ_SECONDS ?= 60
 PREFIX ?= /usr/local
 JOBS ?= $(shell nproc)
 CMAKE_FLAGS ?=
@@ -17,9 +20,9 @@ DEBIAN_PACKAGES := build-essential cmake ninja-build pkg-config git ca-certifica
   libtorch-dev libopenblas0-openmp libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libboost-program-options-dev \
   nlohmann-json3-dev libsimdjson-dev libpcre2-dev zlib1g-dev liblzma-dev \
   libgtest-dev libgmock-dev libbenchmark-dev nodejs npm fortunes-min fortunes python3 python3-numpy python3-matplotlib \
-  slurm-wlm munge lmod
+  slurm-wlm munge lmod clang libclang-rt-14-dev
 
-.PHONY: all deps build test demo install gpu check format clean tokenizer
+.PHONY: all deps build test demo install gpu check format clean tokenizer fuzz
 
 all: build
 
@@ -45,6 +48,11 @@ tokenizer:
 test: build tokenizer
 	cd $(BUILD) && OMP_NUM_THREADS=1 ctest --output-on-failure -j $(JOBS)
 
+fuzz: deps
+	CC=clang CXX=clang++ cmake -S . -B $(FUZZ_BUILD) $(GENERATOR) -DMEGATON_FUZZ=ON -DMEGATON_PCH=OFF
+	cmake --build $(FUZZ_BUILD) -j $(JOBS)
+	bash tests/fuzz/run_fuzzers.sh $(FUZZ_BUILD) $(FUZZ_SECONDS)
+
 demo: build tokenizer
 	bash scripts/demo.sh $(BUILD)
 
@@ -64,4 +72,4 @@ format:
 	find src tests perf kernels dev -name '*.cpp' -o -name '*.h' -o -name '*.cu' -o -name '*.cuh' | xargs clang-format -i
 
 clean:
-	rm -rf $(BUILD)
+	rm -rf $(BUILD) $(FUZZ_BUILD)
