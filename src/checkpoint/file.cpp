@@ -38,6 +38,14 @@ json parse(const std::string& text, const std::string& where) {
 }  // namespace
 
 CheckpointFile::CheckpointFile(const std::string& path) : path_(path) {
+  try {
+    open_checked(path);
+  } catch (const json::exception& e) {  // metadata of the wrong JSON types: a checkpoint error, never an internal one
+    throw CheckpointError(str(path, ": malformed metadata (", e.what(), ")"));
+  }
+}
+
+void CheckpointFile::open_checked(const std::string& path) {
   file_ = h5::open_file_serial(path, false);
   const std::string fmt = h5::read_attr_string(file_, "format", path);
   MEGATON_CHECK(fmt == kFormatName, CheckpointError, path, ": format '", fmt, "' is not '", kFormatName, "'");
@@ -51,8 +59,7 @@ CheckpointFile::CheckpointFile(const std::string& path) : path_(path) {
   if (h5::exists(file_, str("meta/", kMetaChecksums)))
     meta_checksums_ = h5::read_text(file_, str("meta/", kMetaChecksums), path);
   manifest_ = parse(meta_text_["manifest.json"], path + " manifest");
-  MEGATON_CHECK(manifest_.contains("tensors") && manifest_["tensors"].is_object(), CheckpointError, path,
-                ": the manifest has no 'tensors' object");
+  validate_manifest(manifest_, path);
   meta_.state = parse(meta_text_["state.json"], path + " state.json");
   meta_.model_config = parse(meta_text_["model_config.json"], path + " model_config.json");
   meta_.args = parse(meta_text_["args.json"], path + " args.json");

@@ -48,6 +48,8 @@ class CheckpointFile {
   std::vector<Problem> verify() const;
 
  private:
+  void open_checked(const std::string& path);
+
   std::string path_;
   h5::Id file_;
   int version_ = 0;

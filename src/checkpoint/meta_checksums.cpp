@@ -47,4 +47,25 @@ std::vector<std::string> meta_checksum_mismatches(const std::map<std::string, st
   return out;
 }
 
+void validate_manifest(const nlohmann::json& manifest, const std::string& where) {
+  MEGATON_CHECK(manifest.is_object() && manifest.contains("tensors") && manifest["tensors"].is_object(),
+                CheckpointError, where, ": the manifest has no 'tensors' object");
+  for (const auto& item : manifest["tensors"].items()) {
+    const std::string& path = item.key();
+    const auto& rec = item.value();
+    auto bad = [&](const std::string& what) {
+      return CheckpointError(str(where, ": manifest entry '", path, "' ", what));
+    };
+    if (!rec.is_object()) throw bad("is not an object");
+    if (!rec.contains("shape") || !rec["shape"].is_array()) throw bad("has no 'shape' list");
+    for (const auto& d : rec["shape"])
+      if (!d.is_number_integer() || d.get<int64_t>() < 0) throw bad("has a bad dimension in 'shape'");
+    if (!rec.contains("dtype") || !rec["dtype"].is_string()) throw bad("has no 'dtype' string");
+    if (!rec.contains("crc32") || !rec["crc32"].is_number_unsigned() || rec["crc32"].get<uint64_t>() > 0xFFFFFFFFull)
+      throw bad("has no 'crc32' (an unsigned 32-bit integer)");
+    for (const char* k : {"partition_dim", "padded_rows", "nonfinite"})
+      if (rec.contains(k) && !rec[k].is_number_integer()) throw bad(str("has a non-integer '", k, "'"));
+  }
+}
+
 }  // namespace megaton::checkpoint

@@ -3,6 +3,7 @@
 // damaged tensor does. Checkpoints written before the blob existed have no checksums.json and are read as before.
 #pragma once
 #include <map>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -18,5 +19,11 @@ std::string meta_checksums_json(const std::map<std::string, std::string>& blobs)
 /// empty when all match. `checksums_text` is the checksums.json text; `where` names the file in parse errors.
 std::vector<std::string> meta_checksum_mismatches(const std::map<std::string, std::string>& blobs,
                                                   const std::string& checksums_text, const std::string& where);
+
+/// Checks the structure of a parsed manifest: "tensors" is an object whose every record is an object with "shape"
+/// (non-negative integers), "dtype" (a string) and "crc32" (an unsigned integer), and integer "partition_dim" /
+/// "padded_rows" / "nonfinite" when present. Throws CheckpointError naming `where` and the entry otherwise, so that
+/// readers can use the records without further checks.
+void validate_manifest(const nlohmann::json& manifest, const std::string& where);
 
 }  // namespace megaton::checkpoint

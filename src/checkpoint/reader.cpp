@@ -131,14 +131,19 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_dir, parallel:
                   "`megaton inspect` lists it): ", bad.front());
   }
   const json manifest = parse_json(blobs["manifest.json"], fp + " manifest");
+  validate_manifest(manifest, fp);
   const json& mt = manifest.at("tensors");
   res.meta.iteration = res.saved_iteration;
   res.meta.state = parse_json(blobs["state.json"], fp + " state.json");
   res.meta.model_config = parse_json(blobs["model_config.json"], fp + " model_config.json");
   res.meta.args = parse_json(blobs["args.json"], fp + " args.json");
   const json layout = parse_json(blobs["layout.json"], fp + " layout.json");
-  res.saved_layout = SavedLayout{layout.at("tp").get<int>(), layout.at("pp").get<int>(), layout.at("dp").get<int>(),
-                                 layout.at("world").get<int>()};
+  try {
+    res.saved_layout = SavedLayout{layout.at("tp").get<int>(), layout.at("pp").get<int>(), layout.at("dp").get<int>(),
+                                   layout.at("world").get<int>()};
+  } catch (const json::exception& e) {
+    throw CheckpointError(str(fp, ": meta/layout.json is malformed (", e.what(), ")"));
+  }
   const SavedLayout now{tp, groups.grid.pp_size(), groups.grid.dp_size(), groups.grid.world()};
 
   // Architecture.

@@ -28,12 +28,19 @@ void TrainCheckpoints::load(TrainingProgress& progress) {
   progress.iteration = r->iteration;
   if (!c.finetune) {
     const auto& st = r->meta.state;
-    progress.consumed_train_samples = st.value("consumed_train_samples", int64_t{0});
-    progress.consumed_valid_samples = st.value("consumed_valid_samples", int64_t{0});
-    progress.consumed_train_tokens = st.value("consumed_train_tokens", int64_t{0});
-    // As Megatron: --no-load-optim skips the learning-rate scheduler too (the command line's schedule starts over).
-    if (lo.load_optim && st.contains("lr_scheduler")) p_.lr.load_state_dict(st["lr_scheduler"]);
-    if (r->optim_loaded && st.contains("optimizer")) p_.optimizer.load_scalar_state(st["optimizer"]);
+    try {
+      progress.consumed_train_samples = st.value("consumed_train_samples", int64_t{0});
+      progress.consumed_valid_samples = st.value("consumed_valid_samples", int64_t{0});
+      progress.consumed_train_tokens = st.value("consumed_train_tokens", int64_t{0});
+      // As Megatron: --no-load-optim skips the learning-rate scheduler too (the command line's schedule starts over).
+      if (lo.load_optim && st.contains("lr_scheduler")) p_.lr.load_state_dict(st["lr_scheduler"]);
+      if (r->optim_loaded && st.contains("optimizer")) p_.optimizer.load_scalar_state(st["optimizer"]);
+    } catch (const nlohmann::json::exception& e) {
+      throw CheckpointError(str(r->path, ": meta/state.json is malformed (", e.what(), ")"));
+    }
+    MEGATON_CHECK(progress.consumed_train_samples >= 0 && progress.consumed_valid_samples >= 0 &&
+                      progress.consumed_train_tokens >= 0,
+                  CheckpointError, r->path, ": meta/state.json holds negative consumed samples or tokens");
   }
   if (r->optim_loaded)
     p_.optimizer.load_state_dict(from_checkpoint_optim(optim_state));
