@@ -188,6 +188,9 @@ void MegatronFlags::bind(po::options_description& d) {
       ("adam-beta2", val(o.adam_beta2), "Adam beta2")
       ("adam-eps", val(o.adam_eps), "Adam epsilon")
       ("sgd-momentum", val(o.sgd_momentum), "SGD momentum")
+      ("no-check-for-nan-in-loss-and-grad", negative_switch(o.skip_nonfinite),
+       "bf16/fp32: apply updates whose gradients hold NaN or inf instead of skipping them (Megatron-LM's name); "
+       "saves the host read of the grad norm each step")
       ("no-fused-adam", negative_switch(o.use_fused_adam),
        "CUDA: update with the unfused ATen ops instead of the one-pass fused Adam kernel")
       ("dry-run", po::bool_switch(&t.dry_run),
