@@ -153,7 +153,10 @@ TEST(CheckpointErrors, GarbledTrackerAndMissingDirectory) {
   on_rank0([&] { std::ofstream(s.dir + "/latest") << "iteration twelve\n"; });
   std::string msg = load_error(s.dir, 1);
   EXPECT_NE(msg.find("expected an iteration number or 'release', found 'iteration twelve'"), std::string::npos) << msg;
-  on_rank0([&] { std::ofstream(s.dir + "/latest") << "9\n"; });
+  on_rank0([&] {  // both trackers (when only one names a missing iteration, the other's is loaded with a warning)
+    std::ofstream(s.dir + "/latest") << "9\n";
+    std::ofstream(s.dir + "/latest_checkpointed_iteration.txt") << "9\n";
+  });
   msg = load_error(s.dir, 1);
   EXPECT_NE(msg.find("iteration 9 has no file"), std::string::npos) << msg;
   remove_shared(s.dir);
