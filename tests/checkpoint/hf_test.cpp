@@ -14,6 +14,7 @@
 
 #include "checkpoint/safetensors.h"
 #include "core/error.h"
+#include "core/remove_tree.h"
 #include "model/gpt_config.h"
 #include "train/training_state.h"
 
@@ -275,7 +276,7 @@ TEST(CheckpointSafetensors, RefusesOverlapsHostileShapesAndEscapingShardNames) {
   EXPECT_NE(e.find("expected the file name of a shard"), std::string::npos) << e;
   std::ofstream(dir / "model.safetensors.index.json") << R"({"nothing":1})";
   EXPECT_NE(read_error([&] { read_hf_weights(dir.string()); }).find("weight_map"), std::string::npos);
-  fs::remove_all(dir);
+  megaton::remove_tree(dir);
 }
 
 TEST(CheckpointSafetensors, NeverWritesThroughAPlantedLink) {
@@ -293,5 +294,5 @@ TEST(CheckpointSafetensors, NeverWritesThroughAPlantedLink) {
   // An output that is itself a link is refused.
   fs::create_symlink(victim, dir / "linked.safetensors");
   EXPECT_THROW(write_safetensors((dir / "linked.safetensors").string(), {{"a", torch::ones({2})}}, {}), RuntimeError);
-  fs::remove_all(dir);
+  megaton::remove_tree(dir);
 }
