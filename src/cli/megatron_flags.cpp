@@ -170,7 +170,7 @@ void MegatronFlags::bind(po::options_description& d) {
       ("eval-only", po::bool_switch(&t.eval_only), "only evaluate")
       ("seed", val(t.seed), "random seed")
       ("optimizer", sval(o.kind), "adam | sgd")
-      ("lr", val(lr.lr), "peak learning rate")
+      ("lr", po::value<double>(&lr.lr), "peak learning rate (required for training)")
       ("min-lr", val(lr.min_lr), "learning-rate floor")
       ("lr-decay-style", sval(lr.lr_decay_style), "constant | linear | cosine")
       ("lr-decay-iters", val(lr.lr_decay_iters), "decay span in iterations; 0 = --train-iters")

@@ -20,9 +20,9 @@ void LrScheduleOptions::validate(bool iteration_mode, bool sample_mode) const {
     MEGATON_CHECK(!(lr_warmup_fraction >= 0 && lr_warmup_samples > 0), UsageError,
                   "--lr-warmup-fraction and --lr-warmup-samples are exclusive");
   }
-  // -1 is the "not given" default; any other value must be a real learning rate.
-  MEGATON_CHECK(lr == -1.0 || (std::isfinite(lr) && lr >= 0), UsageError, "--lr must be a finite number >= 0, got ",
-                lr);
+  // kLrNotGiven is the default; any other value must be a real learning rate.
+  MEGATON_CHECK(lr == kLrNotGiven || (std::isfinite(lr) && lr >= 0), UsageError,
+                "--lr must be a finite number >= 0, got ", lr);
   MEGATON_CHECK(std::isfinite(min_lr) && min_lr >= 0, UsageError, "--min-lr must be a finite number >= 0, got ",
                 min_lr);
   if (lr >= 0) {

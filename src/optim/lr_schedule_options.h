@@ -2,6 +2,7 @@
 // samples or tokens; scheduler() turns them into optim::AnnealingLR's sample counts for the run's length.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "optim/lr_scheduler.h"
@@ -9,7 +10,9 @@
 namespace megaton::optim {
 
 struct LrScheduleOptions {
-  double lr = -1.0;  // < 0: not given (training requires it)
+  /// kLrNotGiven: not given (training requires it); a value nobody types, so that `--lr -1` is reported as negative.
+  static constexpr double kLrNotGiven = -std::numeric_limits<double>::max();
+  double lr = kLrNotGiven;
   double min_lr = 0.0;
   std::string lr_decay_style = "linear";  // constant | linear | cosine
   int64_t lr_decay_iters = 0;

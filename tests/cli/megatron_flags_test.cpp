@@ -321,6 +321,7 @@ TEST(Arguments, NonFiniteOrNegativeRatesAndCountsAreRefusedByName) {
   EXPECT_NE(error_of({"--lr", "inf"}).find("--lr must be a finite number >= 0, got inf"), std::string::npos);
   EXPECT_NE(error_of({"--lr", "nan"}).find("--lr must be a finite number >= 0, got nan"), std::string::npos);
   EXPECT_NE(error_of({"--lr", "-0.5"}).find("--lr must be a finite number >= 0, got -0.5"), std::string::npos);
+  EXPECT_NE(error_of({"--lr", "-1"}).find("--lr must be a finite number >= 0, got -1"), std::string::npos);
   EXPECT_NE(error_of({"--lr", "1e-3", "--min-lr", "nan"}).find("--min-lr must be a finite number"), std::string::npos);
   EXPECT_NE(error_of({"--eval-iters", "-1"}).find("--eval-iters must be >= 0"), std::string::npos);
   EXPECT_EQ(error_of({"--lr", "1e-3", "--eval-iters", "0"}), "");
