@@ -9,6 +9,7 @@
 
 #include <fstream>
 #include <iterator>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
@@ -132,20 +133,24 @@ TEST(DataPreprocess, ReadsGzipAndXz) {
   EXPECT_EQ(slurp(f.dir / "o_in.jsonl_text_document.bin"), slurp(f.dir / "o_in.jsonl.xz_text_document.bin"));
 }
 
-TEST(DataPreprocess, MalformedLineStopsWithFileLineUnlessSkipped) {
-  Fixture f;
-  std::string text = corpus(100);
-  // Line 51 is broken JSON, line 60 lacks the key, line 70 has an empty text, line 80 is blank.
+/// corpus(n) with some lines (0-based) replaced, written to dir/name.
+void write_corpus_with(const std::filesystem::path& file, int n, const std::map<size_t, std::string>& replace) {
+  const std::string text = corpus(n);
   std::vector<std::string> lines;
   for (size_t p = 0, q; (q = text.find('\n', p)) != std::string::npos; p = q + 1)
     lines.push_back(text.substr(p, q - p));
-  lines[50] = "{\"text\": \"unterminated";
-  lines[59] = "{\"body\": \"x\"}";
-  lines[69] = "{\"text\": \"\"}";
-  lines[79] = "   ";
+  for (const auto& [i, line] : replace) lines[i] = line;
   std::string joined;
   for (const auto& l : lines) joined += l + "\n";
-  testing::write_file(f.dir / "bad.jsonl", joined);
+  testing::write_file(file, joined);
+}
+
+TEST(DataPreprocess, MalformedLineStopsWithFileLineUnlessSkipped) {
+  Fixture f;
+  // Line 51 is broken JSON, line 60 lacks the key, line 70 has an empty text, line 80 is blank.
+  write_corpus_with(
+      f.dir / "bad.jsonl", 100,
+      {{50, "{\"text\": \"unterminated"}, {59, "{\"body\": \"x\"}"}, {69, "{\"text\": \"\"}"}, {79, "   "}});
   const Logger log(0, 1, LogLevel::kWarning);
   PreprocessOptions o;
   o.input = (f.dir / "bad.jsonl").string();
@@ -172,15 +177,8 @@ TEST(DataPreprocess, MalformedLineStopsWithFileLineUnlessSkipped) {
 
 TEST(DataPreprocess, AHugeWordIsABadLineNotGigabytes) {
   Fixture f;
-  std::string text = corpus(20);
   // Line 5 holds one "word" of 2 MiB: BPE would need gigabytes for a 50 MB one; it is refused as a bad line.
-  std::vector<std::string> lines;
-  for (size_t p = 0, q; (q = text.find('\n', p)) != std::string::npos; p = q + 1)
-    lines.push_back(text.substr(p, q - p));
-  lines[4] = "{\"text\": \"" + std::string(2 << 20, 'a') + "\"}";
-  std::string joined;
-  for (const auto& l : lines) joined += l + "\n";
-  testing::write_file(f.dir / "huge.jsonl", joined);
+  write_corpus_with(f.dir / "huge.jsonl", 20, {{4, "{\"text\": \"" + std::string(2 << 20, 'a') + "\"}"}});
   const Logger log(0, 1, LogLevel::kWarning);
   PreprocessOptions o;
   o.input = (f.dir / "huge.jsonl").string();

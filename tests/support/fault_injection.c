@@ -5,6 +5,8 @@
 //                                  the budget fails with ENOSPC; allocations do not use the budget up)
 //   MEGATON_FAULT_STALL_PATH=GLOB  a write to a file whose absolute path matches the shell pattern GLOB blocks
 //                                  forever (a save caught mid-write, deterministically, for the kill tests)
+//   MEGATON_FAULT_STALL_UNTIL=F    with STALL_PATH: the write blocks only until file F exists (a signal delivered
+//                                  mid-save, then the save let go)
 // Every write-family call of libc is wrapped (write, pwrite, writev, pwritev and their 64-bit names), so stdio,
 // iostreams, HDF5 and MPI-IO (Open MPI's ompio) all meet the "full" disk. Each process has its own budget.
 #define _GNU_SOURCE
@@ -44,8 +46,11 @@ static void stall_if_asked(int fd) {
   const ssize_t n = readlink(link, path, sizeof path - 1);
   if (n <= 0) return;
   path[n] = '\0';
-  if (fnmatch(s, path, 0) == 0)
+  if (fnmatch(s, path, 0) != 0) return;
+  const char* until = getenv("MEGATON_FAULT_STALL_UNTIL");
+  if (!until || !*until)
     for (;;) pause();
+  while (access(until, F_OK) != 0) usleep(10000);
 }
 
 // 1 when `n` more bytes to fd exceed the budget (the write must fail), else counts them.

@@ -2,6 +2,7 @@
 # Faults during a 2-rank training job, each with its expected exit code and the checkpoint that must survive:
 #   read-only save directory   exit 4 at the first save, nothing written, no hang
 #   SIGTERM to every rank      the job saves where it stands and exits 7; that checkpoint is complete and loads
+#   SIGTERM during a save      the save completes, the job exits 7 without saving twice; the checkpoint is complete
 #   one rank SIGKILLed         the job ends (no hang); the last published checkpoint is intact and resumes
 #   full disk mid-save         exit 4 on every rank; the previous checkpoint stands (tests/checkpoint/full_disk_test.sh)
 #   SIGKILL mid-save           the previous checkpoint stands; the next save removes the temporary (kill_test.sh)
@@ -18,14 +19,21 @@ table=()
 row() { table+=("$(printf '%-24s exit %-4s %s' "$1" "$2" "$3")"); }
 
 # A background 2-rank job with a unique tag on its command line, so its ranks can be found and signalled.
+mpi_env=()  # -x NAME=VALUE options for the ranks of the next start_job
 start_job() {
   local tag=$1
   shift
-  "$MPIRUN" --oversubscribe --bind-to none -np 2 "$MEGATON" train "${args[@]}" --tensorboard-dir "$work/tb-$tag" "$@" \
+  "$MPIRUN" --oversubscribe --bind-to none -np 2 ${mpi_env[@]+"${mpi_env[@]}"} "$MEGATON" train "${args[@]}" --tensorboard-dir "$work/tb-$tag" "$@" \
     > "$work/run.log" 2>&1 &
   JOB=$!
 }
 rank_pids() { pgrep -f -- "--tensorboard-dir $work/tb-$1" | grep -v "^$JOB\$" || true; }
+job_rc() {  # waits for the background job; its exit code in $rc
+  set +e
+  wait $JOB
+  rc=$?
+  set -e
+}
 wait_for_log() {  # wait_for_log PATTERN: until run.log matches (or the job ended)
   until grep -q "$1" "$work/run.log"; do
     kill -0 $JOB 2>/dev/null || fail "the job ended before '$1'"
@@ -47,25 +55,35 @@ row "read-only save dir" $rc "clear checkpoint error, nothing written"
 start_job term --train-iters 100000 --save "$work/term" --save-interval 100000 --log-interval 1
 wait_for_log "iteration        3/"
 for p in $(rank_pids term); do kill -TERM "$p"; done
-set +e
-wait $JOB
-rc=$?
-set -e
+job_rc
 [ $rc -eq 7 ] || fail "SIGTERM: exit $rc, expected 7"
 it=$(cat "$work/term/latest")
 "$MEGATON" inspect -q "$work/term" > "$work/inspect.log" || fail "SIGTERM: the checkpoint of iteration $it is damaged"
 row "SIGTERM" $rc "saved iteration $it, intact"
 
-# 3. One rank SIGKILLed after a checkpoint: the job ends, the checkpoint stands and resumes.
+# 3. SIGTERM while a save is being written (its writes held by the fault-injection library until the signal is sent).
+mpi_env=(-x LD_PRELOAD="$BUILD/tests/megaton_fault_injection.so" -x MEGATON_FAULT_STALL_PATH="*/iter_0000002.tmp-*/*.h5"
+  -x MEGATON_FAULT_STALL_UNTIL="$work/release")
+start_job midsave --train-iters 100000 --save "$work/midsave" --save-interval 2 --log-interval 1
+mpi_env=()
+until compgen -G "$work/midsave/iter_0000002.tmp-*/model_optim.h5" > /dev/null; do
+  kill -0 $JOB 2>/dev/null || fail "SIGTERM mid-save: the job ended before the save"
+  sleep 0.1
+done
+for p in $(rank_pids midsave); do kill -TERM "$p"; done
+: > "$work/release"
+job_rc
+[ $rc -eq 7 ] || fail "SIGTERM mid-save: exit $rc, expected 7"
+[ "$(cat "$work/midsave/latest")" = 2 ] || fail "SIGTERM mid-save: latest is $(cat "$work/midsave/latest"), expected 2"
+"$MEGATON" inspect -q "$work/midsave" > "$work/inspect.log" || fail "SIGTERM mid-save: iteration 2 is damaged"
+row "SIGTERM during a save" $rc "iteration 2 completed, intact"
+
+# 4. One rank SIGKILLed after a checkpoint: the job ends, the checkpoint stands and resumes.
 start_job kill --train-iters 100000 --save "$work/kill" --save-interval 2 --log-interval 1
 until [ -f "$work/kill/latest" ]; do kill -0 $JOB 2>/dev/null || fail "killed rank: the job ended early"; sleep 0.1; done
 wait_for_log "iteration        5/"
 kill -KILL "$(rank_pids kill | tail -1)"
-set +e
-timeout 300 tail --pid=$JOB -f /dev/null
-wait $JOB
-rc=$?
-set -e
+job_rc
 [ $rc -ne 0 ] || fail "killed rank: the job exited 0"
 it=$(cat "$work/kill/latest")
 "$MEGATON" inspect -q "$work/kill" > "$work/inspect.log" || fail "killed rank: iteration $it is damaged"
