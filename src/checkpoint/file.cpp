@@ -55,15 +55,13 @@ void CheckpointFile::open_checked(const std::string& path) {
   MEGATON_CHECK(h5::has_attr(file_, "complete") && h5::read_attr_int(file_, "complete", path) == 1, CheckpointError,
                 path, ": incomplete checkpoint (the save did not finish)");
   meta_.iteration = h5::read_attr_int(file_, "iteration", path);
-  for (const auto& name : checksummed_meta_blobs()) meta_text_[name] = h5::read_text(file_, "meta/" + name, path);
-  if (h5::exists(file_, str("meta/", kMetaChecksums)))
-    meta_checksums_ = h5::read_text(file_, str("meta/", kMetaChecksums), path);
-  manifest_ = parse(meta_text_["manifest.json"], path + " manifest");
+  blobs_ = read_meta_blobs(file_, path);
+  manifest_ = parse(blobs_.text["manifest.json"], path + " manifest");
   validate_manifest(manifest_, path);
-  meta_.state = parse(meta_text_["state.json"], path + " state.json");
-  meta_.model_config = parse(meta_text_["model_config.json"], path + " model_config.json");
-  meta_.args = parse(meta_text_["args.json"], path + " args.json");
-  const json l = parse(meta_text_["layout.json"], path + " layout.json");
+  meta_.state = parse(blobs_.text["state.json"], path + " state.json");
+  meta_.model_config = parse(blobs_.text["model_config.json"], path + " model_config.json");
+  meta_.args = parse(blobs_.text["args.json"], path + " args.json");
+  const json l = parse(blobs_.text["layout.json"], path + " layout.json");
   layout_ = SavedLayout{l.value("tp", 1), l.value("pp", 1), l.value("dp", 1), l.value("world", 1)};
 }
 
@@ -102,8 +100,8 @@ torch::Tensor CheckpointFile::read(const std::string& path) const {
 
 std::vector<CheckpointFile::Problem> CheckpointFile::verify() const {
   std::vector<Problem> out;
-  if (!meta_checksums_.empty())
-    for (const auto& what : meta_checksum_mismatches(meta_text_, meta_checksums_, path_))
+  if (!blobs_.checksums.empty())
+    for (const auto& what : meta_checksum_mismatches(blobs_.text, blobs_.checksums, path_))
       out.push_back({what.substr(0, what.find(':')), what.substr(what.find(':') + 2)});
   for (const auto& p : tensor_paths()) {
     try {

@@ -3,13 +3,13 @@
 #pragma once
 #include <torch/torch.h>
 
-#include <map>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/h5.h"
+#include "checkpoint/meta_checksums.h"
 
 namespace megaton::checkpoint {
 
@@ -30,7 +30,7 @@ class CheckpointFile {
   const nlohmann::json& manifest() const { return manifest_; }
   std::string attr(const std::string& name) const;  // a root string attribute ("" when absent)
   /// Whether meta/checksums.json covers the metadata (checkpoints of older megaton versions have none).
-  bool has_meta_checksums() const { return !meta_checksums_.empty(); }
+  bool has_meta_checksums() const { return !blobs_.checksums.empty(); }
 
   std::vector<std::string> tensor_paths() const;
   bool has(const std::string& path) const;
@@ -56,8 +56,7 @@ class CheckpointFile {
   CheckpointState meta_;
   SavedLayout layout_;
   nlohmann::json manifest_;
-  std::map<std::string, std::string> meta_text_;  // meta/<name> -> text, the checksummed blobs
-  std::string meta_checksums_;                    // meta/checksums.json ("" when absent)
+  MetaBlobs blobs_;  // the checksummed metadata texts and meta/checksums.json
 };
 
 }  // namespace megaton::checkpoint

@@ -3,6 +3,8 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint/crc.h"
+#include "checkpoint/format.h"
+#include "checkpoint/h5.h"
 #include "core/error.h"
 
 namespace megaton::checkpoint {
@@ -11,6 +13,15 @@ const std::vector<std::string>& checksummed_meta_blobs() {
   static const std::vector<std::string> names = {"manifest.json", "state.json", "model_config.json", "args.json",
                                                  "layout.json"};
   return names;
+}
+
+MetaBlobs read_meta_blobs(hid_t file, const std::string& where) {
+  MetaBlobs m;
+  for (const auto& name : checksummed_meta_blobs())
+    m.text[name] = h5::read_text(file, str(kMetaSection, "/", name), where);
+  const std::string checksums = str(kMetaSection, "/", kMetaChecksums);
+  if (h5::exists(file, checksums)) m.checksums = h5::read_text(file, checksums, where);
+  return m;
 }
 
 std::string meta_checksums_json(const std::map<std::string, std::string>& blobs) {

@@ -2,6 +2,8 @@
 // training-progress value, layout or manifest entry (and with it a tensor's recorded CRC-32) fails verification as a
 // damaged tensor does. Checkpoints written before the blob existed have no checksums.json and are read as before.
 #pragma once
+#include <hdf5.h>
+
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -11,6 +13,14 @@ namespace megaton::checkpoint {
 
 /// The metadata blobs covered, in meta/: manifest.json, state.json, model_config.json, args.json, layout.json.
 const std::vector<std::string>& checksummed_meta_blobs();
+
+/// A checkpoint file's checksummed metadata blobs as stored (name -> text) and its checksums.json ("" when absent).
+struct MetaBlobs {
+  std::map<std::string, std::string> text;
+  std::string checksums;
+};
+/// Reads them from meta/ of `file`; CheckpointError naming `where` when a blob is missing.
+MetaBlobs read_meta_blobs(hid_t file, const std::string& where);
 
 /// The checksums.json text for `blobs` (name -> text, every name of checksummed_meta_blobs()).
 std::string meta_checksums_json(const std::map<std::string, std::string>& blobs);

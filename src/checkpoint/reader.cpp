@@ -122,11 +122,10 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_dir, parallel:
   const int64_t file_iter = h5::read_attr_int(file, "iteration", fp);
   MEGATON_CHECK(file_iter == res.saved_iteration, CheckpointError, fp, ": holds iteration ", file_iter,
                 " but sits in the directory of iteration ", res.saved_iteration);
-  std::map<std::string, std::string> blobs;
-  for (const auto& name : checksummed_meta_blobs()) blobs[name] = h5::read_text(file, str(kMetaSection, "/", name), fp);
-  if (opts.verify_checksums && h5::exists(file, str(kMetaSection, "/", kMetaChecksums))) {
-    const auto bad =
-        meta_checksum_mismatches(blobs, h5::read_text(file, str(kMetaSection, "/", kMetaChecksums), fp), fp);
+  MetaBlobs meta = read_meta_blobs(file, fp);
+  auto& blobs = meta.text;
+  if (opts.verify_checksums && !meta.checksums.empty()) {
+    const auto bad = meta_checksum_mismatches(blobs, meta.checksums, fp);
     MEGATON_CHECK(bad.empty(), CheckpointError, fp, ": the metadata fails verification (edited or damaged; ",
                   "`megaton inspect` lists it): ", bad.front());
   }

@@ -57,8 +57,7 @@ struct Slab {
 
 /// Local work only (device-to-host copy, dtype conversion, checksum), kept apart from the collective HDF5 calls so
 /// that a failure here is agreed before any rank enters them.
-Slab prepare_slab(const RowSlab& slab, const torch::Tensor& local, bool designated, torch::ScalarType dtype,
-                  bool refuse_nonfinite = false, const std::string& path = "") {
+Slab prepare_slab(const RowSlab& slab, const torch::Tensor& local, bool designated, torch::ScalarType dtype) {
   Slab s;
   if (!designated || !local.defined() || slab.box.empty()) return s;
   torch::Tensor buf = local;
@@ -66,9 +65,6 @@ Slab prepare_slab(const RowSlab& slab, const torch::Tensor& local, bool designat
   s.buf = buf.detach().to(torch::kCPU, dtype).contiguous();
   s.partial = crc32_partial(s.buf.data_ptr(), slab.dataset_shape, slab.box, s.buf.element_size());
   if (s.buf.is_floating_point()) s.nonfinite = s.buf.numel() - torch::isfinite(s.buf).sum().item<int64_t>();
-  MEGATON_CHECK(!refuse_nonfinite || s.nonfinite == 0, CheckpointError, "'", path, "' holds ", s.nonfinite,
-                " non-finite values (NaN or inf): the training state diverged and is not saved over the finite "
-                "checkpoints");
   return s;
 }
 
@@ -98,6 +94,24 @@ Written write_slab(hid_t file, const std::string& path, const RowSlab& slab, con
     h5::check(rc, str("writing '", path, "'"));
   }
   return w;
+}
+
+/// CheckpointError naming the first of this rank's tensors that holds NaN or inf (checked on its device, before
+/// anything is written).
+void refuse_nonfinite(const std::vector<LocalTensor>& local) {
+  for (const auto& t : local) {
+    if (!t.tensor.defined() || !t.tensor.is_floating_point() || torch::isfinite(t.tensor).all().item<bool>()) continue;
+    const int64_t n = t.tensor.numel() - torch::isfinite(t.tensor).sum().item<int64_t>();
+    throw CheckpointError(str("'", t.path, "' holds ", n,
+                              " non-finite values (NaN or inf): the training state diverged and is not saved over "
+                              "the finite checkpoints"));
+  }
+}
+
+/// "saving iteration N to DIR failed: <what>" and what is left as it was.
+CheckpointError save_failed(int64_t iteration, const std::string& save_dir, const std::string& what,
+                            const std::string& left) {
+  return CheckpointError(str("saving iteration ", iteration, " to ", save_dir, " failed: ", what, "\n  ", left));
 }
 
 /// The size of the checkpoint file: every dataset's bytes, the RNG rows and room for HDF5's and megaton's metadata.
@@ -168,8 +182,8 @@ WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
     const torch::ScalarType dtype = dtype_from_name(e.dtype, path);
     Slab main, padding;
     agreed_step([&] {
-      main = prepare_slab(pl.main, t, designated, dtype, opts.refuse_nonfinite, path);
-      if (pl.has_padding) padding = prepare_slab(pl.padding, t, designated, dtype, opts.refuse_nonfinite, path);
+      main = prepare_slab(pl.main, t, designated, dtype);
+      if (pl.has_padding) padding = prepare_slab(pl.padding, t, designated, dtype);
     });
     agreed_step([&] {
       Written w = write_slab(file, path, pl.main, main, dtype, xfer, opts.collective_io);
@@ -252,7 +266,7 @@ WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
   return {my_bytes, total_nonfinite};
 }
 
-/// The collective write of the checkpoint file (every step agreed); returns the bytes this rank wrote.
+/// The collective write of the checkpoint file (every step agreed): what this rank wrote, the job's non-finite values.
 /// On a failure every rank throws the same CheckpointError with the file and its datasets abandoned (Id::abandon).
 WriteResult write_file(const std::string& file_path, const Catalog& cat,
                        const std::map<std::string, const LocalTensor*>& mine, const RngState* rng,
@@ -291,6 +305,7 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
   const Catalog cat = gather_catalog(local, groups.grid, me);
   std::map<std::string, const LocalTensor*> mine;
   for (const auto& t : local) mine[t.path] = &t;
+  if (opts.refuse_nonfinite) run_agreed([&] { refuse_nonfinite(local); });
 
   // RNG: every rank the same generator names and byte lengths.
   json rng_sizes = json::object();
@@ -321,9 +336,8 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
           reserve_space(tmp_dir, file_bytes(cat, rng_sizes, groups.grid.world()));
         } catch (const CheckpointError& e) {
           remove_tree(tmp_dir, nullptr);
-          throw CheckpointError(str("saving iteration ", state.iteration, " to ", save_dir, " failed: ", e.what(),
-                                    "\n  nothing was written: the previous checkpoint and the tracker files are "
-                                    "unchanged"));
+          throw save_failed(state.iteration, save_dir, e.what(),
+                            "nothing was written: the previous checkpoint and the tracker files are unchanged");
         }
         write_temporary_owner(tmp_dir, job);
         for (const auto& s : stale_temporaries(save_dir)) {
@@ -342,7 +356,7 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
 
   // ~~~ collective write ~~~
   // Every collective HDF5 step is agreed (agreed_step): a rank whose write fails (a full disk, a quota) makes every
-  // rank throw the same CheckpointError at the same point, so the file is closed collectively on the way out and the
+  // rank throw the same CheckpointError at the same point, the file is abandoned (Id::abandon) and the
   // partial temporary directory is removed; the previous checkpoint and the trackers are untouched.
   const std::string file_path = (fs::path(tmp_dir) / kFileName).string();
   WriteResult wrote;
@@ -355,15 +369,15 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
     // Every rank flushes its own dirty pages (on a parallel file system each client holds some), then agree.
     run_agreed([&] { fsync_path(file_path); });
   } catch (const CheckpointError& e) {
-    sleepy_barrier();  // every rank has closed the file
+    sleepy_barrier();  // every rank has left the file
     if (rank == 0) {
       std::string why;
       if (!remove_tree(tmp_dir, &why)) log.warn("checkpoint: could not remove ", tmp_dir, ": ", why);
     }
-    throw CheckpointError(str("saving iteration ", state.iteration, " to ", save_dir, " failed: ", e.what(),
-                              "\n  nothing was published: the previous checkpoint and the tracker files are unchanged "
-                              "(check the free space and quota of ",
-                              save_dir, ")"));
+    throw save_failed(state.iteration, save_dir, e.what(),
+                      str("nothing was published: the previous checkpoint and the tracker files are unchanged (check "
+                          "the free space and quota of ",
+                          save_dir, ")"));
   }
 
   // ~~~ publish: rename the directory, then point the trackers at it ~~~

@@ -145,6 +145,25 @@ void write_corpus_with(const std::filesystem::path& file, int n, const std::map<
   testing::write_file(file, joined);
 }
 
+/// Options reading dir/input into dir/out with 2 workers.
+PreprocessOptions jsonl_options(const std::filesystem::path& dir, const std::string& input) {
+  PreprocessOptions o;
+  o.input = (dir / input).string();
+  o.output_prefix = (dir / "out").string();
+  o.workers = 2;
+  return o;
+}
+
+/// The DataError preprocess_jsonl throws for `o` ("" when none).
+std::string preprocess_error(const PreprocessOptions& o, const Tokenizer& tok, const Logger& log) {
+  try {
+    preprocess_jsonl(o, tok, log);
+  } catch (const DataError& e) {
+    return e.what();
+  }
+  return "";
+}
+
 TEST(DataPreprocess, MalformedLineStopsWithFileLineUnlessSkipped) {
   Fixture f;
   // Line 51 is broken JSON, line 60 lacks the key, line 70 has an empty text, line 80 is blank.
@@ -152,16 +171,9 @@ TEST(DataPreprocess, MalformedLineStopsWithFileLineUnlessSkipped) {
       f.dir / "bad.jsonl", 100,
       {{50, "{\"text\": \"unterminated"}, {59, "{\"body\": \"x\"}"}, {69, "{\"text\": \"\"}"}, {79, "   "}});
   const Logger log(0, 1, LogLevel::kWarning);
-  PreprocessOptions o;
-  o.input = (f.dir / "bad.jsonl").string();
-  o.output_prefix = (f.dir / "out").string();
-  o.workers = 2;
-  try {
-    preprocess_jsonl(o, *f.tok, log);
-    FAIL() << "expected DataError";
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("bad.jsonl:51:"), std::string::npos) << e.what();
-  }
+  PreprocessOptions o = jsonl_options(f.dir, "bad.jsonl");
+  const std::string err = preprocess_error(o, *f.tok, log);
+  EXPECT_NE(err.find("bad.jsonl:51:"), std::string::npos) << err;
   EXPECT_FALSE(std::filesystem::exists(f.dir / "out_text_document.bin"));
   EXPECT_FALSE(std::filesystem::exists(f.dir / "out_text_document.idx"));
   EXPECT_FALSE(std::filesystem::exists(f.dir / "out_text_document.bin.tmp"));
@@ -180,17 +192,10 @@ TEST(DataPreprocess, AHugeWordIsABadLineNotGigabytes) {
   // Line 5 holds one "word" of 2 MiB: BPE would need gigabytes for a 50 MB one; it is refused as a bad line.
   write_corpus_with(f.dir / "huge.jsonl", 20, {{4, "{\"text\": \"" + std::string(2 << 20, 'a') + "\"}"}});
   const Logger log(0, 1, LogLevel::kWarning);
-  PreprocessOptions o;
-  o.input = (f.dir / "huge.jsonl").string();
-  o.output_prefix = (f.dir / "out").string();
-  o.workers = 2;
-  try {
-    preprocess_jsonl(o, *f.tok, log);
-    FAIL() << "expected DataError";
-  } catch (const DataError& e) {
-    EXPECT_NE(std::string(e.what()).find("huge.jsonl:5:"), std::string::npos) << e.what();
-    EXPECT_NE(std::string(e.what()).find("a word of 2097152 bytes"), std::string::npos) << e.what();
-  }
+  PreprocessOptions o = jsonl_options(f.dir, "huge.jsonl");
+  const std::string err = preprocess_error(o, *f.tok, log);
+  EXPECT_NE(err.find("huge.jsonl:5:"), std::string::npos) << err;
+  EXPECT_NE(err.find("a word of 2097152 bytes"), std::string::npos) << err;
   o.skip_bad_lines = true;
   const auto s = preprocess_jsonl(o, *f.tok, log);
   EXPECT_EQ(s.bad_lines, 1);
