@@ -4,7 +4,7 @@
 # directory), under ASan and UBSan, with a 2 GiB memory limit and 10 s per input: any crash, sanitizer report, leak,
 # timeout or escaping exception fails the run, and the input that caused it is kept in FUZZ_BUILD_DIR/findings/.
 set -euo pipefail
-B=$1
+B=$(mkdir -p "$1" && cd "$1" && pwd)
 SECONDS_EACH=${2:-60}
 HERE=$(cd "$(dirname "$0")" && pwd)
 work=$(mktemp -d)
