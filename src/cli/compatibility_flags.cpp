@@ -69,8 +69,6 @@ void bind_compatibility_flags(po::options_description& d, CompatibilityFlags& c)
       ("use-pin-memory", po::bool_switch(), "ZeRO-3 option: host memory only")
       ("remote-device", po::value(&c.remote_device)->default_value("none"),
        "ZeRO-3 parameter offload: none (cpu and nvme are refused)")
-      ("codecarbon-dir", po::value(&c.codecarbon_dir),
-       "CodeCarbon's energy log, switched off in Megatron-DeepSpeed's code: nothing is written there (noted at start)")
       ("cpu-optimizer", po::bool_switch(), "DeepSpeed's CPU Adam: the same update, run where the parameters live")
       ("cpu_torch_adam", po::bool_switch(), "with --cpu-optimizer")
       ("adlr-autoresume", po::bool_switch(),
@@ -112,8 +110,6 @@ void bind_compatibility_flags(po::options_description& d, CompatibilityFlags& c)
       ("warmup", refused_value("warmup", "Megatron-DeepSpeed refuses it too; use --lr-warmup-iters or --lr-warmup-samples"))
       ("model-parallel-size", refused_value("model-parallel-size",
                                             "Megatron-DeepSpeed refuses it too; use --tensor-model-parallel-size"))
-      ("use-bnb-optimizer", refused_switch("use-bnb-optimizer",
-                                           "megaton has no 8-bit (bitsandbytes) Adam; its Adam keeps fp32 moments"))
       ("mup", refused_switch("mup", "megaton does not implement muP's parametrisation"))
       ("mup-input-mult", refused_value("mup-input-mult", "megaton does not implement muP's parametrisation"))
       ("mup-output-mult", refused_value("mup-output-mult", "megaton does not implement muP's parametrisation"))

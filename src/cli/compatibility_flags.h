@@ -23,7 +23,6 @@ struct CompatibilityFlags {
   std::string ddp_impl = "local";              // local | torch: both are megaton's bucketed all-reduce
   std::string remote_device = "none";          // ZeRO-3 parameter offload: only "none"
   bool inference = false;                      // refused by train: no optimizer state to train with
-  std::string codecarbon_dir;                  // noted at start: no energy log is written
   std::string pp_partition_method;  // "" = the fork's default: type:transformer with --deepspeed, else uniform //
                                     // megaton's checkpoints load at any layout already
 };

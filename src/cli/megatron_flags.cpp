@@ -124,6 +124,7 @@ void MegatronFlags::bind(po::options_description& d) {
   data::DataOptions& dd = config.data;
   data::TokenizerOptions& tok = config.tokenizer;
   train::LoggingOptions& l = config.logging;
+  train::CodecarbonOptions& cc = config.codecarbon;
   po::options_description parallel("parallelism"), training("training"), precision("mixed precision"),
       checkpointing("checkpointing"), data("data and tokenizer"), logging("logging");
   parallel.add_options()
@@ -191,6 +192,9 @@ void MegatronFlags::bind(po::options_description& d) {
       ("no-check-for-nan-in-loss-and-grad", negative_switch(o.skip_nonfinite),
        "bf16/fp32: apply updates whose gradients hold NaN or inf instead of skipping them (Megatron-LM's name); "
        "saves the host read of the grad norm each step")
+      ("use-bnb-optimizer", po::bool_switch(&o.use_bnb),
+       "bitsandbytes' blockwise 8-bit Adam states (2 bytes per parameter instead of 8); as in the fork, also adds "
+       "the embedding LayerNorm and a xavier-uniform word-embedding init")
       ("no-fused-adam", negative_switch(o.use_fused_adam),
        "CUDA: update with the unfused ATen ops instead of the one-pass fused Adam kernel")
       ("dry-run", po::bool_switch(&t.dry_run),
@@ -256,6 +260,14 @@ void MegatronFlags::bind(po::options_description& d) {
       ("log-level", sval(l.log_level), "rank 0's level: debug | info | warning | error | critical | passive")
       ("log-level-replica", sval(l.log_level_replica), "the other ranks' level (default: --log-level)")
       ("log-path", sval(l.log_path), "also write the resolved arguments to DIR/args_<time>.txt")
+      ("codecarbon-dir", sval(cc.dir),
+       "write energy and emissions as CodeCarbon's CSV: DIR/emissions-RRR.csv per rank, DIR/emissions.csv for the job "
+       "(GPU energy from NVML, CPU from RAPL where readable)")
+      ("codecarbon-country-iso-code", sval(cc.country_iso_code), "the grid's country in the CodeCarbon log")
+      ("codecarbon-carbon-intensity", po::value<double>(&cc.carbon_intensity),
+       "g CO2eq per kWh of the grid (default: 55, CodeCarbon's figure for FRA)")
+      ("codecarbon-measure-power-secs", val(cc.measure_power_secs),
+       "seconds between reads of the energy counters")
       ("log-timers-to-tensorboard", po::bool_switch(&l.log_timers_to_tensorboard), "timers to TensorBoard")
       ("log-validation-ppl-to-tensorboard", po::bool_switch(&l.log_validation_ppl_to_tensorboard),
        "validation perplexity to TensorBoard")
@@ -319,9 +331,10 @@ void MegatronFlags::resolve() {
   config.parallel.pp_partition_method = !compat.pp_partition_method.empty() ? compat.pp_partition_method
                                         : compat.deepspeed                  ? "type:transformer"
                                                                             : "uniform";
-  if (!compat.codecarbon_dir.empty())
-    config.notes.push_back(str("--codecarbon-dir ", compat.codecarbon_dir,
-                               ": megaton does not measure energy or emissions; nothing is written there"));
+  if (config.optimizer.use_bnb) {  // the fork's VocabParallelEmbedding under --use-bnb-optimizer
+    config.model.embed_layernorm = true;
+    config.model.xavier_word_embedding = true;
+  }
   MEGATON_CHECK(!compat.fp16_lm_cross_entropy || config.precision.fp16, UsageError,
                 "--fp16-lm-cross-entropy needs --fp16 (lm cross entropy in fp16 is only supported in fp16 mode)");
 }

@@ -4,6 +4,7 @@
 #include <torch/torch.h>
 
 #include <optional>
+#include <string>
 
 namespace megaton {
 
@@ -18,8 +19,13 @@ std::optional<DeviceMemory> device_memory(const torch::Device& device);
 /// for the CPU. Used to refuse, before allocating, a model whose weights and optimizer state cannot fit.
 int64_t device_capacity_bytes(const torch::Device& device);
 
+/// The PCI bus id of a CUDA device ("0000:41:00.0"), by which NVML finds it whatever CUDA_VISIBLE_DEVICES says; ""
+/// for the CPU.
+std::string device_pci_bus_id(const torch::Device& device);
+
 #ifdef MEGATON_HAVE_CUDA
 int64_t cuda_device_capacity_bytes(int device_index);
+std::string cuda_device_pci_bus_id(int device_index);
 /// The CUDA path (src/core/device_memory_cuda.cpp).
 DeviceMemory cuda_device_memory(int device_index);
 #endif

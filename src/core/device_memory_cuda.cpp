@@ -26,4 +26,10 @@ int64_t cuda_device_capacity_bytes(int device_index) {
   return static_cast<int64_t>(prop.totalGlobalMem);
 }
 
+std::string cuda_device_pci_bus_id(int device_index) {
+  char id[32] = {0};
+  if (cudaDeviceGetPCIBusId(id, sizeof(id), device_index) != cudaSuccess) return "";
+  return id;
+}
+
 }  // namespace megaton

@@ -31,6 +31,9 @@ struct GptOptions {
   double attention_dropout = 0.1;
   double init_method_std = 0.02;
   bool init_method_xavier_uniform = false;
+  /// The word embedding alone is initialised xavier-uniform over its global (padded) shape: the fork does this, with
+  /// an embedding LayerNorm, under --use-bnb-optimizer.
+  bool xavier_word_embedding = false;
   bool checkpoint_activations = false;  // recompute each chunk of layers in the backward
   int checkpoint_num_layers = 1;
   bool apply_query_key_layer_scaling = true;

@@ -79,8 +79,9 @@ GptStage::GptStage(GptConfig config, const dist::ProcessGroups& groups, StagePar
   const InitSpec emb_init =
       m.init_method_xavier_uniform ? InitSpec::xavier_uniform(V, h) : InitSpec::normal(m.init_method_std);
 
+  const InitSpec word_init = m.xavier_word_embedding ? InitSpec::xavier_uniform(V, h) : emb_init;
   if (first_) {
-    word_.emplace(f, kWordEmbedding, c_.vocab_size, V, h, emb_init, tp_, tied && !last_);
+    word_.emplace(f, kWordEmbedding, c_.vocab_size, V, h, word_init, tp_, tied && !last_);
     if (m.embed_layernorm) {
       emb_ln_w_ = f.make({"embedding.norm.weight", {h}, -1, {}, InitSpec::ones(), 0, true});
       emb_ln_b_ = f.make({"embedding.norm.bias", {h}, -1, {}, InitSpec::zeros(), 0, true});
@@ -99,7 +100,7 @@ GptStage::GptStage(GptConfig config, const dist::ProcessGroups& groups, StagePar
       output_weight_ = word_->weight;  // PP = 1: one tensor serves both ends
     } else {
       // The last stage's copy of the word embedding: same name, so the same values as the first stage's.
-      output_weight_ = f.make({kWordEmbedding, {V, h}, 0, {}, emb_init, c_.vocab_size, false, true});
+      output_weight_ = f.make({kWordEmbedding, {V, h}, 0, {}, word_init, c_.vocab_size, false, true, true});
     }
     const int64_t per = V / tp_size_, start = per * tp_rank_;
     valid_columns_ = std::clamp<int64_t>(c_.vocab_size - start, 0, per);

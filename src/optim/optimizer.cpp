@@ -20,7 +20,9 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(parallel::DataParallel& dp, con
     master_ = dp_.shard_of(pbuf).to(torch::kFloat32);
   }
   const auto opts = master_.options();
-  if (options_.kind == "adam") {
+  if (options_.use_bnb) {
+    adam8bit_ = std::make_unique<BlockwiseAdam8bit>(dp_.shard_pieces(), dp_.params(), master_.numel(), opts);
+  } else if (options_.kind == "adam") {
     exp_avg_ = torch::zeros({master_.numel()}, opts);
     exp_avg_sq_ = torch::zeros({master_.numel()}, opts);
   } else if (options_.sgd_momentum != 0.0) {
@@ -36,7 +38,7 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(parallel::DataParallel& dp, con
     return not_tp_duplicate && not_shared;
   });
 #ifdef MEGATON_HAVE_CUDA
-  fused_adam_ = options_.kind == "adam" && options_.use_fused_adam && master_.is_cuda();
+  fused_adam_ = options_.kind == "adam" && !options_.use_bnb && options_.use_fused_adam && master_.is_cuda();
 #endif
   if (fused_adam_) {
     adam_chunks_ = adam_chunk_table(decay_runs_, master_.numel()).to(master_.device());
@@ -131,6 +133,11 @@ void MixedPrecisionOptimizer::apply_adam(const AdamScalars& s) {
     if (!param_out_.defined()) dp_.all_gather_params(master_);
     return;
   }
+  if (adam8bit_) {
+    adam8bit_->step(master_, dp_.shard_grad(), s);
+    dp_.all_gather_params(master_);
+    return;
+  }
   MEGATON_ASSERT(!s.device_grad_scale.defined(), "the ATen Adam path takes gradients already clipped");
   adam_step_aten(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), decay_runs_, s);
   if (!param_out_.defined()) dp_.all_gather_params(master_);
@@ -199,6 +206,14 @@ StepResult MixedPrecisionOptimizer::step(bool want_zero_count) {
   return r;
 }
 
+int64_t MixedPrecisionOptimizer::moment_bytes() const {
+  if (adam8bit_) return adam8bit_->state_bytes();
+  int64_t n = 0;
+  for (const auto* t : {&exp_avg_, &exp_avg_sq_, &momentum_})
+    if (t->defined()) n += t->numel() * 4;
+  return n;
+}
+
 std::vector<std::string> MixedPrecisionOptimizer::state_names() const {
   if (options_.kind == "adam") return {"master", "exp_avg", "exp_avg_sq"};
   if (momentum_.defined()) return {"master", "momentum_buffer"};
@@ -217,7 +232,10 @@ std::map<std::string, ParamState> MixedPrecisionOptimizer::state_dict() const {
       out[params[i].name][key] = full.narrow(0, slots[i].offset, slots[i].numel).view(params[i].param.sizes()).clone();
   };
   add("master", master_);
-  if (options_.kind == "adam") {
+  if (adam8bit_) {
+    add("exp_avg", adam8bit_->exp_avg());
+    add("exp_avg_sq", adam8bit_->exp_avg_sq());
+  } else if (options_.kind == "adam") {
     add("exp_avg", exp_avg_);
     add("exp_avg_sq", exp_avg_sq_);
   } else if (momentum_.defined()) {
@@ -251,7 +269,12 @@ void MixedPrecisionOptimizer::load_state_dict(const std::map<std::string, ParamS
     shard.copy_(dp_.shard_of(full));
   };
   load("master", master_);
-  if (options_.kind == "adam") {
+  if (adam8bit_) {
+    torch::Tensor m = torch::empty_like(master_), v = torch::empty_like(master_);  // [S] fp32
+    load("exp_avg", m);
+    load("exp_avg_sq", v);
+    adam8bit_->load(m, v);
+  } else if (options_.kind == "adam") {
     load("exp_avg", exp_avg_);
     load("exp_avg_sq", exp_avg_sq_);
   } else if (momentum_.defined()) {

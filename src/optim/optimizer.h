@@ -23,6 +23,7 @@
 // CUDA masters (a CUDA build, adam, use_fused_adam): 3 (the clip's scaling) and 5 are one kernel
 // (kernels/adam_kernels.cu, 28 bytes per parameter instead of ~104), which also does 6 when the shard is the whole
 // buffer (it writes the rounded masters into the parameters). CPU masters always take the ATen path.
+// --use-bnb-optimizer: the moments are bitsandbytes' 8-bit blockwise states (adam8bit.h) and 5 is its update.
 // Note: step() uses the main-grad shard as scratch space; gradients are only valid until the step.
 #pragma once
 #include <torch/torch.h>
@@ -36,6 +37,7 @@
 
 #include "core/device_scalar.h"
 #include "dist/process_groups.h"
+#include "optim/adam8bit.h"
 #include "optim/adam_step.h"
 #include "optim/flat_runs.h"
 #include "optim/grad_scaler.h"
@@ -94,6 +96,8 @@ class MixedPrecisionOptimizer {
   void load_scalar_state(const nlohmann::json& state);
   /// Re-reads the masters from the model parameters (after a checkpoint loaded weights only, e.g. --no-load-optim).
   void reload_model_params();
+  /// Bytes of the moments / momentum held on this rank.
+  int64_t moment_bytes() const;
   /// The state names of this optimizer kind.
   std::vector<std::string> state_names() const;
   /// Megatron's params norm (--log-params-norm): the global L2 norm of the fp32 masters, each parameter counted once
@@ -127,6 +131,7 @@ class MixedPrecisionOptimizer {
   torch::Tensor exp_avg_;     // [S] adam
   torch::Tensor exp_avg_sq_;  // [S] adam
   torch::Tensor momentum_;    // [S] sgd
+  std::unique_ptr<BlockwiseAdam8bit> adam8bit_;  // --use-bnb-optimizer: holds the moments instead of exp_avg_*
   bool momentum_initialized_ = false;
   std::vector<Run> decay_runs_;  // parameters with weight decay
   std::vector<Run> norm_runs_;   // parameters counted in the grad norm / zero count on this rank

@@ -10,6 +10,8 @@ void OptimizerOptions::validate() const {
   MEGATON_CHECK(clip_grad >= 0, UsageError, "--clip-grad must be >= 0");
   MEGATON_CHECK(adam_beta1 >= 0 && adam_beta1 < 1 && adam_beta2 >= 0 && adam_beta2 < 1, UsageError,
                 "--adam-beta1/--adam-beta2 must be in [0, 1)");
+  MEGATON_CHECK(!use_bnb || kind == "adam", UsageError,
+                "--use-bnb-optimizer is bitsandbytes' 8-bit Adam: it goes with --optimizer adam, not ", kind);
 }
 
 }  // namespace megaton::optim

@@ -19,6 +19,8 @@ struct OptimizerOptions {
   /// Without a grad scaler (bf16, fp32): skip the update when the gradients hold NaN or inf, as the fp16 scaler does
   /// (one host read of the grad norm, or of a non-finite flag without --clip-grad, per step).
   bool skip_nonfinite = true;
+  /// --use-bnb-optimizer: bitsandbytes' blockwise 8-bit Adam states (adam8bit.h) instead of fp32 moments.
+  bool use_bnb = false;
 
   /// UsageError naming the flag: an unknown --optimizer, negative --weight-decay or --clip-grad, betas outside [0, 1).
   void validate() const;

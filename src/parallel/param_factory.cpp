@@ -19,6 +19,7 @@ torch::Tensor ParamFactory::make(const ParamRequest& r) {
   info.global_unpadded_rows = r.global_unpadded_rows;
   info.no_weight_decay = r.no_weight_decay;
   info.tied_embedding = r.tied_embedding;
+  info.fp32_optimizer_state = r.fp32_optimizer_state;
   params_.push_back(std::move(info));
   return param;
 }

@@ -24,6 +24,7 @@ struct ParamRequest {
   int64_t global_unpadded_rows = 0;  // vocabulary rows that are real (word embeddings only)
   bool no_weight_decay = false;
   bool tied_embedding = false;
+  bool fp32_optimizer_state = false;  // ParamInfo::fp32_optimizer_state
 };
 
 class ParamFactory {

@@ -27,6 +27,9 @@ struct ParamInfo {
   /// The word embedding when it is tied between the first and last pipeline stage: its gradient is summed over the
   /// embedding group, and only the first stage counts it in the gradient norm.
   bool tied_embedding = false;
+  /// bitsandbytes' 8-bit Adam (--use-bnb-optimizer) keeps this parameter's moments in fp32, as the fork overrides
+  /// them to 32 bits for the word embedding (both pipeline ends' copies).
+  bool fp32_optimizer_state = false;
 
   bool tp_replicated() const { return partition_dim < 0; }
 };

@@ -43,7 +43,7 @@ double model_flops_per_iteration(const model::GptOptions& m, int64_t V, int64_t 
 
 MemoryEstimate estimate_memory(const model::GptOptions& m, const ops::KernelOptions& k,
                                const parallel::ParallelOptions& p, int micro_batch, int num_micro_batches,
-                               const optim::PrecisionOptions& prec, int64_t V) {
+                               const optim::PrecisionOptions& prec, int64_t V, bool eight_bit_moments) {
   const ParamCounts c = count_parameters(m, V);
   const int tp = p.tensor_model_parallel_size, pp = p.pipeline_model_parallel_size, dp = p.data_parallel_size;
   const int first_stage_layers = layers_per_stage(m.num_layers, pp).front();
@@ -53,8 +53,13 @@ MemoryEstimate estimate_memory(const model::GptOptions& m, const ops::KernelOpti
   const double wbytes = (prec.fp16 || prec.bf16) ? 2.0 : 4.0;
   e.weights_gib = e.params_on_rank * wbytes / gib;
   e.grads_gib = e.params_on_rank * 4.0 / gib;
-  const double opt_bytes = (prec.fp16 || prec.bf16) ? 12.0 : 8.0;  // master copy only in mixed precision
-  e.optimizer_gib = e.params_on_rank * opt_bytes / (p.zero_stage >= 1 ? dp : 1) / gib;
+  // Adam's moments: 8 bytes per parameter, or bitsandbytes' 8-bit codes (2 bytes; the word embedding keeps fp32
+  // moments); plus the fp32 master copy in mixed precision.
+  const double embedding_on_rank = static_cast<double>(c.embedding) / tp;
+  const double moment_bytes = eight_bit_moments ? 2.0 * (e.params_on_rank - embedding_on_rank) + 8.0 * embedding_on_rank
+                                                : 8.0 * e.params_on_rank;
+  const double master_bytes = (prec.fp16 || prec.bf16) ? 4.0 * e.params_on_rank : 0.0;
+  e.optimizer_gib = (moment_bytes + master_bytes) / (p.zero_stage >= 1 ? dp : 1) / gib;
   // Activations per layer and micro-batch (Korthikanti et al. 2022, no sequence parallelism, fused attention so the
   // s^2 score term is not stored): s b h (10 + 24/t) bytes in 16-bit. Recomputation keeps only each layer's input
   // (2 s b h) and, while one layer is recomputed in backward, that layer's full set once.
@@ -100,7 +105,8 @@ std::string describe_layout(const TrainConfig& config, int64_t vocab, int64_t V)
   const LoopOptions& t = config.loop;
   const ParamCounts c = count_parameters(m, V);
   const MemoryEstimate e =
-      estimate_memory(m, config.kernels, p, t.micro_batch_size, t.num_micro_batches, config.precision, V);
+      estimate_memory(m, config.kernels, p, t.micro_batch_size, t.num_micro_batches, config.precision, V,
+                      config.optimizer.use_bnb);
   const double flops = model_flops_per_iteration(m, V, t.global_batch_size);
   std::ostringstream os;
   char buf[512];

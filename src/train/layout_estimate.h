@@ -43,9 +43,11 @@ struct MemoryEstimate {
 };
 
 /// The busiest rank's memory for `micro_batch` samples per micro-batch and `num_micro_batches` per iteration.
+/// eight_bit_moments: --use-bnb-optimizer's 8-bit Adam states.
 MemoryEstimate estimate_memory(const model::GptOptions& m, const ops::KernelOptions& k,
                                const parallel::ParallelOptions& p, int micro_batch, int num_micro_batches,
-                               const optim::PrecisionOptions& prec, int64_t padded_vocab);
+                               const optim::PrecisionOptions& prec, int64_t padded_vocab,
+                               bool eight_bit_moments = false);
 
 struct TrainConfig;
 /// The multi-line report printed by --dry-run.

@@ -18,6 +18,7 @@ void TrainConfig::validate(int world) {
   checkpoint.validate();
   data.validate();
   logging.validate();
+  if (!codecarbon.dir.empty()) codecarbon.validate();
   curriculum.validate(model.seq_length);
 }
 

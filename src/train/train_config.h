@@ -15,6 +15,7 @@
 #include "optim/optimizer_options.h"
 #include "optim/precision_options.h"
 #include "parallel/parallel_options.h"
+#include "train/codecarbon_options.h"
 #include "train/curriculum.h"
 #include "train/logging_options.h"
 #include "train/loop_options.h"
@@ -36,6 +37,7 @@ struct TrainConfig {
   LoopOptions loop;
   CurriculumOptions curriculum;  // the DeepSpeed config's curriculum_learning (sequence length)
   LoggingOptions logging;
+  CodecarbonOptions codecarbon;  // --codecarbon-dir
   std::vector<std::string>
       arguments;                   // "  name ..... value" lines of every flag, printed at start (Megatron's listing)
   std::vector<std::string> notes;  // lines for the log when training starts (what a DeepSpeed JSON set or ignored)

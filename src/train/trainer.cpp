@@ -19,6 +19,7 @@
 #include "parallel/data/data_parallel.h"
 #include "train/batches.h"
 #include "train/checkpointing.h"
+#include "train/codecarbon.h"
 #include "train/iteration_log.h"
 #include "train/layout_estimate.h"
 #include "train/step_profiler.h"
@@ -204,8 +205,7 @@ void Trainer::report_memory() const {
   const double weights = double(dp_->param_buffer().numel() * dp_->param_buffer().element_size()) / mib;
   const double grads = double(dp_->grad_buffer().numel() * 4) / mib;
   const bool separate_master = model_->config().dtype != torch::kFloat32 || !dp_->shard_is_whole();
-  const int moments = cfg_.optimizer.kind == "adam" ? 2 : 1;
-  const double opt = double(dp_->shard_numel() * 4 * (moments + (separate_master ? 1 : 0))) / mib +
+  const double opt = double(optimizer_->moment_bytes() + dp_->shard_numel() * 4 * (separate_master ? 1 : 0)) / mib +
                      (dp_->shard_is_whole() ? 0.0 : double(dp_->shard_numel() * 4) / mib);
   if (groups_.coords.dp == 0)
     log_.info("number of parameters on (tensor, pipeline) model parallel rank (", groups_.coords.tp, ", ",
@@ -223,6 +223,8 @@ int Trainer::run() {
     return 0;
   }
   for (const std::string& note : cfg_.notes) log_.info0(note);
+  if (!cfg_.codecarbon.dir.empty())  // collective; rows at each save and at the end, as the fork flushes its tracker
+    codecarbon_ = std::make_unique<CodecarbonTracker>(cfg_.codecarbon, *groups_.host, model_->config().device, log_);
   log_.info0("training: ", train_iters_, " iterations from iteration ", progress_.iteration, ", global batch ",
              micro_->global_batch_size(), ", micro-batch ", t.micro_batch_size, ", ",
              cfg_.parallel.interleaved()  ? "interleaved 1F1B pipeline"
@@ -298,6 +300,7 @@ int Trainer::run() {
     if (save_interval > 0 && progress_.iteration % save_interval == 0) {
       iteration_log_->flush();
       checkpoints_->save(progress_);
+      if (codecarbon_) codecarbon_->flush(progress_.iteration);
     }
     stop = stop_->agree(progress_.iteration);
     if (stop != StopReason::kNone) break;
@@ -307,6 +310,7 @@ int Trainer::run() {
   if (!checkpoints_->saving() && stop != StopReason::kNone)
     log_.warn0("stopping early without --save: no checkpoint is written");
   checkpoints_->save(progress_);
+  if (codecarbon_) codecarbon_->flush(progress_.iteration);
   // The token budget is a normal end (final evaluation and save), the same on every rank: Megatron-DeepSpeed's loop
   // condition `consumed_train_tokens < train_tokens`.
   log_.info0("stopping at iteration ", progress_.iteration, ": ",
@@ -317,7 +321,7 @@ int Trainer::run() {
 void Trainer::refuse_if_state_cannot_fit(int64_t padded_vocab, const torch::Device& device) const {
   const auto& t = cfg_.loop;
   const MemoryEstimate m = estimate_memory(cfg_.model, cfg_.kernels, cfg_.parallel, t.micro_batch_size,
-                                           t.num_micro_batches, cfg_.precision, padded_vocab);
+                                           t.num_micro_batches, cfg_.precision, padded_vocab, cfg_.optimizer.use_bnb);
   const double state_gib = m.weights_gib + m.grads_gib + m.optimizer_gib;  // exact sizes, unlike the activations
   const double capacity_gib = static_cast<double>(device_capacity_bytes(device)) / (1024.0 * 1024.0 * 1024.0);
   MEGATON_CHECK(state_gib <= capacity_gib, UsageError, "the model needs ", fmt_f(state_gib, 1),

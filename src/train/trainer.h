@@ -46,6 +46,7 @@ class IterationLog;
 class Validation;
 class TrainCheckpoints;
 class StopConditions;
+class CodecarbonTracker;
 
 class Trainer {
  public:
@@ -98,6 +99,7 @@ class Trainer {
   std::unique_ptr<Validation> validation_;
   std::unique_ptr<TrainCheckpoints> checkpoints_;
   std::unique_ptr<StopConditions> stop_;
+  std::unique_ptr<CodecarbonTracker> codecarbon_;  // --codecarbon-dir, from the start of run()
 };
 
 }  // namespace megaton::train

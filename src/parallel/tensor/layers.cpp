@@ -84,7 +84,7 @@ VocabParallelEmbedding::VocabParallelEmbedding(ParamFactory& f, const std::strin
   const int64_t per = padded_vocab / n;
   start_ = per * tp_->rank();
   end_ = start_ + per;
-  weight = f.make({name, {padded_vocab, hidden}, 0, {}, init, vocab, false, tied_embedding});
+  weight = f.make({name, {padded_vocab, hidden}, 0, {}, init, vocab, false, tied_embedding, true});
 }
 
 torch::Tensor VocabParallelEmbedding::forward(const torch::Tensor& ids) const {
