@@ -27,7 +27,7 @@ compare_losses "$work/straight.jsonl" "$work/second.jsonl" 0 11
 run_train 4 "${common[@]}" --embed-layernorm --load "$work/ckpt" --metrics-file "$work/fp32.jsonl" \
   > "$work/fp32.log" 2>&1 || { tail -30 "$work/fp32.log"; exit 1; }
 echo -n "fp32 Adam from the 8-bit checkpoint: "
-compare_losses "$work/straight.jsonl" "$work/fp32.jsonl" 0.05 11
+compare_losses "$work/straight.jsonl" "$work/fp32.jsonl" 1e-3 11
 
 # --dry-run: the optimizer state of a 1.3B model shrinks from 12 to 6 bytes per parameter (bf16 masters stay fp32).
 dry=(--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048
