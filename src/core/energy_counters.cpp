@@ -133,7 +133,8 @@ NvmlEnergy::~NvmlEnergy() = default;
 
 double NvmlEnergy::sample() {
   unsigned long long mj = 0;
-  if (api_->total_energy(device_, &mj) == 0 && mj >= start_mj_) last_joules_ = static_cast<double>(mj - start_mj_) * 1e-3;
+  if (api_->total_energy(device_, &mj) == 0 && mj >= start_mj_)
+    last_joules_ = static_cast<double>(mj - start_mj_) * 1e-3;
   return last_joules_;  // a failed read keeps the last value
 }
 

@@ -8,9 +8,8 @@
 
 namespace megaton::optim {
 
-BlockwiseAdam8bit::BlockwiseAdam8bit(const std::vector<parallel::ParamPiece>& pieces,
-                                     const parallel::ParamList& params, int64_t shard_numel,
-                                     const torch::TensorOptions& options)
+BlockwiseAdam8bit::BlockwiseAdam8bit(const std::vector<parallel::ParamPiece>& pieces, const parallel::ParamList& params,
+                                     int64_t shard_numel, const torch::TensorOptions& options)
     : shard_numel_(shard_numel) {
   std::vector<int64_t> lens;
   std::vector<bool> decay;
@@ -127,8 +126,7 @@ void BlockwiseAdam8bit::step(const torch::Tensor& master, const torch::Tensor& g
     st[1] = (st[1] * b2 + g * g * (1.0f - b2)).masked_fill(~c.valid, 0.0f);
     const torch::Tensor absmax1 = st[0].abs().amax(1), absmax2 = st[1].amax(1);  // [b]
     p = p + (st[0] / (st[1].sqrt() + c2 * static_cast<float>(h.eps))) * step_size;
-    if (h.weight_decay > 0)
-      p = torch::where(block_decay_.narrow(0, first, c.count).unsqueeze(1), p * decay_factor, p);
+    if (h.weight_decay > 0) p = torch::where(block_decay_.narrow(0, first, c.count).unsqueeze(1), p * decay_factor, p);
     master.index_copy_(0, c.index.masked_select(c.valid), p.masked_select(c.valid));
     absmax_[0].narrow(0, first, c.count).copy_(absmax1);
     absmax_[1].narrow(0, first, c.count).copy_(absmax2);
@@ -143,9 +141,11 @@ torch::Tensor BlockwiseAdam8bit::dequantized(int which) const {
   torch::Tensor out = torch::zeros({shard_numel_}, absmax_[0].options());  // [S]
   for (int64_t first = 0; first < num_blocks(); first += kChunkBlocks) {
     const Chunk c = chunk(first);
-    const torch::Tensor vals = map_[which].index_select(0, codes_[which].narrow(0, first, c.count).reshape({-1}).to(
-                                                               torch::kInt64)).view_as(c.index) *
-                               absmax_[which].narrow(0, first, c.count).unsqueeze(1);
+    const torch::Tensor vals =
+        map_[which]
+            .index_select(0, codes_[which].narrow(0, first, c.count).reshape({-1}).to(torch::kInt64))
+            .view_as(c.index) *
+        absmax_[which].narrow(0, first, c.count).unsqueeze(1);
     out.index_copy_(0, c.index.masked_select(c.valid), vals.masked_select(c.valid));
   }
   const std::vector<torch::Tensor> src = fp32_views(which);
@@ -168,7 +168,8 @@ void BlockwiseAdam8bit::load(const torch::Tensor& exp_avg, const torch::Tensor& 
       const auto candidates = [&]() -> std::vector<torch::Tensor> {
         if (k != 0) return {largest};
         const torch::Tensor a = largest / map_[0][0].abs();
-        return {largest, a, torch::nextafter(a, torch::full_like(a, INFINITY)), torch::nextafter(a, torch::zeros_like(a))};
+        return {largest, a, torch::nextafter(a, torch::full_like(a, INFINITY)),
+                torch::nextafter(a, torch::zeros_like(a))};
       }();
       torch::Tensor chosen_abs = largest.clone();
       torch::Tensor chosen_codes = quantize_codes(map_[k], v / largest.unsqueeze(1), k == 0);

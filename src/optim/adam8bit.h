@@ -29,9 +29,9 @@ namespace megaton::optim {
 
 class BlockwiseAdam8bit {
  public:
-  static constexpr int64_t kBlock = 2048;         // bitsandbytes' blocksize of its 2-state blockwise optimizers
-  static constexpr int64_t kMin8bitSize = 4096;   // bnb's min_8bit_size: smaller parameters keep fp32 moments
-  static constexpr int64_t kChunkBlocks = 4096;   // blocks per batch of ATen ops (bounds the temporaries: 8 Mi)
+  static constexpr int64_t kBlock = 2048;        // bitsandbytes' blocksize of its 2-state blockwise optimizers
+  static constexpr int64_t kMin8bitSize = 4096;  // bnb's min_8bit_size: smaller parameters keep fp32 moments
+  static constexpr int64_t kChunkBlocks = 4096;  // blocks per batch of ATen ops (bounds the temporaries: 8 Mi)
 
   /// `pieces`: the parameters' pieces in the shard [S] (DataParallel::shard_pieces). `options`: the shard's device.
   BlockwiseAdam8bit(const std::vector<parallel::ParamPiece>& pieces, const parallel::ParamList& params,
@@ -65,13 +65,13 @@ class BlockwiseAdam8bit {
   std::vector<torch::Tensor> fp32_views(int which) const;
 
   std::vector<int64_t> block_start_host_;
-  torch::Tensor block_start_;  // [B] int64: shard offset of each block
-  torch::Tensor block_len_;    // [B] int64: 1..kBlock
-  torch::Tensor block_decay_;  // [B] bool: weight decay applies
-  torch::Tensor codes_[2];     // [B, kBlock] uint8: exp_avg (signed map), exp_avg_sq (unsigned map)
-  torch::Tensor absmax_[2];    // [B] fp32
-  torch::Tensor map_[2];       // [256] fp32
-  torch::Tensor lanes_;        // [kBlock] int64
+  torch::Tensor block_start_;                     // [B] int64: shard offset of each block
+  torch::Tensor block_len_;                       // [B] int64: 1..kBlock
+  torch::Tensor block_decay_;                     // [B] bool: weight decay applies
+  torch::Tensor codes_[2];                        // [B, kBlock] uint8: exp_avg (signed map), exp_avg_sq (unsigned map)
+  torch::Tensor absmax_[2];                       // [B] fp32
+  torch::Tensor map_[2];                          // [256] fp32
+  torch::Tensor lanes_;                           // [kBlock] int64
   std::vector<Run> fp32_runs_, fp32_decay_runs_;  // shard runs with fp32 moments (all; those with weight decay)
   torch::Tensor fp32_[2];                         // [sum of fp32_runs_] fp32: exp_avg, exp_avg_sq, run after run
   int64_t shard_numel_ = 0;

@@ -127,10 +127,10 @@ class MixedPrecisionOptimizer {
   const dist::ProcessGroups& groups_;
   OptimizerOptions options_;
   std::unique_ptr<GradScaler> scaler_;
-  torch::Tensor master_;      // [S] fp32 (may alias dp_.param_buffer())
-  torch::Tensor exp_avg_;     // [S] adam
-  torch::Tensor exp_avg_sq_;  // [S] adam
-  torch::Tensor momentum_;    // [S] sgd
+  torch::Tensor master_;                         // [S] fp32 (may alias dp_.param_buffer())
+  torch::Tensor exp_avg_;                        // [S] adam
+  torch::Tensor exp_avg_sq_;                     // [S] adam
+  torch::Tensor momentum_;                       // [S] sgd
   std::unique_ptr<BlockwiseAdam8bit> adam8bit_;  // --use-bnb-optimizer: holds the moments instead of exp_avg_*
   bool momentum_initialized_ = false;
   std::vector<Run> decay_runs_;  // parameters with weight decay

@@ -60,8 +60,8 @@ std::string uuid4() {
   std::random_device rd;
   std::mt19937_64 g((static_cast<uint64_t>(rd()) << 32) ^ rd());
   uint64_t a = g(), b = g();
-  a = (a & ~0xF000ull) | 0x4000ull;                        // version 4
-  b = (b & ~(0xC000ull << 48)) | (0x8000ull << 48);        // variant 10
+  a = (a & ~0xF000ull) | 0x4000ull;                  // version 4
+  b = (b & ~(0xC000ull << 48)) | (0x8000ull << 48);  // variant 10
   char s[40];
   std::snprintf(s, sizeof(s), "%08x-%04x-%04x-%04x-%012llx", static_cast<unsigned>(a >> 32),
                 static_cast<unsigned>((a >> 16) & 0xFFFF), static_cast<unsigned>(a & 0xFFFF),
@@ -132,7 +132,6 @@ void append_row(const std::string& path, const std::string& row) {
     throw RuntimeError(str("cannot append to ", path, ": ", n < 0 ? std::strerror(err) : "short write"));
 }
 
-
 }  // namespace
 
 CodecarbonTracker::CodecarbonTracker(const CodecarbonOptions& options, dist::Communicator& world,
@@ -173,9 +172,9 @@ CodecarbonTracker::CodecarbonTracker(const CodecarbonOptions& options, dist::Com
 
   if (world_.rank() == 0) {
     log_.info("--codecarbon-dir ", o_.dir, ": energy and emissions to emissions-RRR.csv per rank and emissions.csv ",
-              "for the job (", o_.country_iso_code, ", ", o_.carbon_intensity, " g CO2eq/kWh); CPU: ",
-              rapl_->available() ? "RAPL" : "not measured, " + rapl_->why(), "; GPU: ",
-              nvml_ ? "NVML (" + nvml_->name() + ")" : "not measured, " + gpu_why);
+              "for the job (", o_.country_iso_code, ", ", o_.carbon_intensity,
+              " g CO2eq/kWh); CPU: ", rapl_->available() ? "RAPL" : "not measured, " + rapl_->why(),
+              "; GPU: ", nvml_ ? "NVML (" + nvml_->name() + ")" : "not measured, " + gpu_why);
   }
   start_ = std::chrono::steady_clock::now();
   if (rapl_->available()) thread_ = std::thread([this] { sampler(); });

@@ -104,9 +104,8 @@ std::string describe_layout(const TrainConfig& config, int64_t vocab, int64_t V)
   const parallel::ParallelOptions& p = config.parallel;
   const LoopOptions& t = config.loop;
   const ParamCounts c = count_parameters(m, V);
-  const MemoryEstimate e =
-      estimate_memory(m, config.kernels, p, t.micro_batch_size, t.num_micro_batches, config.precision, V,
-                      config.optimizer.use_bnb);
+  const MemoryEstimate e = estimate_memory(m, config.kernels, p, t.micro_batch_size, t.num_micro_batches,
+                                           config.precision, V, config.optimizer.use_bnb);
   const double flops = model_flops_per_iteration(m, V, t.global_batch_size);
   std::ostringstream os;
   char buf[512];

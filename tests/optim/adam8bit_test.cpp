@@ -153,13 +153,18 @@ TEST(Adam8bitMap, MatchesBitsandbytesDynamicMaps) {
   EXPECT_TRUE(std::adjacent_find(s.begin(), s.end()) == s.end()) << "entries repeat";
   // Values of bitsandbytes' create_dynamic_map(signed) as torch 1.13 computes them (fp32 linspace: last-bit
   // differences from ours are allowed).
-  const std::vector<std::pair<int, double>> signed_ref = {
-      {0, -0.992968738079071},   {1, -0.9789062142372131}, {64, -0.09859374910593033}, {100, -0.0074687497690320015},
-      {126, -5.500000384017767e-07}, {127, 0.0}, {128, 5.500000384017767e-07}, {200, 0.23359376192092896},
-      {254, 0.992968738079071},  {255, 1.0}};
-  const std::vector<std::pair<int, double>> unsigned_ref = {
-      {0, 0.0}, {1, 3.2500003044333425e-07}, {50, 0.0064843748696148396}, {128, 0.11054687201976776},
-      {200, 0.6167968511581421}, {254, 0.9964843988418579}, {255, 1.0}};
+  const std::vector<std::pair<int, double>> signed_ref = {{0, -0.992968738079071},       {1, -0.9789062142372131},
+                                                          {64, -0.09859374910593033},    {100, -0.0074687497690320015},
+                                                          {126, -5.500000384017767e-07}, {127, 0.0},
+                                                          {128, 5.500000384017767e-07},  {200, 0.23359376192092896},
+                                                          {254, 0.992968738079071},      {255, 1.0}};
+  const std::vector<std::pair<int, double>> unsigned_ref = {{0, 0.0},
+                                                            {1, 3.2500003044333425e-07},
+                                                            {50, 0.0064843748696148396},
+                                                            {128, 0.11054687201976776},
+                                                            {200, 0.6167968511581421},
+                                                            {254, 0.9964843988418579},
+                                                            {255, 1.0}};
   for (const auto& [i, want] : signed_ref) EXPECT_NEAR(s[i], want, 2.5e-7 * std::fabs(want)) << "signed " << i;
   for (const auto& [i, want] : unsigned_ref) EXPECT_NEAR(u[i], want, 2.5e-7 * std::fabs(want)) << "unsigned " << i;
 }
@@ -210,7 +215,7 @@ TEST(Adam8bitStep, MatchesScalarBitsandbytesKernels) {
   torch::Tensor ref_master = master.clone();
   for (int step = 1; step <= 6; ++step) {
     torch::Tensor grad = torch::randn({S}) * (step % 2 ? 1.0 : 1e-3);  // the scale changes: absmax moves
-    if (step == 3) grad.narrow(0, 100, 2048).zero_();                   // a block sees no gradient
+    if (step == 3) grad.narrow(0, 100, 2048).zero_();                  // a block sees no gradient
     adam.step(master, grad, scalars(step));
     reference_step(ref, ref_master.data_ptr<float>(), grad.data_ptr<float>(), scalars(step));
     EXPECT_TRUE(torch::equal(master, ref_master))
