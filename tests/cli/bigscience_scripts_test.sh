@@ -73,39 +73,24 @@ dry_run tr1-13B-round1 128 "parallel layout: TP=2 x PP=4 x DP=16 = 128 ranks" \
   --deepspeed-activation-checkpointing
 [ ! -e "$work/codecarbon" ] || fail "tr1-13B-round1: a dry run created the --codecarbon-dir"
 
-# train/tr8-104B-wide/tr8-104B.slurm.
-dry_run tr8-104B 2048 "parallel layout: TP=4 x PP=32 x DP=16 = 2048 ranks" \
-  --tensor-model-parallel-size 4 --pipeline-model-parallel-size 32 \
-  --num-layers 64 --hidden-size 11600 --num-attention-heads 80 --seq-length 2048 --max-position-embeddings 2048 \
-  --micro-batch-size 1 --rampup-batch-size 16 16 6_000_000 --global-batch-size 2048 --train-samples 300_000_000 \
-  --vocab-file "$work/gpt2-vocab.json" --merge-file "$work/gpt2-merges.txt" --loss-scale 12 --init-method-std 0.006 \
-  --embed-layernorm --fp16 --checkpoint-activations --seed 43 \
-  --optimizer adam --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8 --lr 6e-5 --min-lr 6e-6 \
-  --lr-decay-style cosine --lr-decay-samples 126_953_125 --lr-warmup-samples 216_320 --clip-grad 1.0 \
-  --weight-decay 1e-1 --exit-duration-in-mins 1190 \
-  --log-interval 1 --save-interval 300 --eval-interval 1000 --eval-iters 5 --tensorboard-dir "$tb" \
-  --tensorboard-queue-size 5 --log-timers-to-tensorboard --log-batch-size-to-tensorboard \
-  --log-validation-ppl-to-tensorboard \
-  --save "$ck" --load "$ck" --data-path "$work/meg-gpt2_text_document" --data-impl mmap --split 949,50,1 \
-  --distributed-backend nccl --deepspeed --deepspeed_config "$work/ds_tr8.json" --zero-stage 1 \
-  --deepspeed-activation-checkpointing
-
-# train/tr8b-104B/tr8b-104B-bnb.slurm: bitsandbytes' 8-bit Adam (it adds the embedding LayerNorm, as the fork does).
-dry_run tr8b-104B-bnb 2048 "parallel layout: TP=4 x PP=32 x DP=16 = 2048 ranks" \
-  --tensor-model-parallel-size 4 --pipeline-model-parallel-size 32 \
-  --num-layers 64 --hidden-size 11600 --num-attention-heads 80 --seq-length 2048 --max-position-embeddings 2048 \
-  --micro-batch-size 1 --rampup-batch-size 16 16 6_000_000 --global-batch-size 2048 --train-samples 300_000_000 \
-  --vocab-file "$work/gpt2-vocab.json" --merge-file "$work/gpt2-merges.txt" --loss-scale 12 --init-method-std 0.006 \
-  --fp16 --checkpoint-activations --seed 43 \
-  --use-bnb-optimizer --optimizer adam --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8 --lr 6e-5 --min-lr 6e-6 \
-  --lr-decay-style cosine --lr-decay-samples 126_953_125 --lr-warmup-samples 216_320 --clip-grad 1.0 \
-  --weight-decay 1e-1 --exit-duration-in-mins 1190 \
-  --log-interval 1 --save-interval 300 --eval-interval 1000 --eval-iters 5 --tensorboard-dir "$tb" \
-  --tensorboard-queue-size 5 --log-timers-to-tensorboard --log-batch-size-to-tensorboard \
-  --log-validation-ppl-to-tensorboard \
-  --save "$ck" --load "$ck" --data-path "$work/meg-gpt2_text_document" --data-impl mmap --split 949,50,1 \
-  --distributed-backend nccl --deepspeed --deepspeed_config "$work/ds_tr8.json" --zero-stage 1 \
-  --deepspeed-activation-checkpointing
+# train/tr8-104B-wide/tr8-104B.slurm, and train/tr8b-104B/tr8b-104B-bnb.slurm: the same with bitsandbytes' 8-bit Adam
+# instead of --embed-layernorm (the flag adds the embedding LayerNorm, as the fork does).
+tr8=(--tensor-model-parallel-size 4 --pipeline-model-parallel-size 32
+  --num-layers 64 --hidden-size 11600 --num-attention-heads 80 --seq-length 2048 --max-position-embeddings 2048
+  --micro-batch-size 1 --rampup-batch-size 16 16 6_000_000 --global-batch-size 2048 --train-samples 300_000_000
+  --vocab-file "$work/gpt2-vocab.json" --merge-file "$work/gpt2-merges.txt" --loss-scale 12 --init-method-std 0.006
+  --fp16 --checkpoint-activations --seed 43
+  --optimizer adam --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8 --lr 6e-5 --min-lr 6e-6
+  --lr-decay-style cosine --lr-decay-samples 126_953_125 --lr-warmup-samples 216_320 --clip-grad 1.0
+  --weight-decay 1e-1 --exit-duration-in-mins 1190
+  --log-interval 1 --save-interval 300 --eval-interval 1000 --eval-iters 5 --tensorboard-dir "$tb"
+  --tensorboard-queue-size 5 --log-timers-to-tensorboard --log-batch-size-to-tensorboard
+  --log-validation-ppl-to-tensorboard
+  --save "$ck" --load "$ck" --data-path "$work/meg-gpt2_text_document" --data-impl mmap --split 949,50,1
+  --distributed-backend nccl --deepspeed --deepspeed_config "$work/ds_tr8.json" --zero-stage 1
+  --deepspeed-activation-checkpointing)
+dry_run tr8-104B 2048 "parallel layout: TP=4 x PP=32 x DP=16 = 2048 ranks" "${tr8[@]}" --embed-layernorm
+dry_run tr8b-104B-bnb 2048 "parallel layout: TP=4 x PP=32 x DP=16 = 2048 ranks" "${tr8[@]}" --use-bnb-optimizer
 grep -qF "embedding LayerNorm" "$work/tr8b-104B-bnb.out" || fail "tr8b-104B-bnb: no embedding LayerNorm"
 
 # train/tr3-1B3-baseline/tr3m-1B3-emb-norm-pile.slurm: --log-level with --log-level-replica.
