@@ -144,6 +144,9 @@ HfArch choose_hf_arch(const json& c, const std::string& requested) {
   };
   need(c.value("glu_activation", std::string()).empty(), "it uses a GLU MLP (--glu-activation)");
   need(!c.value("untie_embeddings_and_output_weights", false), "its output layer is untied from the embedding");
+  need(!c.value("mup", false),
+       "it is a muP model (--mup): its input, output and attention multipliers have no "
+       "place in the Hugging Face config");
   need(!c.value("apply_residual_connection_post_layernorm", false) || a == HfArch::kBloom,
        "--apply-residual-connection-post-layernorm");
   if (a == HfArch::kGpt2) {

@@ -54,6 +54,10 @@ std::string take_architecture_from_checkpoint(train::TrainConfig& flags) {
     if (!field && take(arch, key, v) && v) field = true, taken += std::string(" --") + flag;
   };
   on("embed_layernorm", "embed-layernorm", m.embed_layernorm);
+  on("mup", "mup", m.mup);
+  number("mup_input_mult", "mup-input-mult", m.mup_input_mult, defaults.mup_input_mult);
+  number("mup_output_mult", "mup-output-mult", m.mup_output_mult, defaults.mup_output_mult);
+  number("mup_attn_mult", "mup-attn-mult", m.mup_attn_mult, defaults.mup_attn_mult);
   on("openai_gelu", "openai-gelu", m.openai_gelu);
   on("apply_residual_connection_post_layernorm", "apply-residual-connection-post-layernorm",
      m.apply_residual_connection_post_layernorm);

@@ -110,10 +110,8 @@ void bind_compatibility_flags(po::options_description& d, CompatibilityFlags& c)
       ("warmup", refused_value("warmup", "Megatron-DeepSpeed refuses it too; use --lr-warmup-iters or --lr-warmup-samples"))
       ("model-parallel-size", refused_value("model-parallel-size",
                                             "Megatron-DeepSpeed refuses it too; use --tensor-model-parallel-size"))
-      ("mup", refused_switch("mup", "megaton does not implement muP's parametrisation"))
-      ("mup-input-mult", refused_value("mup-input-mult", "megaton does not implement muP's parametrisation"))
-      ("mup-output-mult", refused_value("mup-output-mult", "megaton does not implement muP's parametrisation"))
-      ("mup-attn-mult", refused_value("mup-attn-mult", "megaton does not implement muP's parametrisation"));
+      ("mup-coord-check", refused_switch("mup-coord-check",
+                                         "the muP branch's coordinate-check debugging mode is not implemented"));
   d.add(aliases).add(noop).add(refused);
 }
 // clang-format on

@@ -48,6 +48,13 @@ void MegatronFlags::bind_model(po::options_description& d) {
       ("layernorm-epsilon", val(m.layernorm_epsilon), "LayerNorm epsilon")
       ("position-embedding-type", sval(m.position_embedding_type), "absolute | rotary | alibi")
       ("embed-layernorm", po::bool_switch(&m.embed_layernorm), "LayerNorm after the word embedding (BLOOM)")
+      ("mup", po::bool_switch(&m.mup), "muP parametrisation (init, multipliers, per-weight Adam learning rates)")
+      ("mup-input-mult", val(m.mup_input_mult), "muP: multiplies the embeddings")
+      ("mup-output-mult", val(m.mup_output_mult), "muP: multiplies the final LayerNorm's output, over the hidden size")
+      ("mup-attn-mult", val(m.mup_attn_mult), "muP: attention scores q.k x this / head size")
+      ("mup-base-hidden-size", val(m.mup_base_hidden_size), "muP: width multipliers count from 2x this hidden size")
+      ("mup-base-ffn-hidden-size", val(m.mup_base_ffn_hidden_size),
+       "muP: width multipliers of the MLP's output weight count from 2x this ffn size")
       ("glu-activation", sval(m.glu_activation), "geglu | swiglu | reglu | liglu (MLP becomes gated)")
       ("openai-gelu", po::bool_switch(&m.openai_gelu), "tanh-approximated GELU")
       ("apply-residual-connection-post-layernorm", po::bool_switch(&m.apply_residual_connection_post_layernorm),

@@ -75,7 +75,11 @@ nlohmann::json architecture_json(const GptConfig& c) {
           {"no_bias_gelu_fusion", c.activation() == ops::Activation::kGeluErf},
           {"apply_residual_connection_post_layernorm", m.apply_residual_connection_post_layernorm},
           {"layernorm_epsilon", m.layernorm_epsilon},
-          {"untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights}};
+          {"untie_embeddings_and_output_weights", m.untie_embeddings_and_output_weights},
+          {"mup", m.mup},
+          {"mup_input_mult", m.mup ? m.mup_input_mult : 1.0},
+          {"mup_output_mult", m.mup ? m.mup_output_mult : 1.0},
+          {"mup_attn_mult", m.mup ? m.mup_attn_mult : 1.0}};
 }
 
 std::vector<int> partition_layers(const GptConfig& c, int pp) {

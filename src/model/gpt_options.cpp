@@ -10,6 +10,11 @@ void GptOptions::validate() {
   MEGATON_CHECK(m.hidden_size > 0, UsageError, "--hidden-size is required and must be > 0 (got ", m.hidden_size, ")");
   MEGATON_CHECK(m.num_attention_heads > 0, UsageError, "--num-attention-heads is required and must be > 0 (got ",
                 m.num_attention_heads, ")");
+  MEGATON_CHECK(!m.mup || m.kv_channels == 0 || m.kv_channels * m.num_attention_heads == m.hidden_size, UsageError,
+                "--mup with --kv-channels ", m.kv_channels, " (not --hidden-size / --num-attention-heads): the fork ",
+                "refuses it too (\"mup isn't implemented for variable kv channels\")");
+  MEGATON_CHECK(!m.mup || (m.mup_base_hidden_size > 0 && m.mup_base_ffn_hidden_size > 0), UsageError,
+                "--mup-base-hidden-size and --mup-base-ffn-hidden-size must be > 0");
   if (m.kv_channels == 0) {
     MEGATON_CHECK(m.hidden_size % m.num_attention_heads == 0, UsageError, "--hidden-size (", m.hidden_size,
                   ") must be divisible by --num-attention-heads (", m.num_attention_heads, ")");

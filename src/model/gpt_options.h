@@ -34,6 +34,21 @@ struct GptOptions {
   /// The word embedding alone is initialised xavier-uniform over its global (padded) shape: the fork does this, with
   /// an embedding LayerNorm, under --use-bnb-optimizer.
   bool xavier_word_embedding = false;
+  // muP (--mup, the parametrisation of the fork's tr14-mup runs): embeddings x mup_input_mult, the final LayerNorm's
+  // output x mup_output_mult / hidden_size, attention scores x mup_attn_mult / head_dim (not 1/sqrt(head_dim)),
+  // weights drawn with std init_method_std / sqrt(width multiplier) where both dimensions grow with the width, and
+  // those weights' Adam learning rate / width multiplier. Width multipliers count from a base model of hidden
+  // 2 x mup_base_hidden_size and ffn 2 x mup_base_ffn_hidden_size (the fork's make_base_shapes takes the larger of
+  // its two probe models as the base).
+  bool mup = false;
+  double mup_input_mult = 1.0;
+  double mup_output_mult = 1.0;
+  double mup_attn_mult = 1.0;
+  int mup_base_hidden_size = 64;
+  int mup_base_ffn_hidden_size = 256;
+  /// muP's width multiplier of a weight whose fan-in is `fan_in` hidden (or ffn) units.
+  double mup_width_mult_hidden() const { return double(hidden_size) / (2.0 * mup_base_hidden_size); }
+  double mup_width_mult_ffn() const { return double(ffn_hidden_size) / (2.0 * mup_base_ffn_hidden_size); }
   bool checkpoint_activations = false;  // recompute each chunk of layers in the backward
   int checkpoint_num_layers = 1;
   bool apply_query_key_layer_scaling = true;

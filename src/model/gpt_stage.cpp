@@ -79,15 +79,31 @@ GptStage::GptStage(GptConfig config, const dist::ProcessGroups& groups, StagePar
   const InitSpec emb_init =
       m.init_method_xavier_uniform ? InitSpec::xavier_uniform(V, h) : InitSpec::normal(m.init_method_std);
 
-  const InitSpec word_init = m.xavier_word_embedding ? InitSpec::xavier_uniform(V, h) : emb_init;
+  // muP re-draws the embeddings N(0, std) whatever the init flags (their vocabulary or position dimension does not
+  // grow with the width).
+  const InitSpec word_init = m.mup                     ? InitSpec::normal(m.init_method_std)
+                             : m.xavier_word_embedding ? InitSpec::xavier_uniform(V, h)
+                                                       : emb_init;
   if (first_) {
     word_.emplace(f, kWordEmbedding, c_.vocab_size, V, h, word_init, tp_, tied && !last_);
     if (m.embed_layernorm) {
-      emb_ln_w_ = f.make({"embedding.norm.weight", {h}, -1, {}, InitSpec::ones(), 0, true});
+      // Under muP the fork re-draws every weight whose name lacks "layernorm": its embedding LayerNorm's gain
+      // ("word_embeddings.norm.weight") starts N(0, std), not 1.
+      emb_ln_w_ = f.make({"embedding.norm.weight",
+                          {h},
+                          -1,
+                          {},
+                          m.mup ? InitSpec::normal(m.init_method_std) : InitSpec::ones(),
+                          0,
+                          true});
       emb_ln_b_ = f.make({"embedding.norm.bias", {h}, -1, {}, InitSpec::zeros(), 0, true});
     }
     if (c_.position_type() == PositionType::kAbsolute)
-      position_ = f.make({"embedding.position_embeddings.weight", {m.max_position_embeddings, h}, -1, {}, emb_init});
+      position_ = f.make({"embedding.position_embeddings.weight",
+                          {m.max_position_embeddings, h},
+                          -1,
+                          {},
+                          m.mup ? InitSpec::normal(m.init_method_std) : emb_init});
   }
   for (int i = 0; i < part.num_layers; ++i)
     layers_.push_back(std::make_unique<TransformerLayer>(f, c_, first_layer_ + i, tp_));
@@ -95,7 +111,12 @@ GptStage::GptStage(GptConfig config, const dist::ProcessGroups& groups, StagePar
     final_ln_w_ = f.make({"final_layernorm.weight", {h}, -1, {}, InitSpec::ones(), 0, true});
     final_ln_b_ = f.make({"final_layernorm.bias", {h}, -1, {}, InitSpec::zeros(), 0, true});
     if (!tied) {
-      output_weight_ = f.make({"output_layer.weight", {V, h}, 0, {}, emb_init, c_.vocab_size});
+      output_weight_ = f.make({"output_layer.weight",
+                               {V, h},
+                               0,
+                               {},
+                               m.mup ? InitSpec::normal(m.init_method_std) : emb_init,
+                               c_.vocab_size});
     } else if (first_) {
       output_weight_ = word_->weight;  // PP = 1: one tensor serves both ends
     } else {
@@ -192,6 +213,7 @@ torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Te
     h = embed(input, position_ids);  // [s, b, h]
     if (training_ && c_.model.hidden_dropout > 0.0)
       h = parallel::dropout(h, c_.model.hidden_dropout, true, rng_->default_generator());
+    if (c_.model.mup) h = h * c_.model.mup_input_mult;
   } else {
     MEGATON_CHECK(input.dim() == 3 && input.size(2) == c_.model.hidden_size, InternalError, "pipeline stage ",
                   first_layer_, "+ expects hidden states [s, b, ", c_.model.hidden_size, "], got ", input.sizes());
@@ -204,7 +226,8 @@ torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Te
   const bool fused = c_.kernels.fused_layernorm;
   const double eps = c_.model.layernorm_epsilon;
   const ops::LayerNormMainGrads mg{main_grads().of(final_ln_w_), main_grads().of(final_ln_b_)};
-  return split_layer_norm(out, final_ln_w_, final_ln_b_, eps, fused, mg).y;
+  const torch::Tensor y = split_layer_norm(out, final_ln_w_, final_ln_b_, eps, fused, mg).y;  // [s, b, h]
+  return c_.model.mup ? y * mup_output_scale() : y;
 }
 
 torch::Tensor GptStage::forward(const torch::Tensor& input, const torch::Tensor& position_ids,
@@ -248,6 +271,7 @@ torch::Tensor GptStage::forward_cached(const torch::Tensor& input, KvCache& cach
             .unsqueeze(0)
             .expand({input.size(0), s});  // [b, s]
     h = embed(input, pos);                // [s, b, h]
+    if (c_.model.mup) h = h * c_.model.mup_input_mult;
   } else {
     MEGATON_CHECK(input.dim() == 3 && input.size(2) == c_.model.hidden_size, InternalError, "pipeline stage ",
                   first_layer_, "+ expects hidden states [s, b, ", c_.model.hidden_size, "], got ", input.sizes());
@@ -261,6 +285,7 @@ torch::Tensor GptStage::forward_cached(const torch::Tensor& input, KvCache& cach
   for (size_t i = 0; i < layers_.size(); ++i) h = layers_[i]->forward_cached(h, ctx, cache.layers[i]);
   if (!last_) return h;
   h = ops::layer_norm(h, final_ln_w_, final_ln_b_, c_.model.layernorm_epsilon, c_.kernels.fused_layernorm);
+  if (c_.model.mup) h = h * mup_output_scale();
   torch::Tensor logits = parallel::parallel_lm_logits(h, output_weight_, tp_);  // [s, b, V/tp]
   if (padding_columns_.defined())
     logits = logits.masked_fill(padding_columns_, -std::numeric_limits<double>::infinity());

@@ -106,6 +106,9 @@ class GptStage {
   const std::shared_ptr<parallel::RngTracker>& shared_rng() const { return rng_; }
 
  private:
+  /// muP's factor on the final LayerNorm's output: mup_output_mult / hidden_size (the fork divides by the hidden size
+  /// itself, not by a width multiplier).
+  double mup_output_scale() const { return c_.model.mup_output_mult / double(c_.model.hidden_size); }
   torch::Tensor embed(const torch::Tensor& ids, const torch::Tensor& position_ids) const;  // -> [s, b, h]
   // forward() up to the logits: hidden [s, b, h] after the final LayerNorm on the last stage, else to the next stage.
   torch::Tensor final_hidden(const torch::Tensor& input, const torch::Tensor& position_ids,

@@ -56,7 +56,10 @@ torch::Tensor cached_attention(const torch::Tensor& q, const torch::Tensor& k, c
 
 }  // namespace
 
-InitSpec weight_init(const GptOptions& m, int64_t fan_in, int64_t fan_out, bool scaled) {
+InitSpec weight_init(const GptOptions& m, int64_t fan_in, int64_t fan_out, bool scaled, double mup_width_mult) {
+  // muP (the fork's mup_init_with_param_name): every weight N(0, std), through mup.init.normal_'s 1/sqrt(width) where
+  // both dimensions grow with the width; no 1/sqrt(2 L) for the output projections.
+  if (m.mup) return InitSpec::normal(m.init_method_std / std::sqrt(mup_width_mult));
   if (m.init_method_xavier_uniform) return InitSpec::xavier_uniform(fan_in, fan_out);
   return InitSpec::normal(scaled ? m.init_method_std / std::sqrt(2.0 * m.num_layers) : m.init_method_std);
 }
@@ -84,7 +87,10 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   parallel::ColumnParallelOptions qkv;
   qkv.in = h;
   qkv.out = 3 * heads * d;
-  qkv.init = weight_init(m, h, 3 * heads * d, false);
+  // muP: the fan-in width multipliers of the four weights (both of whose dimensions grow with the width).
+  const double w_h = m.mup ? m.mup_width_mult_hidden() : 1.0, w_ffn = m.mup ? m.mup_width_mult_ffn() : 1.0;
+  qkv.init = weight_init(m, h, 3 * heads * d, false, w_h);
+  qkv.weight_lr_scale = 1.0 / w_h;
   qkv.canonical_shape = {heads, 3, d, h};
   qkv.partition_dim = 0;
   qkv_.emplace(f, p + "attention.qkv", qkv, tp);
@@ -92,7 +98,8 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   parallel::RowParallelOptions dense;
   dense.in = heads * d;
   dense.out = h;
-  dense.init = weight_init(m, heads * d, h, true);
+  dense.init = weight_init(m, heads * d, h, true, w_h);
+  dense.weight_lr_scale = 1.0 / w_h;
   dense_.emplace(f, p + "attention.dense", dense, tp);
 
   ln2_w_ = ln("post_attention_layernorm.weight", true);
@@ -102,7 +109,8 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   parallel::ColumnParallelOptions fc1;
   fc1.in = h;
   fc1.out = (glu ? 2 : 1) * ffn;
-  fc1.init = weight_init(m, h, fc1.out, false);
+  fc1.init = weight_init(m, h, fc1.out, false, w_h);
+  fc1.weight_lr_scale = 1.0 / w_h;
   if (glu) {
     fc1.canonical_shape = {2, ffn, h};
     fc1.partition_dim = 1;
@@ -112,7 +120,8 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   parallel::RowParallelOptions fc2;
   fc2.in = ffn;
   fc2.out = h;
-  fc2.init = weight_init(m, ffn, h, true);
+  fc2.init = weight_init(m, ffn, h, true, w_ffn);
+  fc2.weight_lr_scale = 1.0 / w_ffn;
   fc2_.emplace(f, p + "mlp.fc2", fc2, tp);
 }
 
@@ -136,6 +145,8 @@ torch::Tensor TransformerLayer::attention(const torch::Tensor& x, const LayerCon
     q = apply_rotary(q, ctx.rotary_cos, ctx.rotary_sin);
     k = apply_rotary(k, ctx.rotary_cos, ctx.rotary_sin);
   }
+  // muP scores q k * mup_attn_mult / d where every attention path scales by 1/sqrt(d): q carries the rest.
+  if (m.mup) q = q * (m.mup_attn_mult / std::sqrt(double(d)));
   ops::AttentionOptions o;
   o.layer_scale = m.apply_query_key_layer_scaling ? double(index_ + 1) : 1.0;
   o.softmax_in_fp32 = m.attention_softmax_in_fp32 || m.apply_query_key_layer_scaling;

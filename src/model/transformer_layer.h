@@ -103,7 +103,9 @@ class TransformerLayer {
 };
 
 /// The init of weight matrices: normal(std) or xavier-uniform on the global fans; `scaled` divides the normal std
-/// by sqrt(2 * num_layers) (Megatron's scaled_init_method_normal for output projections).
-parallel::InitSpec weight_init(const GptOptions& m, int64_t fan_in, int64_t fan_out, bool scaled);
+/// by sqrt(2 * num_layers) (Megatron's scaled_init_method_normal for output projections). With --mup: normal(std /
+/// sqrt(mup_width_mult)), whatever the other flags.
+parallel::InitSpec weight_init(const GptOptions& m, int64_t fan_in, int64_t fan_out, bool scaled,
+                               double mup_width_mult = 1.0);
 
 }  // namespace megaton::model

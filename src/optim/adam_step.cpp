@@ -8,7 +8,8 @@
 namespace megaton::optim {
 
 void adam_step_aten(const torch::Tensor& master, const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq,
-                    const torch::Tensor& grad, const std::vector<Run>& decay_runs, const AdamScalars& s) {
+                    const torch::Tensor& grad, const std::vector<Run>& decay_runs, const AdamScalars& s,
+                    const std::vector<ScaledRuns>& lr_scales) {
   const torch::Tensor& g = grad;  // [S], used as scratch for the denominator below
   const double b1 = s.hyper.beta1, b2 = s.hyper.beta2, lr = s.hyper.lr;
   if (s.device_grad_scale.defined())
@@ -28,6 +29,8 @@ void adam_step_aten(const torch::Tensor& master, const torch::Tensor& exp_avg, c
   torch::Tensor denom = g;  // reuse the gradient buffer: denom = sqrt(v) / sqrt(bc2) + eps
   torch::sqrt_out(denom, exp_avg_sq);
   denom.div_(std::sqrt(s.hyper.bias_correction2)).add_(s.hyper.eps);
+  for (const ScaledRuns& r : lr_scales)  // update * scale = m / (denom / scale)
+    if (!r.runs.empty()) torch::_foreach_div_(run_views(denom, r.runs), r.scale);
   master.addcdiv_(exp_avg, denom, -lr / s.hyper.bias_correction1);
 }
 

@@ -20,10 +20,18 @@ struct AdamScalars {
   torch::Tensor device_grad_scale;  // undefined, or fp32 [1] on the grads' device: used instead of hyper.grad_scale
 };
 
+/// Runs whose Adam update (not weight decay) takes lr * scale: ParamInfo::lr_scale (muP).
+struct ScaledRuns {
+  std::vector<Run> runs;
+  double scale = 1.0;
+};
+
 /// master, exp_avg, exp_avg_sq [S] fp32 updated in place; grad [S] fp32, scaled in place by grad_scale (when not 1)
-/// and then overwritten (scratch for the denominator). Any device.
+/// and then overwritten (scratch for the denominator). Any device. `lr_scales`: the update of these runs is
+/// multiplied by their scale (the denominator is divided by it).
 void adam_step_aten(const torch::Tensor& master, const torch::Tensor& exp_avg, const torch::Tensor& exp_avg_sq,
-                    const torch::Tensor& grad, const std::vector<Run>& decay_runs, const AdamScalars& s);
+                    const torch::Tensor& grad, const std::vector<Run>& decay_runs, const AdamScalars& s,
+                    const std::vector<ScaledRuns>& lr_scales = {});
 
 /// Elements per chunk: one thread block's work (kernels::kAdamChunk; adam_cuda.cpp checks that they agree).
 constexpr int64_t kAdamChunk = 65536;

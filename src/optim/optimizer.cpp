@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <set>
 
 #include "core/error.h"
 #include "optim/adam_step.h"
@@ -20,6 +21,12 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(parallel::DataParallel& dp, con
     master_ = dp_.shard_of(pbuf).to(torch::kFloat32);
   }
   const auto opts = master_.options();
+  const bool scaled_lr = std::any_of(dp_.params().begin(), dp_.params().end(),
+                                     [](const parallel::ParamInfo& p) { return p.lr_scale != 1.0; });
+  MEGATON_CHECK(!scaled_lr || options_.kind == "adam", UsageError,
+                "--mup goes with --optimizer adam (its learning-rate scaling is mup.MuAdam's)");
+  MEGATON_CHECK(!scaled_lr || !options_.use_bnb, UsageError,
+                "--mup with --use-bnb-optimizer is not supported: the 8-bit Adam has no per-parameter learning rates");
   if (options_.use_bnb) {
     adam8bit_ = std::make_unique<BlockwiseAdam8bit>(dp_.shard_pieces(), dp_.params(), master_.numel(), opts);
   } else if (options_.kind == "adam") {
@@ -37,8 +44,17 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(parallel::DataParallel& dp, con
     const bool not_shared = !p.tied_embedding || first_stage;
     return not_tp_duplicate && not_shared;
   });
+  // muP's per-parameter learning rates (ParamInfo::lr_scale), grouped by scale.
+  std::set<double> scales;
+  for (const auto& p : params)
+    if (p.lr_scale != 1.0) scales.insert(p.lr_scale);
+  for (const double scale : scales)
+    lr_scales_.push_back(
+        {merge_runs(dp_.shard_pieces(), params, [scale](const parallel::ParamInfo& p) { return p.lr_scale == scale; }),
+         scale});
 #ifdef MEGATON_HAVE_CUDA
-  fused_adam_ = options_.kind == "adam" && !options_.use_bnb && options_.use_fused_adam && master_.is_cuda();
+  fused_adam_ = options_.kind == "adam" && !options_.use_bnb && lr_scales_.empty() && options_.use_fused_adam &&
+                master_.is_cuda();
 #endif
   if (fused_adam_) {
     adam_chunks_ = adam_chunk_table(decay_runs_, master_.numel()).to(master_.device());
@@ -139,7 +155,7 @@ void MixedPrecisionOptimizer::apply_adam(const AdamScalars& s) {
     return;
   }
   MEGATON_ASSERT(!s.device_grad_scale.defined(), "the ATen Adam path takes gradients already clipped");
-  adam_step_aten(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), decay_runs_, s);
+  adam_step_aten(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), decay_runs_, s, lr_scales_);
   if (!param_out_.defined()) dp_.all_gather_params(master_);
 }
 

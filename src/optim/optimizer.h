@@ -23,6 +23,8 @@
 // CUDA masters (a CUDA build, adam, use_fused_adam): 3 (the clip's scaling) and 5 are one kernel
 // (kernels/adam_kernels.cu, 28 bytes per parameter instead of ~104), which also does 6 when the shard is the whole
 // buffer (it writes the rounded masters into the parameters). CPU masters always take the ATen path.
+// muP (ParamInfo::lr_scale != 1): those parameters' updates take lr * lr_scale, their weight decay lr * wd, as
+// mup.MuAdam's groups (lr / w, wd * w) give in apex's AdamW; the ATen path runs it (no fused kernel).
 // --use-bnb-optimizer: the moments are bitsandbytes' 8-bit blockwise states (adam8bit.h) and 5 is its update.
 // Note: step() uses the main-grad shard as scratch space; gradients are only valid until the step.
 #pragma once
@@ -133,11 +135,12 @@ class MixedPrecisionOptimizer {
   torch::Tensor momentum_;                       // [S] sgd
   std::unique_ptr<BlockwiseAdam8bit> adam8bit_;  // --use-bnb-optimizer: holds the moments instead of exp_avg_*
   bool momentum_initialized_ = false;
-  std::vector<Run> decay_runs_;  // parameters with weight decay
-  std::vector<Run> norm_runs_;   // parameters counted in the grad norm / zero count on this rank
-  bool fused_adam_ = false;      // adam_update runs kernels/adam_kernels.cu (CUDA masters, use_fused_adam)
-  torch::Tensor adam_chunks_;    // [C, 3] int64 on the masters' device: the fused kernel's {start, len, decay} rows
-  torch::Tensor param_out_;      // [N] model dtype: the parameters the fused kernel writes (undefined: step copies)
+  std::vector<Run> decay_runs_;        // parameters with weight decay
+  std::vector<Run> norm_runs_;         // parameters counted in the grad norm / zero count on this rank
+  std::vector<ScaledRuns> lr_scales_;  // muP: parameters whose update takes lr * scale (the ATen path then)
+  bool fused_adam_ = false;            // adam_update runs kernels/adam_kernels.cu (CUDA masters, use_fused_adam)
+  torch::Tensor adam_chunks_;  // [C, 3] int64 on the masters' device: the fused kernel's {start, len, decay} rows
+  torch::Tensor param_out_;    // [N] model dtype: the parameters the fused kernel writes (undefined: step copies)
   int64_t step_ = 0;
   int64_t skipped_ = 0;
 };

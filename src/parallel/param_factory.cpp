@@ -20,6 +20,7 @@ torch::Tensor ParamFactory::make(const ParamRequest& r) {
   info.no_weight_decay = r.no_weight_decay;
   info.tied_embedding = r.tied_embedding;
   info.fp32_optimizer_state = r.fp32_optimizer_state;
+  info.lr_scale = r.lr_scale;
   params_.push_back(std::move(info));
   return param;
 }

@@ -25,6 +25,7 @@ struct ParamRequest {
   bool no_weight_decay = false;
   bool tied_embedding = false;
   bool fp32_optimizer_state = false;  // ParamInfo::fp32_optimizer_state
+  double lr_scale = 1.0;              // ParamInfo::lr_scale
 };
 
 class ParamFactory {

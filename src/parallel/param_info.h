@@ -30,6 +30,9 @@ struct ParamInfo {
   /// bitsandbytes' 8-bit Adam (--use-bnb-optimizer) keeps this parameter's moments in fp32, as the fork overrides
   /// them to 32 bits for the word embedding (both pipeline ends' copies).
   bool fp32_optimizer_state = false;
+  /// Multiplies the learning rate of this parameter's Adam update, not of its weight decay: muP's 1/width for the
+  /// weights whose two dimensions grow with the width (--mup), as mup.MuAdam scales its parameter groups.
+  double lr_scale = 1.0;
 
   bool tp_replicated() const { return partition_dim < 0; }
 };

@@ -19,6 +19,7 @@ ds_json 2 2048 0 '"bf16": {"enabled": true}' > "$work/ds_tr11.json"
 ds_json 1 1024 1 "$fp16" > "$work/ds_tr1.json"
 ds_json 1 2048 1 "$fp16" > "$work/ds_tr8.json"
 ds_json 1 512 1 "$fp16" > "$work/ds_tr3m.json"
+ds_json 32 512 1 "$fp16" > "$work/ds_tr14.json"
 ck="$work/checkpoints" tb="$work/tensorboard"
 
 # World sizes are chosen so that each ramp-up's batch sizes divide by micro-batch x DP (the fork asserts that at the
@@ -92,6 +93,23 @@ tr8=(--tensor-model-parallel-size 4 --pipeline-model-parallel-size 32
 dry_run tr8-104B 2048 "parallel layout: TP=4 x PP=32 x DP=16 = 2048 ranks" "${tr8[@]}" --embed-layernorm
 dry_run tr8b-104B-bnb 2048 "parallel layout: TP=4 x PP=32 x DP=16 = 2048 ranks" "${tr8[@]}" --use-bnb-optimizer
 grep -qF "embedding LayerNorm" "$work/tr8b-104B-bnb.out" || fail "tr8b-104B-bnb: no embedding LayerNorm"
+
+# train/tr14-mup/tr14-39M-grid-search-mup.slurm (its MUP_ARGS: lr 6e-3, init 0.1, multipliers 10).
+dry_run tr14-39M-mup 8 "parallel layout: TP=1 x PP=1 x DP=8 = 8 ranks" \
+  --lr 6e-3 --min-lr 6e-4 --init-method-std 0.1 --mup --mup-input-mult 10 --mup-output-mult 10 --mup-attn-mult 10 \
+  --optimizer adam --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8 --lr-decay-style cosine \
+  --lr-decay-samples 1_953_125 --lr-warmup-samples 183_105 --clip-grad 1.0 --weight-decay 1e-1 \
+  --exit-duration-in-mins 1190 --pp-partition-method 'type:transformer' --num-layers 32 --hidden-size 256 \
+  --num-attention-heads 8 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 32 \
+  --global-batch-size 512 --train-samples 1_953_125 --vocab-file "$work/gpt2-vocab.json" \
+  --merge-file "$work/gpt2-merges.txt" --embed-layernorm --fp16 --seed 42 --position-embedding-type alibi \
+  --checkpoint-activations --abort-on-unmet-fused-kernel-constraints --pad-vocab-size-to 51200 \
+  --log-interval 10 --save-interval 1000 --eval-interval 1000 --eval-iters 100 --tensorboard-dir "$tb" \
+  --tensorboard-queue-size 5 --log-timers-to-tensorboard --log-batch-size-to-tensorboard \
+  --log-validation-ppl-to-tensorboard --save "$ck" --load "$ck" --data-path "$work/meg-gpt2_text_document" \
+  --data-impl mmap --split 949,50,1 --distributed-backend nccl --tensor-model-parallel-size 1 \
+  --pipeline-model-parallel-size 1 --deepspeed --deepspeed_config "$work/ds_tr14.json" --zero-stage 1 \
+  --deepspeed-activation-checkpointing
 
 # train/tr3-1B3-baseline/tr3m-1B3-emb-norm-pile.slurm: --log-level with --log-level-replica.
 dry_run tr3m-1B3-emb-norm-pile 32 "parallel layout: TP=1 x PP=1 x DP=32 = 32 ranks" \

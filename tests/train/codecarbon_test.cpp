@@ -11,6 +11,7 @@
 
 #include "core/energy_counters.h"
 #include "core/error.h"
+#include "core/remove_tree.h"
 #include "dist/self_communicator.h"
 
 using namespace megaton;
@@ -22,12 +23,12 @@ struct FakePowercap {
   fs::path root;
   explicit FakePowercap(const std::string& name) {
     root = fs::temp_directory_path() / ("megaton_rapl_" + name + "_" + std::to_string(::getpid()));
-    fs::remove_all(root);
+    remove_tree(root.string());
     domain("intel-rapl:0", "package-0", 1000000, 10000000);
     domain("intel-rapl:1", "package-1", 5000000, 10000000);
     domain("intel-rapl:0:0", "core", 0, 10000000);  // a sub-domain: inside package-0, never added
   }
-  ~FakePowercap() { fs::remove_all(root); }
+  ~FakePowercap() { remove_tree(root.string()); }
   void domain(const std::string& dir, const std::string& name, uint64_t uj, uint64_t range) {
     fs::create_directories(root / dir);
     std::ofstream(root / dir / "name") << name << "\n";

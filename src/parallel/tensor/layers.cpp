@@ -28,7 +28,9 @@ ColumnParallelLinear::ColumnParallelLinear(ParamFactory& f, const std::string& n
   MEGATON_CHECK(o_.canonical_shape[o_.partition_dim] % n == 0, UsageError, name, ": dimension ", o_.partition_dim,
                 " of ", o_.canonical_shape[o_.partition_dim], " is not divisible by --tensor-model-parallel-size (", n,
                 ")");
-  weight = f.make({name + ".weight", o_.canonical_shape, o_.partition_dim, {o_.out / n, o_.in}, o_.init});
+  ParamRequest w{name + ".weight", o_.canonical_shape, o_.partition_dim, {o_.out / n, o_.in}, o_.init};
+  w.lr_scale = o_.weight_lr_scale;
+  weight = f.make(w);
   if (o_.bias)
     bias = f.make({name + ".bias",
                    drop_last(o_.canonical_shape),
@@ -61,7 +63,9 @@ RowParallelLinear::RowParallelLinear(ParamFactory& f, const std::string& name, R
   const int n = tp_->size();
   MEGATON_CHECK(o_.in % n == 0, UsageError, name, ": input features (", o_.in,
                 ") must be divisible by --tensor-model-parallel-size (", n, ")");
-  weight = f.make({name + ".weight", {o_.out, o_.in}, 1, {o_.out, o_.in / n}, o_.init});
+  ParamRequest w{name + ".weight", {o_.out, o_.in}, 1, {o_.out, o_.in / n}, o_.init};
+  w.lr_scale = o_.weight_lr_scale;
+  weight = f.make(w);
   if (o_.bias) bias = f.make({name + ".bias", {o_.out}, -1, {}, InitSpec::zeros(), 0, /*no_weight_decay=*/true});
 }
 

@@ -28,6 +28,7 @@ struct ColumnParallelOptions {
   /// shape is this minus the last dimension.
   std::vector<int64_t> canonical_shape;
   int partition_dim = 0;
+  double weight_lr_scale = 1.0;  // ParamInfo::lr_scale of the weight
 };
 
 class ColumnParallelLinear {
@@ -62,6 +63,7 @@ struct RowParallelOptions {
   bool bias = true;
   bool input_is_parallel = true;
   InitSpec init = InitSpec::normal(0.02);
+  double weight_lr_scale = 1.0;  // ParamInfo::lr_scale of the weight
 };
 
 class RowParallelLinear {
