@@ -105,6 +105,17 @@ void BlockwiseAdam8bit::step_fp32(const torch::Tensor& master, const torch::Tens
 void BlockwiseAdam8bit::step(const torch::Tensor& master, const torch::Tensor& grad, const AdamScalars& s) {
   MEGATON_ASSERT(!s.device_grad_scale.defined(), "the 8-bit Adam takes gradients already clipped");
   torch::NoGradGuard no_grad;
+#ifdef MEGATON_HAVE_CUDA
+  if (master.is_cuda())
+    step_quantized_cuda(master, grad, s);
+  else
+#endif
+    step_quantized_aten(master, grad, s);
+  step_fp32(master, grad, s);
+}
+
+void BlockwiseAdam8bit::step_quantized_aten(const torch::Tensor& master, const torch::Tensor& grad,
+                                            const AdamScalars& s) {
   const auto& h = s.hyper;
   const float c2 = std::sqrt(static_cast<float>(h.bias_correction2));
   const float step_size = static_cast<float>(-h.lr) * c2 / static_cast<float>(h.bias_correction1);
@@ -133,7 +144,6 @@ void BlockwiseAdam8bit::step(const torch::Tensor& master, const torch::Tensor& g
     codes_[0].narrow(0, first, c.count).copy_(quantize_codes(map_[0], st[0] / absmax1.unsqueeze(1), true));
     codes_[1].narrow(0, first, c.count).copy_(quantize_codes(map_[1], st[1] / absmax2.unsqueeze(1), false));
   }
-  step_fp32(master, grad, s);
 }
 
 torch::Tensor BlockwiseAdam8bit::dequantized(int which) const {

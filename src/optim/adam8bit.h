@@ -7,9 +7,10 @@
 // exp_avg_sq. 2 bytes per element plus 8 per block instead of 8. The other parameters keep fp32 moments.
 // Under ZeRO-1 a block that a shard boundary cuts is two blocks, one on each rank.
 //
-// Step, per element (bitsandbytes' kernels): m = m*b1 + (1-b1)*g; v = v*b2 + (1-b2)*g^2 (m, v read from the codes);
-// p += -lr*sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) + eps*sqrt(1-b2^t)); then p *= 1 - lr*wd where weight decay applies.
-// Each block's new absmax is max |m| (max v) over the block, and the new m, v are stored as codes of m/absmax.
+// Step, per element (bitsandbytes' kernels; on CUDA one kernel, elsewhere ATen ops, with the same bits): m = m*b1 +
+// (1-b1)*g; v = v*b2 + (1-b2)*g^2 (m, v read from the codes); p += -lr*sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) +
+// eps*sqrt(1-b2^t)); then p *= 1 - lr*wd where weight decay applies. Each block's new absmax is max |m| (max v) over
+// the block, and the new m, v are stored as codes of m/absmax.
 //
 // Checkpoints hold the moments dequantized to fp32 (exp_avg(), exp_avg_sq()), so they reshard and load into either
 // optimizer. load() finds for each block the absmax and codes that give back exactly the saved values when they came
@@ -60,6 +61,12 @@ class BlockwiseAdam8bit {
     int64_t first = 0, count = 0;
   };
   Chunk chunk(int64_t first) const;
+  /// The quantized blocks' update: ATen ops in batches of kChunkBlocks (any device), or on CUDA in a CUDA build one
+  /// kernel (kernels/adam8bit_kernels.cu, the same bits).
+  void step_quantized_aten(const torch::Tensor& master, const torch::Tensor& grad, const AdamScalars& s);
+#ifdef MEGATON_HAVE_CUDA
+  void step_quantized_cuda(const torch::Tensor& master, const torch::Tensor& grad, const AdamScalars& s);
+#endif
   torch::Tensor dequantized(int which) const;
   void step_fp32(const torch::Tensor& master, const torch::Tensor& grad, const AdamScalars& s);
   std::vector<torch::Tensor> fp32_views(int which) const;
