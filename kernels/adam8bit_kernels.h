@@ -1,7 +1,9 @@
 // bitsandbytes' blockwise 8-bit Adam update (optim::BlockwiseAdam8bit, --use-bnb-optimizer) in one kernel: one
 // thread block per quantization block of up to kAdam8bitBlock elements reads the gradient, the two code rows and
 // absmaxes and the masters once, and writes the masters, the new codes and absmaxes once. Every fp32 operation is
-// the ATen path's, one rounding each (no fused multiply-adds), so both paths give the same bits:
+// the ATen path's, one rounding each (no fused multiply-adds): the same codes and absmaxes, and the same masters
+// where the LibTorch build rounds the ATen ops one at a time (Debian's 1.13 does; a 2.x build on AVX-512 differs in
+// the masters' last bit):
 //   m = (map1[c1] * absmax1) * b1 + g * (1 - b1);   v = (map2[c2] * absmax2) * b2 + (g * g) * (1 - b2)
 //   absmax1' = max |m|, absmax2' = max v over the block (NaN propagates, as ATen's amax)
 //   p = p + (m / (sqrt(v) + eps_c2)) * step_size;  then p * decay_factor where the block decays

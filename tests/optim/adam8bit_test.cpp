@@ -1,6 +1,7 @@
 // bitsandbytes' blockwise 8-bit Adam (--use-bnb-optimizer): its dynamic maps against torch-computed values, the code
-// search and the step against scalar transcriptions of bitsandbytes' CUDA kernels written here, the training it does
-// against fp32 Adam, and checkpoint round trips (exact for its own state, one quantization for foreign moments).
+// search and the step against scalar transcriptions of bitsandbytes' CUDA kernels written here (codes and moments
+// bit for bit, masters to an ulp), the training it does against fp32 Adam, and checkpoint round trips (exact for its
+// own state, one quantization for foreign moments).
 #include "optim/adam8bit.h"
 
 #include <gtest/gtest.h>
@@ -218,7 +219,9 @@ TEST(Adam8bitStep, MatchesScalarBitsandbytesKernels) {
     if (step == 3) grad.narrow(0, 100, 2048).zero_();                  // a block sees no gradient
     adam.step(master, grad, scalars(step));
     reference_step(ref, ref_master.data_ptr<float>(), grad.data_ptr<float>(), scalars(step));
-    EXPECT_TRUE(torch::equal(master, ref_master))
+    // The masters within an ulp or two: LibTorch builds differ in how they round p + (m / d) * step (Debian's 1.13
+    // gives these bits exactly; a 2.x build on AVX-512 differs in the last bit). A wrong update is off by ~lr.
+    EXPECT_TRUE(torch::allclose(master, ref_master, 1e-6, 1e-7))
         << "step " << step << ": max difference " << (master - ref_master).abs().max().item<float>();
   }
   // The moments read back as the reference holds them.
