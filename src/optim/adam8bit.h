@@ -7,8 +7,8 @@
 // exp_avg_sq. 2 bytes per element plus 8 per block instead of 8. The other parameters keep fp32 moments.
 // Under ZeRO-1 a block that a shard boundary cuts is two blocks, one on each rank.
 //
-// Step, per element (bitsandbytes' kernels; on CUDA one kernel, elsewhere ATen ops: the same moments bit for bit): m = m*b1 +
-// (1-b1)*g; v = v*b2 + (1-b2)*g^2 (m, v read from the codes); p += -lr*sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) +
+// Step, per element (bitsandbytes' kernels; on CUDA one kernel, elsewhere ATen ops: the same moments bit for bit): m =
+// m*b1 + (1-b1)*g; v = v*b2 + (1-b2)*g^2 (m, v read from the codes); p += -lr*sqrt(1-b2^t)/(1-b1^t) * m / (sqrt(v) +
 // eps*sqrt(1-b2^t)); then p *= 1 - lr*wd where weight decay applies. Each block's new absmax is max |m| (max v) over
 // the block, and the new m, v are stored as codes of m/absmax.
 //

@@ -7,14 +7,13 @@
 #include <cmath>
 
 #include "optim/adam8bit.h"
+#include "optim/adam8bit_test_util.h"
 
 using namespace megaton;
 
 TEST(KernelsAdam8bit, CudaMatchesTheAtenPathBitForBit) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
   parallel::ParamList ps;
-  std::vector<parallel::ParamPiece> pieces;
-  int64_t at = 0;
   const std::vector<std::pair<int64_t, bool>> sizes = {{6000, false}, {3000, false}, {4096, true}, {700000, false}};
   for (size_t i = 0; i < sizes.size(); ++i) {
     parallel::ParamInfo p;
@@ -22,9 +21,9 @@ TEST(KernelsAdam8bit, CudaMatchesTheAtenPathBitForBit) {
     p.param = torch::zeros({sizes[i].first});
     p.no_weight_decay = sizes[i].second;
     ps.push_back(p);
-    pieces.push_back({i, 0, at, sizes[i].first});
-    at += sizes[i].first;
   }
+  const auto pieces = optimtest::whole_pieces(ps);
+  const int64_t at = pieces.back().buffer_offset + pieces.back().numel;
   const auto f32 = torch::TensorOptions().dtype(torch::kFloat32);
   optim::BlockwiseAdam8bit cpu(pieces, ps, at, f32), gpu(pieces, ps, at, f32.device(torch::kCUDA));
   torch::manual_seed(7);
@@ -32,14 +31,7 @@ TEST(KernelsAdam8bit, CudaMatchesTheAtenPathBitForBit) {
   for (int step = 1; step <= 5; ++step) {
     torch::Tensor g = torch::randn({at}) * (step % 2 ? 1.0 : 1e-3);
     if (step == 3) g.narrow(0, 100, 4000).zero_();
-    optim::AdamScalars s;
-    s.hyper.lr = 1e-2;
-    s.hyper.beta1 = 0.9;
-    s.hyper.beta2 = 0.95;
-    s.hyper.eps = 1e-8;
-    s.hyper.weight_decay = 0.1;
-    s.hyper.bias_correction1 = 1 - std::pow(0.9, step);
-    s.hyper.bias_correction2 = 1 - std::pow(0.95, step);
+    const optim::AdamScalars s = optimtest::adam8bit_scalars(step);
     cpu.step(p_cpu, g, s);
     gpu.step(p_gpu, g.cuda(), s);
     // Masters to an ulp or two (LibTorch builds round the CPU path's p + (m / d) * step differently), codes and

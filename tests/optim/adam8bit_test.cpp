@@ -13,6 +13,7 @@
 #include <limits>
 
 #include "core/error.h"
+#include "optim/adam8bit_test_util.h"
 #include "optim/dynamic_map.h"
 #include "optim/optim_test_support.h"
 #include "optim/optimizer.h"
@@ -123,28 +124,6 @@ parallel::ParamList mixed_params() {
   return ps;
 }
 
-std::vector<parallel::ParamPiece> whole_pieces(const parallel::ParamList& ps) {
-  std::vector<parallel::ParamPiece> pieces;
-  int64_t at = 0;
-  for (size_t i = 0; i < ps.size(); ++i) {
-    pieces.push_back({i, 0, at, ps[i].param.numel()});
-    at += ps[i].param.numel();
-  }
-  return pieces;
-}
-
-optim::AdamScalars scalars(int step) {
-  optim::AdamScalars s;
-  s.hyper.lr = 1e-2;
-  s.hyper.beta1 = 0.9;
-  s.hyper.beta2 = 0.95;
-  s.hyper.eps = 1e-8;
-  s.hyper.weight_decay = 0.1;
-  s.hyper.bias_correction1 = 1 - std::pow(0.9, step);
-  s.hyper.bias_correction2 = 1 - std::pow(0.95, step);
-  return s;
-}
-
 }  // namespace
 
 TEST(Adam8bitMap, MatchesBitsandbytesDynamicMaps) {
@@ -191,7 +170,7 @@ TEST(Adam8bitMap, CodesFollowBitsandbytesSearchAndKeepMapValues) {
 
 TEST(Adam8bitStep, MatchesScalarBitsandbytesKernels) {
   const parallel::ParamList ps = mixed_params();
-  const auto pieces = whole_pieces(ps);
+  const auto pieces = optimtest::whole_pieces(ps);
   const int64_t S = pieces.back().buffer_offset + pieces.back().numel;
   BlockwiseAdam8bit adam(pieces, ps, S, torch::TensorOptions().dtype(torch::kFloat32));
   EXPECT_EQ(adam.quantized_numel(), 6000 + 4096);
@@ -217,8 +196,8 @@ TEST(Adam8bitStep, MatchesScalarBitsandbytesKernels) {
   for (int step = 1; step <= 6; ++step) {
     torch::Tensor grad = torch::randn({S}) * (step % 2 ? 1.0 : 1e-3);  // the scale changes: absmax moves
     if (step == 3) grad.narrow(0, 100, 2048).zero_();                  // a block sees no gradient
-    adam.step(master, grad, scalars(step));
-    reference_step(ref, ref_master.data_ptr<float>(), grad.data_ptr<float>(), scalars(step));
+    adam.step(master, grad, optimtest::adam8bit_scalars(step));
+    reference_step(ref, ref_master.data_ptr<float>(), grad.data_ptr<float>(), optimtest::adam8bit_scalars(step));
     // The masters within an ulp or two: LibTorch builds differ in how they round p + (m / d) * step (Debian's 1.13
     // gives these bits exactly; a 2.x build on AVX-512 differs in the last bit). A wrong update is off by ~lr.
     EXPECT_TRUE(torch::allclose(master, ref_master, 1e-6, 1e-7))
@@ -237,21 +216,22 @@ TEST(Adam8bitStep, MatchesScalarBitsandbytesKernels) {
 
 TEST(Adam8bitStep, LoadRestoresItsOwnStateExactlyAndQuantizesForeignMoments) {
   const parallel::ParamList ps = mixed_params();
-  const auto pieces = whole_pieces(ps);
+  const auto pieces = optimtest::whole_pieces(ps);
   const int64_t S = pieces.back().buffer_offset + pieces.back().numel;
   const auto opts = torch::TensorOptions().dtype(torch::kFloat32);
   BlockwiseAdam8bit a(pieces, ps, S, opts), b(pieces, ps, S, opts);
   torch::manual_seed(9);
   torch::Tensor pa = torch::randn({S});
-  for (int step = 1; step <= 4; ++step) a.step(pa, torch::randn({S}) - 0.3, scalars(step));  // negative extremes too
+  for (int step = 1; step <= 4; ++step)
+    a.step(pa, torch::randn({S}) - 0.3, optimtest::adam8bit_scalars(step));  // negative extremes too
   b.load(a.exp_avg(), a.exp_avg_sq());
   EXPECT_TRUE(torch::equal(a.exp_avg(), b.exp_avg()));
   EXPECT_TRUE(torch::equal(a.exp_avg_sq(), b.exp_avg_sq()));
   torch::Tensor pb = pa.clone();
   for (int step = 5; step <= 7; ++step) {
     const torch::Tensor g = torch::randn({S});
-    a.step(pa, g, scalars(step));
-    b.step(pb, g, scalars(step));
+    a.step(pa, g, optimtest::adam8bit_scalars(step));
+    b.step(pb, g, optimtest::adam8bit_scalars(step));
   }
   EXPECT_TRUE(torch::equal(pa, pb)) << "a resumed state continues bit for bit";
 
