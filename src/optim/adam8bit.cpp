@@ -71,6 +71,11 @@ BlockwiseAdam8bit::Chunk BlockwiseAdam8bit::chunk(int64_t first) const {
   return c;
 }
 
+torch::Tensor BlockwiseAdam8bit::block_moments(int which, const Chunk& c) const {
+  const torch::Tensor codes = codes_[which].narrow(0, c.first, c.count).reshape({-1}).to(torch::kInt64);
+  return map_[which].index_select(0, codes).view_as(c.index) * absmax_[which].narrow(0, c.first, c.count).unsqueeze(1);
+}
+
 std::vector<torch::Tensor> BlockwiseAdam8bit::fp32_views(int which) const {
   std::vector<torch::Tensor> v;
   int64_t at = 0;
@@ -126,12 +131,7 @@ void BlockwiseAdam8bit::step_quantized_aten(const torch::Tensor& master, const t
     const torch::Tensor flat_index = c.index.reshape({-1});
     const torch::Tensor g = grad.index_select(0, flat_index).view_as(c.index).masked_fill(~c.valid, 0.0f);
     torch::Tensor p = master.index_select(0, flat_index).view_as(c.index);  // [b, kBlock]
-    torch::Tensor st[2];
-    for (int k = 0; k < 2; ++k) {
-      torch::Tensor codes = codes_[k].narrow(0, first, c.count);
-      st[k] = map_[k].index_select(0, codes.reshape({-1}).to(torch::kInt64)).view_as(g) *
-              absmax_[k].narrow(0, first, c.count).unsqueeze(1);
-    }
+    torch::Tensor st[2] = {block_moments(0, c), block_moments(1, c)};
     // One rounding per operation (no fused multiply-adds), in fp32 scalars, as bitsandbytes' kernel computes.
     st[0] = (st[0] * b1 + g * (1.0f - b1)).masked_fill(~c.valid, 0.0f);
     st[1] = (st[1] * b2 + g * g * (1.0f - b2)).masked_fill(~c.valid, 0.0f);
@@ -151,12 +151,7 @@ torch::Tensor BlockwiseAdam8bit::dequantized(int which) const {
   torch::Tensor out = torch::zeros({shard_numel_}, absmax_[0].options());  // [S]
   for (int64_t first = 0; first < num_blocks(); first += kChunkBlocks) {
     const Chunk c = chunk(first);
-    const torch::Tensor vals =
-        map_[which]
-            .index_select(0, codes_[which].narrow(0, first, c.count).reshape({-1}).to(torch::kInt64))
-            .view_as(c.index) *
-        absmax_[which].narrow(0, first, c.count).unsqueeze(1);
-    out.index_copy_(0, c.index.masked_select(c.valid), vals.masked_select(c.valid));
+    out.index_copy_(0, c.index.masked_select(c.valid), block_moments(which, c).masked_select(c.valid));
   }
   const std::vector<torch::Tensor> src = fp32_views(which);
   std::vector<torch::Tensor> dst = run_views(out, fp32_runs_);
@@ -181,16 +176,20 @@ void BlockwiseAdam8bit::load(const torch::Tensor& exp_avg, const torch::Tensor& 
         return {largest, a, torch::nextafter(a, torch::full_like(a, INFINITY)),
                 torch::nextafter(a, torch::zeros_like(a))};
       }();
-      torch::Tensor chosen_abs = largest.clone();
-      torch::Tensor chosen_codes = quantize_codes(map_[k], v / largest.unsqueeze(1), k == 0);
-      torch::Tensor done = torch::zeros_like(largest, largest.options().dtype(torch::kBool));
+      // The first candidate is also the fallback: where none reproduces the values, they are quantized once.
+      torch::Tensor chosen_abs, chosen_codes, done;
       for (const torch::Tensor& a : candidates) {
         const torch::Tensor codes = quantize_codes(map_[k], v / a.unsqueeze(1), k == 0);
         const torch::Tensor back = map_[k].index_select(0, codes.reshape({-1})).view_as(v) * a.unsqueeze(1);
-        const torch::Tensor exact = ((back == v) | ~c.valid).all(1) & ~done;  // [b]
-        chosen_abs = torch::where(exact, a, chosen_abs);
-        chosen_codes = torch::where(exact.unsqueeze(1), codes, chosen_codes);
-        done = done | exact;
+        const torch::Tensor exact = ((back == v) | ~c.valid).all(1);  // [b]
+        if (!done.defined()) {
+          chosen_abs = a, chosen_codes = codes, done = exact;
+          continue;
+        }
+        const torch::Tensor take = exact & ~done;
+        chosen_abs = torch::where(take, a, chosen_abs);
+        chosen_codes = torch::where(take.unsqueeze(1), codes, chosen_codes);
+        done = done | take;
       }
       absmax_[k].narrow(0, first, c.count).copy_(chosen_abs);
       codes_[k].narrow(0, first, c.count).copy_(chosen_codes);

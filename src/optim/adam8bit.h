@@ -61,6 +61,8 @@ class BlockwiseAdam8bit {
     int64_t first = 0, count = 0;
   };
   Chunk chunk(int64_t first) const;
+  /// [b, kBlock] fp32: the moment `which` (0: exp_avg, 1: exp_avg_sq) of the chunk's blocks, map[code] * absmax.
+  torch::Tensor block_moments(int which, const Chunk& c) const;
   /// The quantized blocks' update: ATen ops in batches of kChunkBlocks (any device), or on CUDA in a CUDA build one
   /// kernel (kernels/adam8bit_kernels.cu, the same bits).
   void step_quantized_aten(const torch::Tensor& master, const torch::Tensor& grad, const AdamScalars& s);

@@ -21,12 +21,6 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(parallel::DataParallel& dp, con
     master_ = dp_.shard_of(pbuf).to(torch::kFloat32);
   }
   const auto opts = master_.options();
-  const bool scaled_lr = std::any_of(dp_.params().begin(), dp_.params().end(),
-                                     [](const parallel::ParamInfo& p) { return p.lr_scale != 1.0; });
-  MEGATON_CHECK(!scaled_lr || options_.kind == "adam", UsageError,
-                "--mup goes with --optimizer adam (its learning-rate scaling is mup.MuAdam's)");
-  MEGATON_CHECK(!scaled_lr || !options_.use_bnb, UsageError,
-                "--mup with --use-bnb-optimizer is not supported: the 8-bit Adam has no per-parameter learning rates");
   if (options_.use_bnb) {
     adam8bit_ = std::make_unique<BlockwiseAdam8bit>(dp_.shard_pieces(), dp_.params(), master_.numel(), opts);
   } else if (options_.kind == "adam") {
@@ -52,6 +46,10 @@ MixedPrecisionOptimizer::MixedPrecisionOptimizer(parallel::DataParallel& dp, con
     lr_scales_.push_back(
         {merge_runs(dp_.shard_pieces(), params, [scale](const parallel::ParamInfo& p) { return p.lr_scale == scale; }),
          scale});
+  MEGATON_CHECK(scales.empty() || options_.kind == "adam", UsageError,
+                "--mup goes with --optimizer adam (its learning-rate scaling is mup.MuAdam's)");
+  MEGATON_CHECK(scales.empty() || !options_.use_bnb, UsageError,
+                "--mup with --use-bnb-optimizer is not supported: the 8-bit Adam has no per-parameter learning rates");
 #ifdef MEGATON_HAVE_CUDA
   fused_adam_ = options_.kind == "adam" && !options_.use_bnb && lr_scales_.empty() && options_.use_fused_adam &&
                 master_.is_cuda();

@@ -16,6 +16,7 @@
 
 #include "core/device_memory.h"
 #include "core/error.h"
+#include "core/host_name.h"
 #include "core/safe_file.h"
 
 namespace megaton::train {
@@ -84,12 +85,6 @@ std::string os_name() {
   utsname u{};
   if (uname(&u) != 0) return "";
   return std::string(u.sysname) + "-" + u.release + "-" + u.machine;
-}
-
-std::string host_name() {
-  char h[256] = {0};
-  gethostname(h, sizeof(h) - 1);
-  return h;
 }
 
 // Bytes of `s` in a fixed-width uint8 tensor row (zero-padded), and back.

@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "core/error.h"
+#include "core/host_name.h"
 
 namespace megaton::train {
 
@@ -58,12 +59,6 @@ void put_bytes(std::string& out, int field, const std::string& bytes) {
 
 double now_seconds() {
   return std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();
-}
-
-std::string host_name() {
-  char buf[256] = {0};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "localhost";
-  return buf;
 }
 
 }  // namespace
