@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "checkpoint/crc.h"
+#include "checkpoint/foreign_import.h"
 #include "checkpoint/format.h"
 #include "checkpoint/meta_checksums.h"
 #include "checkpoint/tracker.h"
@@ -18,6 +19,7 @@ std::string resolve_checkpoint_path(const std::string& arg) {
   if (fs::is_regular_file(p)) return p.string();
   if (!fs::is_directory(p)) throw CheckpointError(str(arg, ": no such checkpoint file or directory"));
   if (fs::is_regular_file(p / kFileName)) return (p / kFileName).string();
+  if (detect_foreign_checkpoint(arg)) return resolve_checkpoint_path(megaton_load_dir(arg, Logger()));
   const auto it = read_latest_iteration(arg);
   if (!it)
     throw CheckpointError(str(arg, ": not a checkpoint (no ", kFileName, ", no '", kTrackerFile, "' tracker file)"));

@@ -8,6 +8,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/collective.h"
 #include "checkpoint/crc.h"
+#include "checkpoint/foreign_import.h"
 #include "checkpoint/format.h"
 #include "checkpoint/h5.h"
 #include "checkpoint/meta_checksums.h"
@@ -70,7 +71,7 @@ std::string describe_layout(const SavedLayout& l) {
 
 }  // namespace
 
-std::optional<LoadResult> load_checkpoint(const std::string& load_dir, parallel::ParamList& model, OptimState* optim,
+std::optional<LoadResult> load_checkpoint(const std::string& load_arg, parallel::ParamList& model, OptimState* optim,
                                           RngState* rng, const dist::ProcessGroups& groups, const LoadOptions& opts,
                                           const Logger& log) {
   MEGATON_ASSERT(groups.grid.world() == world_size(), "checkpoint I/O spans MPI_COMM_WORLD (", world_size(),
@@ -79,6 +80,11 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_dir, parallel:
   const dist::Coords me = groups.coords;
   const int tp = groups.grid.tp_size();
   const int rank = world_rank();
+
+  // ~~~ a Megatron-DeepSpeed checkpoint: rank 0 converts it (once) into a megaton one beside it ~~~
+  std::string converted;
+  run_agreed([&] { converted = megaton_load_dir(load_arg, log); }, rank == 0);
+  const std::string load_dir = broadcast_string(converted);
 
   // ~~~ which file ~~~
   std::string which;  // "none" or the iteration

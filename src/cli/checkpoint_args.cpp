@@ -1,5 +1,6 @@
 #include "cli/checkpoint_args.h"
 
+#include "checkpoint/deepspeed_reader.h"
 #include "checkpoint/file.h"
 #include "core/error.h"
 
@@ -25,10 +26,19 @@ bool take(const json& j, const char* key, T& field) {
 
 std::string take_architecture_from_checkpoint(train::TrainConfig& flags) {
   if (flags.checkpoint.load.empty() || flags.model.num_layers != 0) return "";
-  const std::string path = checkpoint::resolve_checkpoint_path(flags.checkpoint.load);
-  const checkpoint::CheckpointFile file(path);
-  const json& arch = file.meta().model_config;
-  const json& args = file.meta().args;
+  // A Megatron-DeepSpeed checkpoint: its args, read without converting it (every rank of the job parses the flags;
+  // the conversion happens once, at load).
+  std::string path;
+  checkpoint::CheckpointState meta;
+  if (const auto foreign = checkpoint::detect_foreign_checkpoint(flags.checkpoint.load)) {
+    path = foreign->dir;
+    meta = checkpoint::read_foreign_meta(*foreign);
+  } else {
+    path = checkpoint::resolve_checkpoint_path(flags.checkpoint.load);
+    meta = checkpoint::CheckpointFile(path).meta();
+  }
+  const json& arch = meta.model_config;
+  const json& args = meta.args;
   model::GptOptions& m = flags.model;
   const model::GptOptions defaults;
   std::string taken;

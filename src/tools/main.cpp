@@ -22,6 +22,7 @@ const Subcommand kSubcommands[] = {
     {"reshard",    megaton::tools::run_reshard,    "convert a checkpoint to another TP/PP layout or dtype"},
     {"export-hf",  megaton::tools::run_export_hf,  "write a Hugging Face transformers directory"},
     {"import-hf",  megaton::tools::run_import_hf,  "read a Hugging Face transformers directory"},
+    {"convert",    megaton::tools::run_convert,    "read or write Megatron-DeepSpeed (DeepSpeed, universal) checkpoints"},
     {"inspect",    megaton::tools::run_inspect,    "list a checkpoint's tensors and metadata, verify checksums"},
     {"plan",       megaton::tools::run_plan,       "predict memory and step time of parallel layouts"},
     {"comm-bench", megaton::tools::run_comm_bench, "check and time every collective (like nccl-tests)"},

@@ -20,6 +20,7 @@ int run_eval(int argc, const char* const* argv);
 int run_reshard(int argc, const char* const* argv);
 int run_export_hf(int argc, const char* const* argv);
 int run_import_hf(int argc, const char* const* argv);
+int run_convert(int argc, const char* const* argv);
 int run_inspect(int argc, const char* const* argv);
 int run_plan(int argc, const char* const* argv);
 int run_comm_bench(int argc, const char* const* argv);

@@ -1,0 +1,396 @@
+#include "checkpoint/deepspeed_reader.h"
+
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "checkpoint/deepspeed_layout.h"
+#include "checkpoint/fork_args.h"
+#include "checkpoint/format.h"
+#include "checkpoint/torch_file.h"
+#include "core/error.h"
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+namespace megaton::checkpoint {
+
+namespace {
+
+using K = PyNode::Kind;
+
+std::string first_line(const fs::path& p) {
+  std::ifstream in(p);
+  std::string s;
+  std::getline(in, s);
+  while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
+  return s;
+}
+
+bool all_digits(const std::string& s) {
+  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
+}
+
+std::optional<ForeignCheckpoint> classify(const fs::path& dir, const std::string& root) {
+  if (!fs::is_regular_file(dir / "mp_rank_00_model_states.pt")) return std::nullopt;
+  const bool universal = fs::is_directory(dir / "zero");
+  return ForeignCheckpoint{universal ? ForeignFormat::kDeepSpeedUniversal : ForeignFormat::kDeepSpeed, root,
+                           dir.string()};
+}
+
+std::string mp_file(const std::string& dir, int m) {
+  char b[64];
+  std::snprintf(b, sizeof b, "mp_rank_%02d_model_states.pt", m);
+  return (fs::path(dir) / b).string();
+}
+
+std::string layer_file(const std::string& dir, int layer, int t) {
+  char b[64];
+  std::snprintf(b, sizeof b, "layer_%02d-model_%02d-model_states.pt", layer, t);
+  return (fs::path(dir) / b).string();
+}
+
+int64_t int_of(const Py& v, const std::string& where) {
+  if (v->is(K::kTensor)) return static_cast<int64_t>(v->tensor.item<double>());
+  if (v->is(K::kFloat)) return static_cast<int64_t>(v->f);
+  return v->as_int(where);
+}
+
+/// The metadata of mp_rank_00_model_states.pt (shared by both DeepSpeed layouts).
+struct MpMeta {
+  Py root;
+  json args;
+  CheckpointState meta;
+  int64_t padded_vocab = 0, vocab = 0;
+};
+
+MpMeta read_mp_meta(const std::string& dir) {
+  MpMeta m;
+  const std::string f = mp_file(dir, 0);
+  m.root = load_torch_file(f);
+  m.args = fork_args_json(m.root->at("args", f), f);
+  m.args.erase("deepspeed_config_dict");
+  m.padded_vocab = m.args.value("padded_vocab_size", int64_t{0});
+  m.vocab = m.padded_vocab;
+  if (Py info = m.root->get("checkpoint_info")) {
+    if (Py o = info->get("original_vocab_size")) m.vocab = o->as_int(f + " checkpoint_info");
+    if (Py p = info->get("padded_vocab_size")) m.padded_vocab = p->as_int(f + " checkpoint_info");
+  }
+  MEGATON_CHECK(m.padded_vocab > 0, CheckpointError, f, ": neither args.padded_vocab_size nor checkpoint_info");
+  Py it = m.root->get("iteration");
+  if (!it) it = m.root->get("global_steps");
+  MEGATON_CHECK(it, CheckpointError, f, ": no 'iteration' or 'global_steps'");
+  m.meta.iteration = it->as_int(f + " iteration");
+  m.meta.model_config = fork_model_config(m.args, m.vocab, f);
+  m.meta.args = m.args;
+  m.meta.args["converted_from"] = fs::absolute(dir).string();
+  json& st = m.meta.state;
+  st["consumed_train_samples"] = m.args.value("consumed_train_samples", int64_t{0});
+  st["consumed_valid_samples"] = m.args.value("consumed_valid_samples", int64_t{0});
+  const Py tokens = m.root->get("tokens");
+  st["consumed_train_tokens"] = tokens ? tokens->as_int(f + " tokens") : m.args.value("consumed_train_tokens", 0);
+  if (Py lr = m.root->get("lr_scheduler"); lr && lr->is(K::kDict)) st["lr_scheduler"] = py_to_json(lr);
+  return m;
+}
+
+/// Slices of one parameter (one per TP rank, DeepSpeed's local shapes) -> the canonical tensor.
+torch::Tensor merge_slices(const DsParam& p, const std::vector<torch::Tensor>& slices, const std::string& where) {
+  const int tp = static_cast<int>(slices.size());
+  if (p.partition_dim < 0) {
+    for (const auto& s : slices)
+      MEGATON_CHECK(s.numel() == slices[0].numel(), CheckpointError, where, ": '", p.ds_name,
+                    "' differs in size across tensor-parallel ranks");
+    if (tp == 1) return slices[0].reshape(p.canonical_shape);
+    // TP-replicated parameters: the mean of the copies, as DeepSpeed's universal conversion averages them.
+    torch::Tensor acc = slices[0].to(torch::kFloat32).clone();
+    for (int t = 1; t < tp; ++t) acc += slices[t].to(torch::kFloat32);
+    return (acc / tp).to(slices[0].scalar_type()).reshape(p.canonical_shape);
+  }
+  std::vector<int64_t> local = p.canonical_shape;
+  MEGATON_CHECK(local[p.partition_dim] % tp == 0, CheckpointError, where, ": '", p.ds_name, "' cannot be split ", tp,
+                " ways");
+  local[p.partition_dim] /= tp;
+  int64_t n = 1;
+  for (auto d : local) n *= d;
+  std::vector<torch::Tensor> parts;
+  for (int t = 0; t < tp; ++t) {
+    MEGATON_CHECK(slices[t].numel() == n, CheckpointError, where, ": '", p.ds_name, "' of TP rank ", t, " has ",
+                  slices[t].numel(), " elements, the model needs ", n, " (",
+                  p.canonical.rfind("embedding.word", 0) == 0 ? "a different vocabulary padding?" : "another model?",
+                  ")");
+    parts.push_back(slices[t].reshape(local));
+  }
+  return torch::cat(parts, p.partition_dim);
+}
+
+/// Files of a step folder: count of layer_01 files (TP), mp_rank files, [bf16_]zero files.
+struct Listing {
+  int tp = 0, mp = 0, dp = 0;
+  bool bf16 = false;
+};
+
+Listing list_files(const std::string& dir) {
+  Listing l;
+  const std::regex layer01(R"(layer_01-model_\d+-model_states\.pt)"), mp(R"(mp_rank_\d+_model_states\.pt)"),
+      zero(R"((bf16_)?zero_pp_rank_\d+_mp_rank_\d+_optim_states\.pt)");
+  int zeros = 0;
+  for (const auto& e : fs::directory_iterator(dir)) {
+    const std::string n = e.path().filename().string();
+    std::smatch m;
+    if (std::regex_match(n, layer01)) ++l.tp;
+    if (std::regex_match(n, mp)) ++l.mp;
+    if (std::regex_match(n, m, zero)) {
+      ++zeros;
+      l.bf16 = m[1].matched;
+    }
+  }
+  MEGATON_CHECK(l.tp > 0, CheckpointError, dir, ": no layer_01-model_XX-model_states.pt (the embedding's weights)");
+  MEGATON_CHECK(l.mp % l.tp == 0, CheckpointError, dir, ": ", l.mp, " mp_rank files for ", l.tp,
+                " tensor-parallel ranks");
+  l.dp = zeros / l.mp;
+  MEGATON_CHECK(zeros == 0 || zeros == l.dp * l.mp, CheckpointError, dir, ": ", zeros,
+                " ZeRO optimizer files do not make whole data-parallel groups of ", l.mp, " model-parallel ranks");
+  return l;
+}
+
+Py state_of_group(const Py& base, size_t g, const std::string& where) {
+  if (base->is(K::kList)) {
+    MEGATON_CHECK(g < base->items.size(), CheckpointError, where, ": no optimizer state for group ", g);
+    return base->items[g];
+  }
+  const Py st = base->at("state", where);
+  for (const auto& [k, v] : st->dict)
+    if (k->is(K::kInt) && k->i == static_cast<int64_t>(g)) return v;
+  throw CheckpointError(str(where, ": no optimizer state for group ", g));
+}
+
+void read_pipeline(const ForeignCheckpoint& fc, const MpMeta& mm, ForeignState& out, const Logger& log) {
+  const std::string& dir = fc.dir;
+  const Listing l = list_files(dir);
+  const int tp = l.tp, pp = l.mp / l.tp;
+  out.layout = SavedLayout{tp, pp, std::max(l.dp, 1), tp * pp * std::max(l.dp, 1)};
+  const auto params = deepspeed_params(out.meta.model_config, out.padded_vocab);
+  log.info("convert: ", fc.what(), ": TP=", tp, " PP=", pp, " DP=", l.dp, ", ", params.size(), " parameters, ",
+           l.dp > 0 ? (l.bf16 ? "BF16 optimizer" : "ZeRO optimizer") : "no optimizer state");
+
+  // ~~~ weights: the layer files ~~~
+  std::map<std::string, Py> files;
+  auto file = [&](const std::string& f) -> const Py& {
+    auto it = files.find(f);
+    if (it == files.end()) it = files.emplace(f, load_torch_file(f)).first;
+    return it->second;
+  };
+  for (const auto& p : params) {
+    std::vector<torch::Tensor> slices;
+    for (int t = 0; t < tp; ++t) {
+      const std::string f = layer_file(dir, p.layer, t);
+      slices.push_back(file(f)->at(p.local_name, f)->as_tensor(f + " '" + p.local_name + "'"));
+    }
+    out.model[p.canonical] = merge_slices(p, slices, layer_file(dir, p.layer, 0));
+    out.dtype = slices[0].scalar_type();
+  }
+  files.clear();
+  if (l.dp == 0) return;
+
+  // ~~~ optimizer: each model-parallel rank's flat groups, its data-parallel partitions concatenated ~~~
+  std::map<std::string, std::map<std::string, std::vector<torch::Tensor>>> frags;  // state -> ds name -> per TP
+  int64_t step = -1;
+  json scaler;
+  for (int m = 0; m < l.mp; ++m) {
+    const int t = m % tp;
+    const std::string mf = mp_file(dir, m);
+    const Py mroot = m == 0 ? mm.root : load_torch_file(mf);
+    const Py shapes = mroot->at("param_shapes", mf);
+    const auto& groups = shapes->as_seq(mf + " param_shapes");
+    std::vector<std::map<std::string, std::vector<torch::Tensor>>> flat(groups.size());  // group -> state -> dp parts
+    for (int d = 0; d < l.dp; ++d) {
+      char b[96];
+      std::snprintf(b, sizeof b, "%szero_pp_rank_%d_mp_rank_%02d_optim_states.pt", l.bf16 ? "bf16_" : "", d, m);
+      const std::string zf = (fs::path(dir) / b).string();
+      const Py z = load_torch_file(zf);
+      const Py osd = z->at("optimizer_state_dict", zf);
+      const auto& fp32 = osd->at("single_partition_of_fp32_groups", zf)->as_seq(zf);
+      const Py base = osd->at("base_optimizer_state", zf);
+      MEGATON_CHECK(fp32.size() == groups.size(), CheckpointError, zf, ": ", fp32.size(), " fp32 groups but ", mf,
+                    " lists ", groups.size());
+      for (size_t g = 0; g < groups.size(); ++g) {
+        flat[g]["master"].push_back(fp32[g]->as_tensor(zf + " fp32 group"));
+        const Py gs = state_of_group(base, g, zf);
+        flat[g]["exp_avg"].push_back(gs->at("exp_avg", zf)->as_tensor(zf + " exp_avg"));
+        flat[g]["exp_avg_sq"].push_back(gs->at("exp_avg_sq", zf)->as_tensor(zf + " exp_avg_sq"));
+        if (Py s = gs->get("step")) {
+          const int64_t v = int_of(s, zf + " step");
+          MEGATON_CHECK(step < 0 || step == v, CheckpointError, zf, ": Adam step ", v, " differs from another rank's ",
+                        step);
+          step = v;
+        }
+      }
+      if (Py ls = osd->get("loss_scaler"); ls && ls->is(K::kRecord) && scaler.is_null()) {
+        auto num = [&](const char* k, double dflt) {
+          Py v = ls->get(k);
+          return v ? v->as_float(zf + " loss_scaler") : dflt;
+        };
+        const double cur_iter = num("cur_iter", 0), last = num("last_overflow_iter", -1),
+                     window = num("scale_window", 1000);
+        scaler = {{"scale", num("cur_scale", 1.0)},
+                  {"growth_tracker", static_cast<int>(std::fmod(cur_iter - last - 1, std::max(window, 1.0)))},
+                  {"hysteresis_tracker", static_cast<int>(num("cur_hysteresis", 2))}};
+      }
+    }
+    for (size_t g = 0; g < groups.size(); ++g) {
+      std::map<std::string, torch::Tensor> whole;
+      for (auto& [state, parts] : flat[g]) whole[state] = torch::cat(parts).to(torch::kFloat32);
+      int64_t off = 0;
+      for (const auto& [k, v] : groups[g]->dict) {
+        const std::string& name = k->as_str(mf + " param_shapes");
+        std::vector<int64_t> shape;
+        int64_t n = 1;
+        for (const auto& x : v->as_seq(mf + " '" + name + "' shape")) {
+          shape.push_back(x->as_int(mf));
+          n *= shape.back();
+        }
+        for (auto& [state, w] : whole) {
+          MEGATON_CHECK(off + n <= w.numel(), CheckpointError, dir, ": the ", state,
+                        " partitions of model-parallel rank ", m, " group ", g, " hold ", w.numel(), " values; '", name,
+                        "' needs ", off + n);
+          auto& slot = frags[state][name];
+          if (slot.size() < static_cast<size_t>(tp)) slot.resize(tp);
+          if (!slot[t].defined()) slot[t] = w.narrow(0, off, n).reshape(shape);  // tied copies: the first stage's
+        }
+        off += n;
+      }
+    }
+  }
+  for (const auto& [state, by_name] : frags)
+    for (const auto& p : params) {
+      auto it = by_name.find(p.ds_name);
+      MEGATON_CHECK(it != by_name.end(), CheckpointError, dir, ": no ", state, " state for '", p.ds_name,
+                    "' in the mp_rank files' param_shapes");
+      for (int t = 0; t < tp; ++t)
+        MEGATON_CHECK(it->second.size() == static_cast<size_t>(tp) && it->second[t].defined(), CheckpointError, dir,
+                      ": '", p.ds_name, "' has no ", state, " state on tensor-parallel rank ", t);
+      out.optim[state][p.canonical] = merge_slices(p, it->second, dir).to(torch::kFloat32);
+    }
+  json opt = {{"optimizer", mm.args.value("optimizer", std::string("adam"))},
+              {"step", step < 0 ? out.meta.iteration : step},
+              {"skipped_steps", mm.root->get("skipped_steps") ? mm.root->at("skipped_steps")->as_int(dir) : 0},
+              {"momentum_initialized", false}};
+  if (!scaler.is_null()) opt["grad_scaler"] = scaler;
+  out.meta.state["optimizer"] = opt;
+}
+
+void read_universal(const ForeignCheckpoint& fc, const MpMeta& mm, ForeignState& out, const Logger& log) {
+  const fs::path zero = fs::path(fc.dir) / "zero";
+  const int tp = mm.args.value("tensor_model_parallel_size", 1), pp = mm.args.value("pipeline_model_parallel_size", 1);
+  const int dp = std::max<int>(1, mm.args.value("data_parallel_size", 1));
+  out.layout = SavedLayout{tp, pp, dp, tp * pp * dp};
+  const auto params = deepspeed_params(out.meta.model_config, out.padded_vocab);
+  log.info("convert: ", fc.what(), ": ", params.size(), " parameters (saved at TP=", tp, " PP=", pp, ")");
+  out.dtype = fork_params_dtype(mm.args);
+  int64_t step = -1;
+  for (const auto& p : params) {
+    const fs::path folder = zero / p.ds_name;
+    for (const char* state : {"fp32", "exp_avg", "exp_avg_sq"}) {
+      const std::string f = (folder / (std::string(state) + ".pt")).string();
+      const Py d = load_torch_file(f);
+      torch::Tensor t = d->at("param", f)->as_tensor(f + " 'param'").to(torch::kFloat32);
+      if (Py vt = d->get("vocab_tensor"); vt && vt->as_int(f) != 0 && t.size(0) < out.padded_vocab)
+        t = torch::cat({t, torch::zeros({out.padded_vocab - t.size(0), t.size(1)})});  // padding-free: re-pad
+      const Py nsub = d->get("param_n_sub_params");
+      const bool glu =
+          p.canonical.find("mlp.fc1") != std::string::npos && p.canonical_shape.size() == p.ds_full_shape.size() + 1;
+      if (glu && !(nsub && nsub->as_int(f) == 2)) {
+        // GLU halves concatenated per TP rank of the saving run: [tp, 2, f/tp, ...] -> [2, f, ...].
+        auto parts = t.chunk(tp, 0);
+        std::vector<torch::Tensor> slices(parts.begin(), parts.end());
+        t = merge_slices(p, slices, f);
+      }
+      int64_t n = 1;
+      for (auto x : p.canonical_shape) n *= x;
+      MEGATON_CHECK(t.numel() == n, CheckpointError, f, ": 'param' has ", t.numel(), " elements, '", p.canonical,
+                    "' needs ", n, " (another model or vocabulary padding?)");
+      t = t.reshape(p.canonical_shape).contiguous();
+      out.optim[std::string(state) == "fp32" ? "master" : state][p.canonical] = t;
+    }
+    const fs::path sf = folder / "step.pt";
+    if (step < 0 && fs::exists(sf)) step = int_of(load_torch_file(sf.string()), sf.string());
+    out.model[p.canonical] = out.optim["master"][p.canonical].to(out.dtype);
+  }
+  if (step < 0) {
+    const int64_t global =
+        mm.root->get("global_steps") ? mm.root->at("global_steps")->as_int(fc.dir) : out.meta.iteration;
+    const int64_t skipped = mm.root->get("skipped_steps") ? mm.root->at("skipped_steps")->as_int(fc.dir) : 0;
+    step = global - skipped;
+  }
+  out.meta.state["optimizer"] = {
+      {"optimizer", mm.args.value("optimizer", std::string("adam"))},
+      {"step", step},
+      {"skipped_steps", mm.root->get("skipped_steps") ? mm.root->at("skipped_steps")->as_int(fc.dir) : 0},
+      {"momentum_initialized", false}};
+}
+
+}  // namespace
+
+std::string ForeignCheckpoint::what() const {
+  switch (format) {
+    case ForeignFormat::kDeepSpeed:
+      return "DeepSpeed checkpoint " + dir;
+    case ForeignFormat::kDeepSpeedUniversal:
+      return "DeepSpeed universal checkpoint " + dir;
+    case ForeignFormat::kMegatron:
+      return "Megatron checkpoint " + dir;
+  }
+  return dir;
+}
+
+std::optional<ForeignCheckpoint> detect_foreign_checkpoint(const std::string& load) {
+  const fs::path p(load);
+  if (!fs::is_directory(p)) return std::nullopt;
+  if (auto c = classify(p, load)) return c;
+  if (fs::is_regular_file(p / kTrackerFile)) {
+    const std::string tag = first_line(p / kTrackerFile);
+    if (all_digits(tag) || tag == kReleaseName) return std::nullopt;  // megaton's own tracker
+    if (!tag.empty() && fs::is_directory(p / tag))
+      if (auto c = classify(p / tag, load)) return c;
+  }
+  if (fs::is_regular_file(p / "latest_universal")) {
+    const std::string tag = first_line(p / "latest_universal");
+    const fs::path d = fs::path(tag).is_absolute() ? fs::path(tag) : p / tag;
+    if (!tag.empty())
+      if (auto c = classify(d, load)) return c;
+  }
+  if (fs::is_regular_file(p / kMegatronTrackerFile)) {
+    const std::string tag = first_line(p / kMegatronTrackerFile);
+    const fs::path d = p / (tag == kReleaseName ? std::string(kReleaseName)
+                                                : (all_digits(tag) ? iteration_dir_name(std::stoll(tag)) : tag));
+    if (fs::is_directory(d) && !fs::exists(d / kFileName) &&
+        (fs::exists(d / "mp_rank_00" / "model_optim_rng.pt") ||
+         fs::exists(d / "mp_rank_00_000" / "model_optim_rng.pt")))
+      return ForeignCheckpoint{ForeignFormat::kMegatron, load, d.string()};
+  }
+  return std::nullopt;
+}
+
+CheckpointState read_foreign_meta(const ForeignCheckpoint& fc) {
+  MEGATON_CHECK(fc.format != ForeignFormat::kMegatron, CheckpointError, fc.what(),
+                ": Megatron's own (non-DeepSpeed) checkpoints are not read by this megaton; DeepSpeed pipeline "
+                "and universal checkpoints are (docs/checkpoints.md)");
+  return read_mp_meta(fc.dir).meta;
+}
+
+ForeignState read_foreign_checkpoint(const ForeignCheckpoint& fc, const Logger& log) {
+  MEGATON_CHECK(fc.format != ForeignFormat::kMegatron, CheckpointError, fc.what(),
+                ": Megatron's own (non-DeepSpeed) checkpoints are not read by this megaton; DeepSpeed pipeline "
+                "and universal checkpoints are (docs/checkpoints.md)");
+  const MpMeta mm = read_mp_meta(fc.dir);
+  ForeignState out;
+  out.meta = mm.meta;
+  out.padded_vocab = mm.padded_vocab;
+  if (fc.format == ForeignFormat::kDeepSpeed)
+    read_pipeline(fc, mm, out, log);
+  else
+    read_universal(fc, mm, out, log);
+  return out;
+}
+
+}  // namespace megaton::checkpoint
