@@ -1,11 +1,11 @@
-#include "checkpoint/deepspeed_reader.h"
-
 #include <filesystem>
 #include <fstream>
 #include <regex>
 
 #include "checkpoint/deepspeed_layout.h"
 #include "checkpoint/fork_args.h"
+#include "checkpoint/fork_checkpoint.h"
+#include "checkpoint/fork_common.h"
 #include "checkpoint/format.h"
 #include "checkpoint/torch_file.h"
 #include "core/error.h"
@@ -18,109 +18,14 @@ namespace megaton::checkpoint {
 namespace {
 
 using K = PyNode::Kind;
-
-std::string first_line(const fs::path& p) {
-  std::ifstream in(p);
-  std::string s;
-  std::getline(in, s);
-  while (!s.empty() && (s.back() == '\r' || s.back() == ' ' || s.back() == '\t')) s.pop_back();
-  return s;
-}
-
-bool all_digits(const std::string& s) {
-  return !s.empty() && s.find_first_not_of("0123456789") == std::string::npos;
-}
-
-std::optional<ForeignCheckpoint> classify(const fs::path& dir, const std::string& root) {
-  if (!fs::is_regular_file(dir / "mp_rank_00_model_states.pt")) return std::nullopt;
-  const bool universal = fs::is_directory(dir / "zero");
-  return ForeignCheckpoint{universal ? ForeignFormat::kDeepSpeedUniversal : ForeignFormat::kDeepSpeed, root,
-                           dir.string()};
-}
-
-std::string mp_file(const std::string& dir, int m) {
-  char b[64];
-  std::snprintf(b, sizeof b, "mp_rank_%02d_model_states.pt", m);
-  return (fs::path(dir) / b).string();
-}
+using fork::int_of;
+using fork::merge_slices;
+using fork::mp_file;
 
 std::string layer_file(const std::string& dir, int layer, int t) {
   char b[64];
   std::snprintf(b, sizeof b, "layer_%02d-model_%02d-model_states.pt", layer, t);
   return (fs::path(dir) / b).string();
-}
-
-int64_t int_of(const Py& v, const std::string& where) {
-  if (v->is(K::kTensor)) return static_cast<int64_t>(v->tensor.item<double>());
-  if (v->is(K::kFloat)) return static_cast<int64_t>(v->f);
-  return v->as_int(where);
-}
-
-/// The metadata of mp_rank_00_model_states.pt (shared by both DeepSpeed layouts).
-struct MpMeta {
-  Py root;
-  json args;
-  CheckpointState meta;
-  int64_t padded_vocab = 0, vocab = 0;
-};
-
-MpMeta read_mp_meta(const std::string& dir) {
-  MpMeta m;
-  const std::string f = mp_file(dir, 0);
-  m.root = load_torch_file(f);
-  m.args = fork_args_json(m.root->at("args", f), f);
-  m.args.erase("deepspeed_config_dict");
-  m.padded_vocab = m.args.value("padded_vocab_size", int64_t{0});
-  m.vocab = m.padded_vocab;
-  if (Py info = m.root->get("checkpoint_info")) {
-    if (Py o = info->get("original_vocab_size")) m.vocab = o->as_int(f + " checkpoint_info");
-    if (Py p = info->get("padded_vocab_size")) m.padded_vocab = p->as_int(f + " checkpoint_info");
-  }
-  MEGATON_CHECK(m.padded_vocab > 0, CheckpointError, f, ": neither args.padded_vocab_size nor checkpoint_info");
-  Py it = m.root->get("iteration");
-  if (!it) it = m.root->get("global_steps");
-  MEGATON_CHECK(it, CheckpointError, f, ": no 'iteration' or 'global_steps'");
-  m.meta.iteration = it->as_int(f + " iteration");
-  m.meta.model_config = fork_model_config(m.args, m.vocab, f);
-  m.meta.args = m.args;
-  m.meta.args["converted_from"] = fs::absolute(dir).string();
-  json& st = m.meta.state;
-  st["consumed_train_samples"] = m.args.value("consumed_train_samples", int64_t{0});
-  st["consumed_valid_samples"] = m.args.value("consumed_valid_samples", int64_t{0});
-  const Py tokens = m.root->get("tokens");
-  st["consumed_train_tokens"] = tokens ? tokens->as_int(f + " tokens") : m.args.value("consumed_train_tokens", 0);
-  if (Py lr = m.root->get("lr_scheduler"); lr && lr->is(K::kDict)) st["lr_scheduler"] = py_to_json(lr);
-  return m;
-}
-
-/// Slices of one parameter (one per TP rank, DeepSpeed's local shapes) -> the canonical tensor.
-torch::Tensor merge_slices(const DsParam& p, const std::vector<torch::Tensor>& slices, const std::string& where) {
-  const int tp = static_cast<int>(slices.size());
-  if (p.partition_dim < 0) {
-    for (const auto& s : slices)
-      MEGATON_CHECK(s.numel() == slices[0].numel(), CheckpointError, where, ": '", p.ds_name,
-                    "' differs in size across tensor-parallel ranks");
-    if (tp == 1) return slices[0].reshape(p.canonical_shape);
-    // TP-replicated parameters: the mean of the copies, as DeepSpeed's universal conversion averages them.
-    torch::Tensor acc = slices[0].to(torch::kFloat32).clone();
-    for (int t = 1; t < tp; ++t) acc += slices[t].to(torch::kFloat32);
-    return (acc / tp).to(slices[0].scalar_type()).reshape(p.canonical_shape);
-  }
-  std::vector<int64_t> local = p.canonical_shape;
-  MEGATON_CHECK(local[p.partition_dim] % tp == 0, CheckpointError, where, ": '", p.ds_name, "' cannot be split ", tp,
-                " ways");
-  local[p.partition_dim] /= tp;
-  int64_t n = 1;
-  for (auto d : local) n *= d;
-  std::vector<torch::Tensor> parts;
-  for (int t = 0; t < tp; ++t) {
-    MEGATON_CHECK(slices[t].numel() == n, CheckpointError, where, ": '", p.ds_name, "' of TP rank ", t, " has ",
-                  slices[t].numel(), " elements, the model needs ", n, " (",
-                  p.canonical.rfind("embedding.word", 0) == 0 ? "a different vocabulary padding?" : "another model?",
-                  ")");
-    parts.push_back(slices[t].reshape(local));
-  }
-  return torch::cat(parts, p.partition_dim);
 }
 
 /// Files of a step folder: count of layer_01 files (TP), mp_rank files, [bf16_]zero files.
@@ -164,7 +69,9 @@ Py state_of_group(const Py& base, size_t g, const std::string& where) {
   throw CheckpointError(str(where, ": no optimizer state for group ", g));
 }
 
-void read_pipeline(const ForeignCheckpoint& fc, const MpMeta& mm, ForeignState& out, const Logger& log) {
+}  // namespace
+
+void fork::read_deepspeed(const ForeignCheckpoint& fc, const fork::Meta& mm, ForeignState& out, const Logger& log) {
   const std::string& dir = fc.dir;
   const Listing l = list_files(dir);
   const int tp = l.tp, pp = l.mp / l.tp;
@@ -279,7 +186,7 @@ void read_pipeline(const ForeignCheckpoint& fc, const MpMeta& mm, ForeignState& 
   out.meta.state["optimizer"] = opt;
 }
 
-void read_universal(const ForeignCheckpoint& fc, const MpMeta& mm, ForeignState& out, const Logger& log) {
+void fork::read_universal(const ForeignCheckpoint& fc, const fork::Meta& mm, ForeignState& out, const Logger& log) {
   const fs::path zero = fs::path(fc.dir) / "zero";
   const int tp = mm.args.value("tensor_model_parallel_size", 1), pp = mm.args.value("pipeline_model_parallel_size", 1);
   const int dp = std::max<int>(1, mm.args.value("data_parallel_size", 1));
@@ -327,70 +234,6 @@ void read_universal(const ForeignCheckpoint& fc, const MpMeta& mm, ForeignState&
       {"step", step},
       {"skipped_steps", mm.root->get("skipped_steps") ? mm.root->at("skipped_steps")->as_int(fc.dir) : 0},
       {"momentum_initialized", false}};
-}
-
-}  // namespace
-
-std::string ForeignCheckpoint::what() const {
-  switch (format) {
-    case ForeignFormat::kDeepSpeed:
-      return "DeepSpeed checkpoint " + dir;
-    case ForeignFormat::kDeepSpeedUniversal:
-      return "DeepSpeed universal checkpoint " + dir;
-    case ForeignFormat::kMegatron:
-      return "Megatron checkpoint " + dir;
-  }
-  return dir;
-}
-
-std::optional<ForeignCheckpoint> detect_foreign_checkpoint(const std::string& load) {
-  const fs::path p(load);
-  if (!fs::is_directory(p)) return std::nullopt;
-  if (auto c = classify(p, load)) return c;
-  if (fs::is_regular_file(p / kTrackerFile)) {
-    const std::string tag = first_line(p / kTrackerFile);
-    if (all_digits(tag) || tag == kReleaseName) return std::nullopt;  // megaton's own tracker
-    if (!tag.empty() && fs::is_directory(p / tag))
-      if (auto c = classify(p / tag, load)) return c;
-  }
-  if (fs::is_regular_file(p / "latest_universal")) {
-    const std::string tag = first_line(p / "latest_universal");
-    const fs::path d = fs::path(tag).is_absolute() ? fs::path(tag) : p / tag;
-    if (!tag.empty())
-      if (auto c = classify(d, load)) return c;
-  }
-  if (fs::is_regular_file(p / kMegatronTrackerFile)) {
-    const std::string tag = first_line(p / kMegatronTrackerFile);
-    const fs::path d = p / (tag == kReleaseName ? std::string(kReleaseName)
-                                                : (all_digits(tag) ? iteration_dir_name(std::stoll(tag)) : tag));
-    if (fs::is_directory(d) && !fs::exists(d / kFileName) &&
-        (fs::exists(d / "mp_rank_00" / "model_optim_rng.pt") ||
-         fs::exists(d / "mp_rank_00_000" / "model_optim_rng.pt")))
-      return ForeignCheckpoint{ForeignFormat::kMegatron, load, d.string()};
-  }
-  return std::nullopt;
-}
-
-CheckpointState read_foreign_meta(const ForeignCheckpoint& fc) {
-  MEGATON_CHECK(fc.format != ForeignFormat::kMegatron, CheckpointError, fc.what(),
-                ": Megatron's own (non-DeepSpeed) checkpoints are not read by this megaton; DeepSpeed pipeline "
-                "and universal checkpoints are (docs/checkpoints.md)");
-  return read_mp_meta(fc.dir).meta;
-}
-
-ForeignState read_foreign_checkpoint(const ForeignCheckpoint& fc, const Logger& log) {
-  MEGATON_CHECK(fc.format != ForeignFormat::kMegatron, CheckpointError, fc.what(),
-                ": Megatron's own (non-DeepSpeed) checkpoints are not read by this megaton; DeepSpeed pipeline "
-                "and universal checkpoints are (docs/checkpoints.md)");
-  const MpMeta mm = read_mp_meta(fc.dir);
-  ForeignState out;
-  out.meta = mm.meta;
-  out.padded_vocab = mm.padded_vocab;
-  if (fc.format == ForeignFormat::kDeepSpeed)
-    read_pipeline(fc, mm, out, log);
-  else
-    read_universal(fc, mm, out, log);
-  return out;
 }
 
 }  // namespace megaton::checkpoint

@@ -3,7 +3,7 @@
 #pragma once
 #include <string>
 
-#include "checkpoint/deepspeed_reader.h"
+#include "checkpoint/fork_checkpoint.h"
 
 namespace megaton::checkpoint {
 

@@ -1,6 +1,6 @@
 #include "cli/checkpoint_args.h"
 
-#include "checkpoint/deepspeed_reader.h"
+#include "checkpoint/fork_checkpoint.h"
 #include "checkpoint/file.h"
 #include "core/error.h"
 

@@ -1,4 +1,4 @@
-// megaton convert: between megaton checkpoints and Megatron-DeepSpeed's (src/checkpoint/deepspeed_reader.h,
+// megaton convert: between megaton checkpoints and Megatron-DeepSpeed's (src/checkpoint/fork_checkpoint.h,
 // ds_universal_writer.h; docs/checkpoints.md).
 //   megaton convert --load FORK_DIR --save DIR                  a DeepSpeed (pipeline or universal) checkpoint in
 //                                                               megaton's format, with its optimizer and progress
@@ -7,7 +7,7 @@
 //                                                               loads with --universal-checkpoint
 #include <iostream>
 
-#include "checkpoint/deepspeed_reader.h"
+#include "checkpoint/fork_checkpoint.h"
 #include "checkpoint/ds_universal_writer.h"
 #include "checkpoint/file.h"
 #include "checkpoint/foreign_import.h"

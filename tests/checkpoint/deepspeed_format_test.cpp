@@ -8,7 +8,7 @@
 #include <fstream>
 
 #include "checkpoint/deepspeed_layout.h"
-#include "checkpoint/deepspeed_reader.h"
+#include "checkpoint/fork_checkpoint.h"
 #include "checkpoint/ds_universal_writer.h"
 #include "checkpoint/file.h"
 #include "checkpoint/foreign_import.h"

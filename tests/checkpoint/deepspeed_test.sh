@@ -4,8 +4,9 @@
 # DeepSpeed's save code) reads it with torch.load and writes the checkpoint the fork's --deepspeed runs write, at
 # TP=2 x PP=2 x DP=2 with the BF16 optimizer's ZeRO-1 partitions. megaton then continues from that checkpoint at
 # TP=1 and at TP=2 x DP=2: the next 10 losses equal, bit for bit, those of megaton continuing from its own checkpoint
-# at the same layout. The fp16 ZeRO optimizer's layout converts to the same tensors; damaged and foreign .pt files
-# are refused with errors naming them.
+# at the same layout; so does the fork's Megatron format (no --deepspeed) at TP=2 x PP=2. The fp16 ZeRO optimizer's
+# layout and a checkpoint_version 0 Megatron checkpoint convert to the same tensors; damaged and foreign .pt files are
+# refused with errors naming them.
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/support/train_lib.sh"
@@ -39,6 +40,13 @@ run_train 4 "${common[@]}" "${tp2[@]}" --load "$work/fork_tp2" --metrics-file "$
   > "$work/fork_tp2.log" 2>&1 || { tail -30 "$work/fork_tp2.log"; exit 1; }
 echo -n "TP=2 x DP=2: "
 compare_losses "$work/own_tp2.jsonl" "$work/fork_tp2.jsonl" 0 7
+# Megatron's own format (the fork without --deepspeed), TP=2 x PP=2: the same continuation.
+python3 "$SRC/tests/checkpoint/make_deepspeed_fixture.py" "$work/univ/global_step6_universal" "$work/meg" \
+  --format megatron --tp 2 --pp 2 > /dev/null || fail "megatron fixture"
+run_train 1 "${common[@]}" --load "$work/meg" --metrics-file "$work/meg_tp1.jsonl" > "$work/meg_tp1.log" 2>&1 ||
+  { tail -30 "$work/meg_tp1.log"; exit 1; }
+echo -n "TP=1 from the fork's Megatron-format TP2 x PP2 checkpoint: "
+compare_losses "$work/own_tp1.jsonl" "$work/meg_tp1.jsonl" 0 7
 # A second run from the same directory reuses the conversion.
 run_train 1 "${common[@]}" --load "$work/fork" --exit-interval 7 > "$work/again.log" 2>&1 ||
   { tail -30 "$work/again.log"; exit 1; }
@@ -59,10 +67,14 @@ python3 "$SRC/tests/checkpoint/make_deepspeed_fixture.py" "$work/univ/global_ste
   --tp 2 --pp 1 --dp 2 --optimizer zero > /dev/null || fail "zero fixture"
 "$MEGATON" convert --load "$work/fork16" --save "$work/back16" > "$work/back16.log" 2>&1 ||
   { cat "$work/back16.log"; exit 1; }
-for c in own back fork/megaton_import back16; do crcs "$work/$c" > "$work/$(basename "$c").crc" || fail "inspect $c"; done
+python3 "$SRC/tests/checkpoint/make_deepspeed_fixture.py" "$work/univ/global_step6_universal" "$work/meg0" \
+  --format megatron --tp 2 --pp 1 --checkpoint-version 0 > /dev/null || fail "megatron v0 fixture"
+"$MEGATON" convert --load "$work/meg0" --save "$work/back0" > "$work/back0.log" 2>&1 || { cat "$work/back0.log"; exit 1; }
+for c in own back fork/megaton_import back16 back0; do crcs "$work/$c" > "$work/$(basename "$c").crc" || fail "inspect $c"; done
 cmp -s "$work/own.crc" "$work/back.crc" || fail "universal -> megaton differs: $(diff "$work/own.crc" "$work/back.crc" | head -4)"
 cmp -s "$work/own.crc" "$work/megaton_import.crc" || fail "fork -> megaton differs"
 cmp -s "$work/own.crc" "$work/back16.crc" || fail "ZeRO fp16 layout -> megaton differs"
+cmp -s "$work/own.crc" "$work/back0.crc" || fail "Megatron checkpoint_version 0 (QKV rows [3, np, hn]) -> megaton differs"
 grep -q "ZeRO optimizer" "$work/back16.log" || fail "$(cat "$work/back16.log")"
 
 # generate and inspect take the fork's directory as it is.

@@ -2,6 +2,7 @@
 """Writes a Megatron-DeepSpeed checkpoint as the fork's --deepspeed runs save it, from a DeepSpeed universal checkpoint.
 
     make_deepspeed_fixture.py UNIVERSAL_DIR OUT_DIR --tp 2 --pp 2 --dp 2 [--optimizer bf16|zero]
+    make_deepspeed_fixture.py UNIVERSAL_DIR OUT_DIR --format megatron --tp 2 --pp 2 [--checkpoint-version 0|1|3]
 
 The structures follow DeepSpeed's save code of the fork's era (runtime/engine.py _save_checkpoint and
 _save_zero_checkpoint, runtime/pipe/module.py save_state_dict, runtime/bf16_optimizer.py and
@@ -10,6 +11,10 @@ runtime/zero/stage_1_and_2.py state_dict) and the fork's megatron/checkpointing.
   OUT/global_stepN/layer_LL-model_TT-model_states.pt one pipeline layer's weights on TP rank TT (bf16)
   OUT/global_stepN/mp_rank_MM_model_states.pt       engine + client state of model-parallel rank MM = stage * tp + t
   OUT/global_stepN/[bf16_]zero_pp_rank_D_mp_rank_MM_optim_states.pt  ZeRO-1 partitions of data-parallel rank D
+With --format megatron, the fork's checkpoints without --deepspeed (megatron/checkpointing.py save_checkpoint, the
+Float16OptimizerWithFloat16Params state_dict, _get_params_for_weight_decay_optimization's parameter groups):
+  OUT/latest_checkpointed_iteration.txt             "N"
+  OUT/iter_000000N/mp_rank_TT[_SSS]/model_optim_rng.pt
 The universal checkpoint is read with torch.load, so this also checks that megaton writes files torch reads.
 Also writes OUT/bad/ with damaged files for the error tests.
 """
@@ -101,6 +106,8 @@ def main():
     ap.add_argument("--pp", type=int, default=2)
     ap.add_argument("--dp", type=int, default=2)
     ap.add_argument("--optimizer", choices=["bf16", "zero"], default="bf16")
+    ap.add_argument("--format", choices=["deepspeed", "megatron"], default="deepspeed")
+    ap.add_argument("--checkpoint-version", type=float, default=3.0)
     a = ap.parse_args()
     tp, pp, dp = a.tp, a.pp, a.dp
 
@@ -140,6 +147,11 @@ def main():
         dim = split_dim(n)
         return x if dim is None else x.chunk(tp, dim)[t].contiguous()
 
+    if a.format == "megatron":
+        write_megatron(a, args, mp0, names, full, local, step, iteration, per)
+        write_bad(a.out, os.path.join(a.out, f"iter_{iteration:07d}", "mp_rank_00_000" if pp > 1 else "mp_rank_00",
+                                      "model_optim_rng.pt"))
+        return
     tag = f"global_step{iteration}"
     out = os.path.join(a.out, tag)
     os.makedirs(out, exist_ok=True)
@@ -230,15 +242,113 @@ def main():
     with open(os.path.join(a.out, "latest"), "w") as f:
         f.write(tag)
 
-    # damaged and foreign files for the error tests
-    bad = os.path.join(a.out, "bad")
+    write_bad(a.out, os.path.join(out, "mp_rank_00_model_states.pt"))
+    print(f"wrote {out}: TP={tp} PP={pp} DP={dp}, {a.optimizer} optimizer, iteration {iteration}, step {step}")
+
+
+def write_bad(root, src):
+    """Damaged and foreign files for the error tests."""
+    bad = os.path.join(root, "bad")
     os.makedirs(bad, exist_ok=True)
-    src = os.path.join(out, "mp_rank_00_model_states.pt")
     data = open(src, "rb").read()
     open(os.path.join(bad, "truncated.pt"), "wb").write(data[: len(data) // 2])
     torch.save({"x": torch.ones(2), "payload": Evil()}, os.path.join(bad, "foreign.pt"))
     torch.save({"x": torch.ones(2)}, os.path.join(bad, "legacy.pt"), _use_new_zipfile_serialization=False)
-    print(f"wrote {out}: TP={tp} PP={pp} DP={dp}, {a.optimizer} optimizer, iteration {iteration}, step {step}")
+
+
+def megatron_key(n, lo, L):
+    """The model state dict path of DeepSpeed parameter name n: (top-level keys..., flat key)."""
+    if n.startswith("tied_modules.embed."):
+        rest = n[len("tied_modules.embed."):]
+        module, key = rest.split(".", 1)  # word_embeddings / position_embeddings
+        return ("language_model", "embedding", module), key
+    layer, rest = n.split(".", 1)
+    if int(layer) == L + 4:
+        return ("language_model", "encoder"), "final_layernorm." + rest
+    return ("language_model", "encoder"), f"layers.{int(layer) - 3 - lo}.{rest}"
+
+
+def write_megatron(a, args, mp0, names, full, local, step, iteration, per):
+    tp, pp, L = a.tp, a.pp, args.num_layers
+    dtype = torch.bfloat16 if args.bf16 else (torch.float16 if args.fp16 else torch.float32)
+    np_local, hn = args.num_attention_heads // tp, args.hidden_size // args.num_attention_heads
+    within = ["input_layernorm.weight", "input_layernorm.bias", "self_attention.query_key_value.weight",
+              "self_attention.query_key_value.bias", "self_attention.dense.weight", "self_attention.dense.bias",
+              "post_attention_layernorm.weight", "post_attention_layernorm.bias", "mlp.dense_h_to_4h.weight",
+              "mlp.dense_h_to_4h.bias", "mlp.dense_4h_to_h.weight", "mlp.dense_4h_to_h.bias"]
+
+    def old_qkv(x):  # checkpoint_version 3's [np, 3, hn] rows -> the older orders
+        if a.checkpoint_version >= 2:
+            return x
+        rest = list(x.shape[1:])
+        y = x.reshape([np_local, 3, hn] + rest)
+        y = y.transpose(0, 1) if a.checkpoint_version == 0 else y.transpose(1, 2)
+        return y.contiguous().reshape(x.shape)
+
+    d = os.path.join(a.out, f"iter_{iteration:07d}")
+    for s in range(pp):
+        lo = s * (L // pp)
+        first, last = s == 0, s == pp - 1
+        order = []  # (ds name, weight decay, is head copy) in module traversal order
+        if first:
+            for n in ("tied_modules.embed.word_embeddings.weight", "tied_modules.embed.word_embeddings.norm.weight",
+                      "tied_modules.embed.word_embeddings.norm.bias",
+                      "tied_modules.embed.position_embeddings.weight"):
+                if n in full:
+                    order.append((n, not n.endswith(("norm.weight", "norm.bias")), False))
+        for i in range(lo, lo + L // pp):
+            for w in within:
+                order.append((f"{3 + i}.{w}", w.endswith("weight") and "layernorm" not in w, False))
+        if last:
+            order += [(f"{L + 4}.weight", False, False), (f"{L + 4}.bias", False, False)]
+            if not first:
+                order.append(("tied_modules.embed.word_embeddings.weight", True, True))
+        wd = [o for o in order if o[1]]
+        groups = [wd[: len(wd) // 2], wd[len(wd) // 2:], [o for o in order if not o[1]]]
+        for t in range(tp):
+            model = {"language_model": {"embedding": {}, "encoder": collections.OrderedDict()}}
+            if first:
+                model["language_model"]["embedding"] = {"word_embeddings": collections.OrderedDict(),
+                                                        "position_embeddings": collections.OrderedDict()}
+            state, pgroups, masters, idx = {}, [], [], 0
+
+            def value(n, key="fp32"):
+                x = local(n, t, key)
+                return old_qkv(x) if "query_key_value" in n else x
+            for gi, g in enumerate(groups):
+                ids, ms = [], []
+                for n, _, head in g:
+                    if head:
+                        model["word_embeddings_for_head"] = {"weight": value(n).to(dtype)}
+                    else:
+                        path, key = megatron_key(n, lo, L)
+                        node = model
+                        for k in path:
+                            node = node.setdefault(k, collections.OrderedDict())
+                        node[key] = value(n).to(dtype)
+                    state[idx] = {"exp_avg": value(n, "exp_avg"), "exp_avg_sq": value(n, "exp_avg_sq"),
+                                  "step": torch.tensor(float(step))}
+                    ids.append(idx)
+                    ms.append(value(n))
+                    idx += 1
+                pgroups.append({"lr": 1e-3, "betas": (0.9, 0.95), "eps": 1e-8, "weight_decay": 0.0 if gi == 2 else 0.01,
+                                "params": ids})
+                masters.append(ms)
+            if not first:
+                del model["language_model"]["embedding"]
+            optimizer = {"optimizer": {"state": state, "param_groups": pgroups}, "fp32_from_fp16_params": masters}
+            sd = {"args": args, "checkpoint_version": a.checkpoint_version, "iteration": iteration,
+                  "tokens": mp0["tokens"], "checkpoint_info": mp0["checkpoint_info"], "model": model,
+                  "optimizer": optimizer, "lr_scheduler": mp0["lr_scheduler"], "random_rng_state": random.getstate(),
+                  "np_rng_state": np.random.get_state(), "torch_rng_state": torch.get_rng_state(),
+                  "cuda_rng_state": torch.get_rng_state(),
+                  "rng_tracker_states": {"model-parallel-rng": torch.get_rng_state()}}
+            rank = f"mp_rank_{t:02d}" if pp == 1 else f"mp_rank_{t:02d}_{s:03d}"
+            os.makedirs(os.path.join(d, rank), exist_ok=True)
+            torch.save(sd, os.path.join(d, rank, "model_optim_rng.pt"))
+    with open(os.path.join(a.out, "latest_checkpointed_iteration.txt"), "w") as f:
+        f.write(str(iteration))
+    print(f"wrote {d}: Megatron format, TP={tp} PP={pp}, checkpoint_version {a.checkpoint_version}")
 
 
 if __name__ == "__main__":
