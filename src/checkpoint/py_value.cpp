@@ -17,6 +17,25 @@ std::string suffix(const std::string& where) {
 }
 }  // namespace
 
+PyNode::~PyNode() {
+  std::vector<Py> work;
+  auto take = [&work](PyNode& n) {
+    for (auto& c : n.items)
+      if (c && c.use_count() == 1) work.push_back(std::move(c));
+    for (auto& [k, v] : n.dict) {
+      if (k && k.use_count() == 1) work.push_back(std::move(k));
+      if (v && v.use_count() == 1) work.push_back(std::move(v));
+    }
+    if (n.state && n.state.use_count() == 1) work.push_back(std::move(n.state));
+  };
+  take(*this);
+  while (!work.empty()) {
+    Py p = std::move(work.back());
+    work.pop_back();
+    take(*p);
+  }
+}
+
 Py PyNode::none() {
   return make(Kind::kNone);
 }
@@ -156,8 +175,10 @@ const std::vector<Py>& PyNode::as_seq(const std::string& where) const {
   return items;
 }
 
-json py_to_json(const Py& v) {
+namespace {
+json to_json(const Py& v, int depth) {
   if (!v) return nullptr;
+  MEGATON_CHECK(depth < 256, CheckpointError, "a pickled value nests deeper than 256 levels");
   using K = PyNode::Kind;
   switch (v->kind) {
     case K::kNone:
@@ -175,14 +196,14 @@ json py_to_json(const Py& v) {
     case K::kList:
     case K::kTuple: {
       json a = json::array();
-      for (const auto& x : v->items) a.push_back(py_to_json(x));
+      for (const auto& x : v->items) a.push_back(to_json(x, depth + 1));
       return a;
     }
     case K::kDict: {
       json o = json::object();
       for (const auto& [k, x] : v->dict) {
-        const std::string key = k->kind == K::kStr ? k->s : py_to_json(k).dump();
-        o[key] = py_to_json(x);
+        const std::string key = k->kind == K::kStr ? k->s : to_json(k, depth + 1).dump();
+        o[key] = to_json(x, depth + 1);
       }
       return o;
     }
@@ -192,13 +213,18 @@ json py_to_json(const Py& v) {
       return megaton::str("<tensor ", c10::toString(v->tensor.scalar_type()), " [", shape, "]>");
     }
     case K::kRecord:
-      if (v->state) return py_to_json(v->state);
-      if (v->items.size() == 1) return py_to_json(v->items[0]);
+      if (v->state) return to_json(v->state, depth + 1);
+      if (v->items.size() == 1) return to_json(v->items[0], depth + 1);
       return v->s;
     case K::kGlobal:
       return v->s;
   }
   return nullptr;
+}
+}  // namespace
+
+json py_to_json(const Py& v) {
+  return to_json(v, 0);
 }
 
 Py json_to_py(const json& j) {

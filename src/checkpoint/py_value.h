@@ -33,6 +33,13 @@ struct PyNode {
   std::vector<std::pair<Py, Py>> dict;  // dict entries in insertion order
   Py state;                             // a record's BUILD state (usually a dict), or null
   torch::Tensor tensor;                 // kTensor (CPU)
+  bool owned = false;                   // held by another node (the unpickler mutates only unowned containers)
+
+  PyNode() = default;
+  PyNode(const PyNode&) = default;
+  PyNode& operator=(const PyNode&) = default;
+  /// Frees nested children iteratively: a deeply nested tree does not recurse once per level.
+  ~PyNode();
 
   static Py none();
   static Py boolean(bool v);

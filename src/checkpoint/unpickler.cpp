@@ -177,36 +177,36 @@ class Machine {
           push(PyNode::list());
           break;  // EMPTY_LIST
         case 'l':
-          push(PyNode::list(pop_mark()));
+          push(PyNode::list(adopt_all(pop_mark())));
           break;     // LIST
         case 'a': {  // APPEND
           Py v = pop();
-          seq_of(top(), "APPEND")->items.push_back(v);
+          append(seq_of(top(), "APPEND"), {v});
           break;
         }
         case 'e': {  // APPENDS
           auto vs = pop_mark();
-          auto& dst = seq_of(top(), "APPENDS")->items;
-          dst.insert(dst.end(), vs.begin(), vs.end());
+          const Py dst = seq_of(top(), "APPENDS");
+          append(dst, vs);
           break;
         }
         case ')':
           push(PyNode::tuple());
           break;  // EMPTY_TUPLE
         case 't':
-          push(PyNode::tuple(pop_mark()));
+          push(PyNode::tuple(adopt_all(pop_mark())));
           break;
         case 0x85:
-          push(PyNode::tuple({pop()}));
+          push(PyNode::tuple(adopt_all({pop()})));
           break;      // TUPLE1
         case 0x86: {  // TUPLE2
           Py b = pop(), a = pop();
-          push(PyNode::tuple({a, b}));
+          push(PyNode::tuple(adopt_all({a, b})));
           break;
         }
         case 0x87: {  // TUPLE3
           Py c = pop(), b = pop(), a = pop();
-          push(PyNode::tuple({a, b, c}));
+          push(PyNode::tuple(adopt_all({a, b, c})));
           break;
         }
         case '}':
@@ -233,12 +233,12 @@ class Machine {
           break;      // EMPTY_SET (a list: order and content are what matter here)
         case 0x90: {  // ADDITEMS
           auto vs = pop_mark();
-          auto& dst = seq_of(top(), "ADDITEMS")->items;
-          dst.insert(dst.end(), vs.begin(), vs.end());
+          const Py dst = seq_of(top(), "ADDITEMS");
+          append(dst, vs);
           break;
         }
         case 0x91:
-          push(PyNode::list(pop_mark()));
+          push(PyNode::list(adopt_all(pop_mark())));
           break;     // FROZENSET
         case 'c': {  // GLOBAL "module\nname\n"
           const std::string module = line(), name = line();
@@ -286,7 +286,7 @@ class Machine {
           memo(memo_.size());
           break;  // MEMOIZE
         case 'p':
-          memo(std::stoull(line()));
+          memo(text_index());
           break;  // PUT
         case 'h':
           push(recall(fixed<uint8_t>()));
@@ -295,7 +295,7 @@ class Machine {
           push(recall(fixed<uint32_t>()));
           break;  // LONG_BINGET
         case 'g':
-          push(recall(std::stoull(line())));
+          push(recall(text_index()));
           break;  // GET
         default:
           throw CheckpointError(str(where_, ": pickle opcode 0x", std::hex, int(op), std::dec, " at byte ", pos_ - 1,
@@ -342,6 +342,12 @@ class Machine {
     if (n > 0 && n < 8 && (static_cast<uint8_t>(b[n - 1]) & 0x80)) u |= ~uint64_t{0} << (8 * n);  // sign-extend
     return static_cast<int64_t>(u);
   }
+  uint64_t text_index() {
+    const std::string s = line();
+    MEGATON_CHECK(!s.empty() && s.size() < 12 && s.find_first_not_of("0123456789") == std::string::npos,
+                  CheckpointError, where_, ": malformed memo index '", s, "' in the pickle");
+    return std::stoull(s);
+  }
   Py text_int() {
     const std::string s = line();
     if (s == "01") return PyNode::boolean(true);
@@ -387,6 +393,22 @@ class Machine {
     MEGATON_CHECK(p->is(K::kList), CheckpointError, where_, ": malformed pickle (", op, " on a ", p->kind_name(), ")");
     return p;
   }
+  /// A value becomes part of another: from now on it is not modified (so no structure can contain itself).
+  static std::vector<Py> adopt_all(std::vector<Py> vs) {
+    for (const auto& v : vs) v->owned = true;
+    return vs;
+  }
+  void check_mutable(const Py& target, const std::vector<Py>& incoming, const char* op) {
+    MEGATON_CHECK(!target->owned, CheckpointError, where_, ": malformed pickle (", op,
+                  " modifies a value already held by another: a recursive structure, which checkpoints do not hold)");
+    for (const auto& v : incoming)
+      MEGATON_CHECK(v != target, CheckpointError, where_, ": malformed pickle (", op, " puts a value into itself)");
+  }
+  void append(const Py& list, const std::vector<Py>& vs) {
+    check_mutable(list, vs, "APPEND");
+    adopt_all(vs);
+    list->items.insert(list->items.end(), vs.begin(), vs.end());
+  }
   void set_items(const Py& d, const std::vector<Py>& kv) {
     MEGATON_CHECK(kv.size() % 2 == 0, CheckpointError, where_, ": malformed pickle (odd SETITEMS)");
     // A record (argparse.Namespace built by NEWOBJ, then items) keeps them in its state.
@@ -397,6 +419,9 @@ class Machine {
     }
     MEGATON_CHECK(target->is(K::kDict), CheckpointError, where_, ": malformed pickle (SETITEMS on a ",
                   target->kind_name(), ")");
+    check_mutable(d, kv, "SETITEMS");
+    check_mutable(target, kv, "SETITEMS");
+    adopt_all(kv);
     for (size_t k = 0; k < kv.size(); k += 2) {
       bool replaced = false;
       if (kv[k]->is(K::kStr))
@@ -434,17 +459,25 @@ class Machine {
   torch::Tensor rebuild_tensor(const std::vector<Py>& a) {
     MEGATON_CHECK(a.size() >= 4, CheckpointError, where_, ": _rebuild_tensor_v2 with ", a.size(), " arguments");
     const torch::Tensor& storage = a[0]->as_tensor(where_ + ": tensor storage");
+    MEGATON_CHECK(storage.dim() == 1 && storage.is_contiguous() && storage.storage_offset() == 0, CheckpointError,
+                  where_, ": a tensor built over something other than a storage");
     const int64_t offset = a[1]->as_int(where_ + ": storage offset");
+    MEGATON_CHECK(offset >= 0, CheckpointError, where_, ": negative storage offset");
     std::vector<int64_t> size, stride;
     for (const auto& x : a[2]->as_seq(where_ + ": tensor size")) size.push_back(x->as_int(where_));
     for (const auto& x : a[3]->as_seq(where_ + ": tensor stride")) stride.push_back(x->as_int(where_));
     MEGATON_CHECK(size.size() == stride.size(), CheckpointError, where_, ": tensor size and stride differ in rank");
     int64_t last = offset;
+    bool empty = false;
     for (size_t k = 0; k < size.size(); ++k) {
       MEGATON_CHECK(size[k] >= 0 && stride[k] >= 0, CheckpointError, where_, ": negative tensor size or stride");
-      if (size[k] == 0) last = -1;
-      if (last >= 0) last += (size[k] - 1) * stride[k];
+      if (size[k] == 0) empty = true;
+      int64_t reach = 0;
+      MEGATON_CHECK(!__builtin_mul_overflow(size[k] > 0 ? size[k] - 1 : 0, stride[k], &reach) &&
+                        !__builtin_add_overflow(last, reach, &last),
+                    CheckpointError, where_, ": a tensor's size and stride overflow");
     }
+    if (empty) last = -1;
     MEGATON_CHECK(offset >= 0 && last < storage.numel(), CheckpointError, where_, ": a tensor view reaches element ",
                   last, " of a storage of ", storage.numel());
     return storage.as_strided(size, stride, offset);
@@ -470,6 +503,8 @@ class Machine {
                   " (only known globals can be called)");
     const std::string& g = fn->s;
     const auto& a = args->as_seq(where_ + ": arguments of " + g);
+    args->owned = true;
+    adopt_all(a);
     if (g == "collections.OrderedDict") {
       Py d = PyNode::new_dict();
       if (!a.empty())
@@ -514,6 +549,8 @@ class Machine {
 
   void build(const Py& obj, const Py& st) {
     if (obj->is(K::kDict)) return;  // an OrderedDict's attributes (state_dict()._metadata): not data
+    check_mutable(obj, {st}, "BUILD");
+    st->owned = true;
     if (obj->is(K::kRecord) && obj->s == "numpy.ndarray") {
       *obj = *numpy_array(st);
       return;
@@ -541,7 +578,13 @@ class Machine {
     const auto& s = st->as_seq(where_ + ": numpy array state");
     MEGATON_CHECK(s.size() == 5, CheckpointError, where_, ": numpy array state of ", s.size(), " items");
     std::vector<int64_t> shape;
-    for (const auto& x : s[1]->as_seq(where_)) shape.push_back(x->as_int(where_));
+    int64_t count = 1;
+    for (const auto& x : s[1]->as_seq(where_)) {
+      shape.push_back(x->as_int(where_));
+      MEGATON_CHECK(shape.back() >= 0 && !__builtin_mul_overflow(count, shape.back(), &count) &&
+                        count <= static_cast<int64_t>(s[4]->is(K::kBytes) ? s[4]->s.size() : 0),
+                    CheckpointError, where_, ": a numpy array's shape does not match its data");
+    }
     char order;
     const std::string code = dtype_code(s[2], &order);
     MEGATON_CHECK(order != '>', CheckpointError, where_, ": big-endian numpy arrays are not supported");
@@ -599,7 +642,11 @@ class Machine {
 }  // namespace
 
 Py unpickle(const std::string& data, const StorageLoader& storages, const std::string& where) {
-  return Machine(data, storages, where).run();
+  try {
+    return Machine(data, storages, where).run();
+  } catch (const c10::Error& e) {  // a tensor operation refused what the pickle describes
+    throw CheckpointError(str(where, ": malformed tensor in the pickle (", e.what_without_backtrace(), ")"));
+  }
 }
 
 }  // namespace megaton::checkpoint

@@ -8,10 +8,10 @@
 #include <fstream>
 
 #include "checkpoint/deepspeed_layout.h"
-#include "checkpoint/fork_checkpoint.h"
 #include "checkpoint/ds_universal_writer.h"
 #include "checkpoint/file.h"
 #include "checkpoint/foreign_import.h"
+#include "checkpoint/fork_checkpoint.h"
 #include "checkpoint/sections.h"
 #include "checkpoint/serial_writer.h"
 #include "checkpoint/torch_file.h"
@@ -112,10 +112,48 @@ TEST(TorchFile, TruncatedForeignAndMissingFilesGiveClearErrors) {
   EXPECT_NE(msg.find("'os.system'"), std::string::npos) << msg;
   EXPECT_NE(msg.find("never runs pickled code"), std::string::npos) << msg;
   // Malformed pickles: a truncated one and one with a bad memo index.
-  EXPECT_NE(
-      error_of([&] { unpickle(std::string("\x80\x02}q\x00X\x10\x00\x00\x00ab", 14), {}, "t.pkl"); }).find("ends early"),
-      std::string::npos);
+  EXPECT_NE(error_of([&] {
+              unpickle(std::string("\x80\x02}q\x00"
+                                   "X\x10\x00\x00\x00"
+                                   "ab",
+                                   12),
+                       {}, "t.pkl");
+            }).find("ends early"),
+            std::string::npos);
   EXPECT_NE(error_of([&] { unpickle(std::string("\x80\x02h\x05.", 5), {}, "m.pkl"); }).find("memo"), std::string::npos);
+}
+
+TEST(TorchFile, RecursiveAndDeeplyNestedPicklesAreHandled) {
+  // A list appended into itself (memo 0 recalled): refused, so no structure can hold a cycle.
+  const std::string self = std::string(
+      "\x80\x02"
+      "]"
+      "q\x00"
+      "h\x00"
+      "a"
+      ".",
+      9);
+  EXPECT_NE(error_of([&] { unpickle(self, {}, "self.pkl"); }).find("into itself"), std::string::npos);
+  // A list L0 put into L1, then modified (APPEND of 1 into L0): refused, as any change to a held value.
+  const std::string later = std::string(
+      "\x80\x02"
+      "]"
+      "q\x00"
+      "]"
+      "h\x00"
+      "a"
+      "h\x00"
+      "K\x01"
+      "a"
+      ".",
+      15);
+  EXPECT_NE(error_of([&] { unpickle(later, {}, "later.pkl"); }).find("already held"), std::string::npos);
+  // 200000 nested lists: read and freed without recursing per level; turning them into JSON stops at a depth limit.
+  const int depth = 200000;
+  std::string deep = "\x80\x02" + std::string(depth, ']') + std::string(depth - 1, 'a') + ".";
+  Py v = unpickle(deep, {}, "deep.pkl");
+  EXPECT_NE(error_of([&] { py_to_json(v); }).find("deeper than"), std::string::npos);
+  v.reset();
 }
 
 TEST(DeepSpeedUniversal, MegatonToUniversalAndBackIsBitExact) {
