@@ -13,8 +13,13 @@ source "$SRC/tests/support/train_lib.sh"
 setup_work
 fail() { echo "FAIL: $*"; exit 1; }
 python3 -c "import torch, numpy" 2>/dev/null || fail "python3-torch is needed (make deps installs it)"
-common=($(tiny_model_args) $(tiny_lr_args) --data-path "$work/synth_text_document" --micro-batch-size 2
-        --global-batch-size 16 --train-iters 16 --bf16 --pad-vocab-size-to 136)
+make_byte_tokenizer "$work/tok"  # 257 tokens, padded to 264 rows
+common=(--num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16
+        --hidden-dropout 0 --attention-dropout 0 --init-method-std 0.02 --seed 1234 --weight-decay 0.01 --clip-grad 1.0
+        --adam-beta2 0.95 --log-interval 1 --eval-interval 1000 --eval-iters 1 --split 95,5,0 --distributed-backend mpi
+        --device cpu --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$work/tok" --pad-vocab-size-to 264
+        $(tiny_lr_args) --data-path "$work/synth_text_document" --micro-batch-size 2 --global-batch-size 16
+        --train-iters 16 --bf16)
 
 run_train 1 "${common[@]}" --save "$work/own" --save-interval 6 --exit-interval 6 > "$work/first.log" 2>&1 ||
   { tail -30 "$work/first.log"; exit 1; }
@@ -77,7 +82,13 @@ cmp -s "$work/own.crc" "$work/back16.crc" || fail "ZeRO fp16 layout -> megaton d
 cmp -s "$work/own.crc" "$work/back0.crc" || fail "Megatron checkpoint_version 0 (QKV rows [3, np, hn]) -> megaton differs"
 grep -q "ZeRO optimizer" "$work/back16.log" || fail "$(cat "$work/back16.log")"
 
-# generate and inspect take the fork's directory as it is.
+# generate (the architecture and tokenizer from the fork's args) and inspect take the fork's directory as it is.
+greedy=(--device cpu --greedy --num-samples 2 --micro-batch-size 2 --out-seq-length 12)
+"$MEGATON" generate --load "$work/own" "${greedy[@]}" --genfile "$work/own_gen.jsonl" > "$work/gen_own.log" 2>&1 ||
+  { tail -20 "$work/gen_own.log"; exit 1; }
+"$MEGATON" generate --load "$work/fork" "${greedy[@]}" --genfile "$work/fork_gen.jsonl" > "$work/gen_fork.log" 2>&1 ||
+  { tail -20 "$work/gen_fork.log"; exit 1; }
+[ -s "$work/own_gen.jsonl" ] && cmp -s "$work/own_gen.jsonl" "$work/fork_gen.jsonl" || fail "generate differs"
 "$MEGATON" inspect "$work/fork" > "$work/inspect.log" 2>&1 || { cat "$work/inspect.log"; exit 1; }
 
 # Damaged and foreign files.
