@@ -1,7 +1,7 @@
 #include "cli/checkpoint_args.h"
 
-#include "checkpoint/fork_checkpoint.h"
 #include "checkpoint/file.h"
+#include "checkpoint/fork_checkpoint.h"
 #include "core/error.h"
 
 namespace megaton::cli {

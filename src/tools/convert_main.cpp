@@ -7,10 +7,10 @@
 //                                                               loads with --universal-checkpoint
 #include <iostream>
 
-#include "checkpoint/fork_checkpoint.h"
 #include "checkpoint/ds_universal_writer.h"
 #include "checkpoint/file.h"
 #include "checkpoint/foreign_import.h"
+#include "checkpoint/fork_checkpoint.h"
 #include "cli/parser.h"
 #include "core/error.h"
 #include "core/log.h"
