@@ -4,6 +4,7 @@
 
 #include "core/error.h"
 #include "dist/mpi_communicator.h"
+#include "dist/staged_communicator.h"
 #if defined(MEGATON_HAVE_NCCL)
 #include "dist/nccl_communicator.h"
 #endif
@@ -39,7 +40,8 @@ CommunicatorPtr make_group(const std::vector<int>& members, int world_rank, cons
 #if defined(MEGATON_HAVE_NCCL)
   if (backend == Backend::kNccl) return std::make_shared<NcclCommunicator>(mpi, timeout_s);
 #endif
-  return mpi;
+  // MPI groups take CUDA tensors too (several ranks on one GPU, or no NCCL): staged through host memory.
+  return std::make_shared<StagedCommunicator>(mpi);
 }
 
 }  // namespace

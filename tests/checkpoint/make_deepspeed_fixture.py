@@ -111,7 +111,7 @@ def main():
     a = ap.parse_args()
     tp, pp, dp = a.tp, a.pp, a.dp
 
-    mp0 = torch.load(os.path.join(a.universal, "mp_rank_00_model_states.pt"))
+    mp0 = torch.load(os.path.join(a.universal, "mp_rank_00_model_states.pt"), weights_only=False)
     args = mp0["args"]
     assert isinstance(args, argparse.Namespace), type(args)
     assert isinstance(args.position_embedding_type, PositionEmbeddingType), args.position_embedding_type
