@@ -1,5 +1,8 @@
 #include "cli/megatron_flags.h"
 
+#include <charconv>
+#include <type_traits>
+
 #include "cli/deepspeed_config.h"
 #include "core/error.h"
 
@@ -9,9 +12,17 @@ namespace po = boost::program_options;
 
 namespace {
 
+/// The default as --help shows it: floating-point values in their shortest round-trip form (0.9, not
+/// 0.90000000000000002).
 template <typename T>
 po::typed_value<T>* val(T& field) {
-  return po::value<T>(&field)->default_value(field);
+  if constexpr (std::is_floating_point_v<T>) {
+    char buf[64];
+    const auto r = std::to_chars(buf, buf + sizeof buf, field);
+    return po::value<T>(&field)->default_value(field, std::string(buf, r.ptr));
+  } else {
+    return po::value<T>(&field)->default_value(field);
+  }
 }
 
 po::typed_value<std::string>* sval(std::string& field) {
@@ -164,7 +175,7 @@ void MegatronFlags::bind(po::options_description& d) {
        "accepted: --checkpoint-activations recomputes with megaton's own checkpointing")
       ("deepspeed_mpi", po::bool_switch(&compat.deepspeed_mpi), "accepted: megaton always starts through MPI")
       ("log-interval", val(t.log_interval), "iterations between log lines")
-      ("exit-interval", val(t.exit_interval), "save and exit when iteration %% N == 0")
+      ("exit-interval", val(t.exit_interval), "save and exit when iteration % N == 0")
       ("exit-duration-in-mins", val(t.exit_duration_in_mins),
        "save and exit after this many minutes since the job's processes started")
       ("kill-switch-path", sval(t.kill_switch_path), "save and exit when this file exists")

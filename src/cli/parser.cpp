@@ -145,6 +145,19 @@ std::string strip_digit_separators(const std::string& token) {
   return out;
 }
 
+std::string closest_word(const std::string& word, const std::vector<std::string>& candidates) {
+  std::string best;
+  size_t best_d = std::max<size_t>(2, word.size() / 3) + 1;
+  for (const auto& c : candidates) {
+    const size_t d = edit_distance(word, c);
+    if (d < best_d) {
+      best_d = d;
+      best = c;
+    }
+  }
+  return best;
+}
+
 std::string closest_option(const std::string& unknown, const po::options_description& options) {
   const std::string u = strip_dashes(unknown);
   std::string best;

@@ -37,6 +37,8 @@ std::vector<std::string> argparse_normalize(const std::vector<std::string>& args
 /// Megatron's options declared `type=bool` (long names without dashes).
 const std::vector<std::string>& python_bool_flags();
 
+/// The candidate closest to `word` by edit distance, or "" when none is close (a third of its length, at least 2).
+std::string closest_word(const std::string& word, const std::vector<std::string>& candidates);
 /// The known long option closest to `unknown` by edit distance, or "" when nothing is close.
 std::string closest_option(const std::string& unknown, const boost::program_options::options_description& options);
 

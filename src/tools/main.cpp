@@ -3,7 +3,10 @@
 // rank is left waiting in a collective (docs/errors.md lists the codes).
 #include <cstring>
 #include <iostream>
+#include <string>
+#include <vector>
 
+#include "cli/parser.h"
 #include "core/error.h"
 #include "dist/guarded_run.h"
 #include "tools/subcommands.h"
@@ -22,7 +25,7 @@ const Subcommand kSubcommands[] = {
     {"reshard",    megaton::tools::run_reshard,    "convert a checkpoint to another TP/PP layout or dtype"},
     {"export-hf",  megaton::tools::run_export_hf,  "write a Hugging Face transformers directory"},
     {"import-hf",  megaton::tools::run_import_hf,  "read a Hugging Face transformers directory"},
-    {"convert",    megaton::tools::run_convert,    "read or write Megatron-DeepSpeed (DeepSpeed, universal) checkpoints"},
+    {"convert",    megaton::tools::run_convert,    "read or write Megatron-DeepSpeed checkpoints (DeepSpeed, universal, Megatron)"},
     {"inspect",    megaton::tools::run_inspect,    "list a checkpoint's tensors and metadata, verify checksums"},
     {"plan",       megaton::tools::run_plan,       "predict memory and step time of parallel layouts"},
     {"comm-bench", megaton::tools::run_comm_bench, "check and time every collective (like nccl-tests)"},
@@ -36,9 +39,32 @@ void print_usage(std::ostream& os) {
   os << "\nmegaton " << MEGATON_VERSION << "\n";
 }
 
+const Subcommand* find_subcommand(const char* name) {
+  for (const auto& s : kSubcommands)
+    if (!std::strcmp(name, s.name)) return &s;
+  return nullptr;
+}
+
+int unknown_command(const char* name) {
+  std::vector<std::string> names;
+  for (const auto& s : kSubcommands) names.emplace_back(s.name);
+  const std::string hint = megaton::cli::closest_word(name, names);
+  std::cerr << "megaton: unknown command '" << name << "'" << (hint.empty() ? "" : " (did you mean '" + hint + "'?)")
+            << "\n\n";
+  print_usage(std::cerr);
+  return static_cast<int>(megaton::ExitCode::kUsage);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
+  // `megaton help CMD` is `megaton CMD --help`.
+  if (argc == 3 && !std::strcmp(argv[1], "help")) {
+    const Subcommand* s = find_subcommand(argv[2]);
+    if (!s) return unknown_command(argv[2]);
+    const char* args[] = {argv[2], "--help", nullptr};
+    return megaton::dist::guarded_run([&] { return s->run(2, args); });
+  }
   if (argc < 2 || !std::strcmp(argv[1], "--help") || !std::strcmp(argv[1], "-h") || !std::strcmp(argv[1], "help")) {
     print_usage(argc < 2 ? std::cerr : std::cout);
     return argc < 2 ? static_cast<int>(megaton::ExitCode::kUsage) : 0;
@@ -47,11 +73,7 @@ int main(int argc, char** argv) {
     std::cout << "megaton " << MEGATON_VERSION << "\n";
     return 0;
   }
-  for (const auto& s : kSubcommands) {
-    if (std::strcmp(argv[1], s.name) != 0) continue;
-    return megaton::dist::guarded_run([&] { return s.run(argc - 1, argv + 1); });
-  }
-  std::cerr << "megaton: unknown command '" << argv[1] << "'\n\n";
-  print_usage(std::cerr);
-  return static_cast<int>(megaton::ExitCode::kUsage);
+  if (const Subcommand* s = find_subcommand(argv[1]))
+    return megaton::dist::guarded_run([&] { return s->run(argc - 1, argv + 1); });
+  return unknown_command(argv[1]);
 }
