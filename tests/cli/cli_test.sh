@@ -6,7 +6,10 @@ megaton=$1/megaton
 source "$(dirname "$0")/../support/expect_lib.sh"  # expect NAME WANT_RC PATTERN COMMAND...; fail
 small="--num-layers 4 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --micro-batch-size 2 --train-iters 10"
 expect "usage"               2 "usage: megaton <command>" $megaton
-expect "unknown command"     2 "unknown command 'trian'" $megaton trian
+expect "unknown command"     2 "unknown command 'trian' \(did you mean 'train'\?\)" $megaton trian
+expect "help CMD"            0 "usage: megaton convert" $megaton help convert
+expect "help typo"           2 "unknown command 'conver' \(did you mean 'convert'\?\)" $megaton help conver
+expect "shortest defaults"   0 "adam-beta1 arg \(=0.9\) " $megaton train --help
 expect "train --help"        0 "--tensor-model-parallel-size" $megaton train --help
 expect "comm-bench --help"   0 "--maxbytes" $megaton comm-bench --help
 expect "unknown flag"        2 "did you mean --num-layers" $megaton train $small --num-layer 3
