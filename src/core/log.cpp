@@ -31,7 +31,7 @@ void Logger::write(LogLevel level, const std::string& line) const {
   std::tm tm{};
   localtime_r(&t, &tm);
   std::ostringstream os;
-  os << std::put_time(&tm, "%H:%M:%S") << ' ' << tag_ << ' ';
+  os << std::put_time(&tm, "%Y-%m-%dT%H:%M:%S") << ' ' << tag_ << ' ';  // ISO 8601, local time: jobs run for days
   if (level != LogLevel::kInfo) os << kNames[static_cast<int>(level)] << ": ";
   os << line << '\n';
   std::lock_guard<std::mutex> lock(mu_);

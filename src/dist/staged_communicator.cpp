@@ -4,7 +4,9 @@ namespace megaton::dist {
 
 namespace {
 
-bool on_device(const torch::Tensor& t) { return t.defined() && !t.device().is_cpu(); }
+bool on_device(const torch::Tensor& t) {
+  return t.defined() && !t.device().is_cpu();
+}
 
 /// A contiguous host copy of `t` in pinned memory; the copy waits for the work that writes `t`.
 torch::Tensor to_host(const torch::Tensor& t) {
