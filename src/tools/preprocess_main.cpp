@@ -1,4 +1,5 @@
 // megaton preprocess: Megatron's tools/preprocess_data.py — JSONL -> {output_prefix}_{key}_document.bin/.idx.
+#include <cstdio>
 #include <iostream>
 
 #include "cli/parser.h"
@@ -52,9 +53,11 @@ int run_preprocess(int argc, const char* const* argv) {
            "}_document, tokenizer ", tok->name(), " (vocab ", tok->vocab_size(), ", ",
            data::dtype_name(data::best_fitting_dtype_code(tok->vocab_size())), " tokens), ", o.workers, " workers");
   const data::PreprocessStats s = data::preprocess_jsonl(o, *tok, log);
-  log.info("preprocess: done: ", s.documents, " documents, ", s.tokens, " tokens, ", s.bytes / 1e6, " MB in ",
-           s.seconds, " s (", s.documents / std::max(s.seconds, 1e-9), " docs/s, ",
-           s.bytes / 1e6 / std::max(s.seconds, 1e-9), " MB/s, ", s.tokens / std::max(s.seconds, 1e-9), " tokens/s)");
+  const double secs = std::max(s.seconds, 1e-9);
+  char rates[160];
+  std::snprintf(rates, sizeof rates, "%.2f MB in %.1f s (%.0f docs/s, %.2f MB/s, %.0f tokens/s)", s.bytes / 1e6,
+                s.seconds, s.documents / secs, s.bytes / 1e6 / secs, s.tokens / secs);
+  log.info("preprocess: done: ", s.documents, " documents, ", s.tokens, " tokens, ", rates);
   if (s.empty_skipped) log.info("preprocess: ", s.empty_skipped, " empty texts produced no item (as in Megatron)");
   if (s.blank_lines) log.info("preprocess: ", s.blank_lines, " blank lines ignored");
   if (s.bad_lines) {
