@@ -14,7 +14,8 @@ using nlohmann::json;
 
 namespace megaton::checkpoint {
 
-std::string import_foreign_checkpoint(const ForeignCheckpoint& fc, const std::string& save_dir, const Logger& log) {
+std::string import_foreign_checkpoint(const ForeignCheckpoint& fc, const std::string& save_dir, const Logger& log,
+                                      int keep_last) {
   ForeignState st = read_foreign_checkpoint(fc, log);
   const int64_t vocab = st.meta.model_config.at("vocab_size").get<int64_t>();
   const int64_t padded = st.padded_vocab;
@@ -33,7 +34,7 @@ std::string import_foreign_checkpoint(const ForeignCheckpoint& fc, const std::st
     for (const auto& p : params)
       add(optim_path(state, p.canonical), p.canonical, by_name.at(p.canonical), p.partition_dim);
   if (padded > vocab && !st.meta.args.contains("pad_vocab_size_to")) st.meta.args["pad_vocab_size_to"] = padded;
-  const std::string dst = w.finish(st.meta, st.layout, fc.dir);
+  const std::string dst = w.finish(st.meta, st.layout, fc.dir, keep_last);
   log.info("convert: ", fc.what(), " (iteration ", st.meta.iteration, ", saved at TP=", st.layout.tp,
            " PP=", st.layout.pp, " DP=", st.layout.dp, ") -> ", dst, st.optim.empty() ? " (weights only)" : "");
   return dst;
@@ -54,7 +55,7 @@ std::string megaton_load_dir(const std::string& load, const Logger& log) {
   }
   log.info("--load ", load, ": ", fc->what(), " (iteration ", meta.iteration, "); converting it to ", cache);
   try {
-    import_foreign_checkpoint(*fc, cache, log);
+    import_foreign_checkpoint(*fc, cache, log, /*keep_last=*/1);
   } catch (const RuntimeError& e) {
     throw CheckpointError(str(e.what(), "\n  (--load converts a DeepSpeed checkpoint into ", cache,
                               "; where that cannot be written, run `megaton convert --load ", load,
