@@ -2,24 +2,33 @@
 
 #include <mpi.h>
 
+#include <cstdlib>
 #include <iostream>
 
 #include "core/error.h"
+#include "dist/launch_env.h"
 #include "dist/mpi_session.h"
 
 namespace megaton::dist {
 namespace {
 
-[[noreturn]] void die(const char* kind, const char* what, int code) {
+[[noreturn]] void die(const char* kind, const char* what, int code, bool same_on_every_rank) {
   int initialized = 0, finalized = 0, rank = 0, world = 1;
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (initialized && !finalized) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &world);
+  } else {
+    // Before MPI starts (flag parsing): the launcher's place in the job. A usage error is every rank's alike, so
+    // only the first rank prints it; the others exit with the same code, quietly.
+    const LaunchEnv env = detect_launch_env();
+    rank = env.rank;
+    world = env.size;
+    if (same_on_every_rank && rank != 0) std::_Exit(code);
   }
   std::cerr << "[r" << rank << "/" << world << "] megaton: " << kind << ": " << what << std::endl;
-  if (world > 1)
+  if (world > 1 && initialized && !finalized)
     std::cerr << "[r" << rank << "/" << world << "] megaton: aborting all " << world << " ranks with exit code " << code
               << std::endl;
   MpiSession::abort_job(code);
@@ -31,13 +40,13 @@ int guarded_run(const std::function<int()>& body) {
   try {
     return body();
   } catch (const Error& e) {
-    die(e.kind(), e.what(), static_cast<int>(e.code()));
+    die(e.kind(), e.what(), static_cast<int>(e.code()), e.code() == ExitCode::kUsage);
   } catch (const c10::Error& e) {
-    die("torch error", e.what_without_backtrace(), static_cast<int>(ExitCode::kRuntime));
+    die("torch error", e.what_without_backtrace(), static_cast<int>(ExitCode::kRuntime), false);
   } catch (const std::bad_alloc&) {
-    die("runtime error", "out of memory", static_cast<int>(ExitCode::kRuntime));
+    die("runtime error", "out of memory", static_cast<int>(ExitCode::kRuntime), false);
   } catch (const std::exception& e) {
-    die("internal error", e.what(), static_cast<int>(ExitCode::kInternal));
+    die("internal error", e.what(), static_cast<int>(ExitCode::kInternal), false);
   }
 }
 

@@ -36,4 +36,10 @@ expect "prompt dir"          2 "sample-input-file $work: is a directory" \
   $megaton generate --num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16 \
   --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$work/tok" --device cpu --distributed-backend mpi \
   --sample-input-file "$work"
+# A usage error on 3 ranks is printed once, by rank 0 of the launcher, with the job's size in its tag.
+out=$("$MPIRUN" --oversubscribe -np 3 $megaton train --num-layer 3 2>&1)
+n=$(grep -c "usage error: megaton train: unrecognised option '--num-layer'" <<< "$out")
+if [ "$n" != 1 ] || ! grep -q "^\[r0/3\] megaton: usage error" <<< "$out"; then
+  echo "FAIL: usage error on 3 ranks printed $n times:"; echo "$out" | head -8; fail=1
+fi
 exit $fail
