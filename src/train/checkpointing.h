@@ -33,6 +33,8 @@ class TrainCheckpoints {
   /// --save: a checkpoint of the state after progress.iteration (collective), unless that iteration is already saved.
   void save(const TrainingProgress& progress);
   bool saving() const { return !options_.save.empty(); }
+  /// The iteration of the newest checkpoint this run saved or loaded (-1: none).
+  int64_t last_saved() const { return last_saved_; }
 
  private:
   Parts p_;

@@ -1,10 +1,12 @@
 #include "train/trainer.h"
 
+#include <chrono>
 #include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
 
+#include "checkpoint/format.h"
 #include "core/device_clock.h"
 #include "core/device_memory.h"
 #include "core/error.h"
@@ -235,6 +237,8 @@ int Trainer::run() {
     log_.info0("--train-tokens ", t.train_tokens, ": training ends once that many tokens are consumed (",
                progress_.consumed_train_tokens, " so far)");
   iteration_log_->start();
+  const TrainingProgress at_start = progress_;
+  const auto started = std::chrono::steady_clock::now();
   int64_t in_interval = 0;
   StopReason stop = StopReason::kNone;
   StepProfiler profiler(cfg_.logging, env_.rank, model_->config().device.is_cuda());
@@ -315,7 +319,26 @@ int Trainer::run() {
   // condition `consumed_train_tokens < train_tokens`.
   log_.info0("stopping at iteration ", progress_.iteration, ": ",
              stop == StopReason::kNone && token_budget_spent() ? "--train-tokens reached" : stop_reason_name(stop));
+  log_summary(at_start, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
   return stop == StopReason::kSignal ? static_cast<int>(ExitCode::kInterrupted) : 0;
+}
+
+void Trainer::log_summary(const TrainingProgress& at_start, double seconds) const {
+  const int64_t iters = progress_.iteration - at_start.iteration;
+  const int64_t tokens = progress_.consumed_train_tokens - at_start.consumed_train_tokens;
+  const int64_t samples = progress_.consumed_train_samples - at_start.consumed_train_samples;
+  char rates[160];
+  std::snprintf(rates, sizeof rates, "%.1f s (%.3f s/iteration, %.0f tokens/s)", seconds,
+                iters > 0 ? seconds / iters : 0.0, seconds > 0 ? tokens / seconds : 0.0);
+  const int64_t saved = checkpoints_->last_saved();
+  const std::string ran = iters > 0 ? str("iterations ", at_start.iteration + 1, "..", progress_.iteration, " (", iters,
+                                          " in this run), ", samples, " samples and ", tokens, " tokens in ", rates)
+                                    : str("no iteration ran (at iteration ", progress_.iteration, ")");
+  log_.info0("summary: ", ran, "; consumed in all: ", progress_.consumed_train_samples, " samples, ",
+             progress_.consumed_train_tokens, " tokens; ",
+             !checkpoints_->saving() ? std::string("no --save")
+             : saved >= 0 ? str("newest checkpoint ", cfg_.checkpoint.save, "/", checkpoint::iteration_dir_name(saved))
+                          : std::string("no checkpoint saved"));
 }
 
 void Trainer::refuse_if_state_cannot_fit(int64_t padded_vocab, const torch::Device& device) const {

@@ -74,6 +74,8 @@ class Trainer {
   /// UsageError before anything is allocated when the weights, gradients and optimizer state of the busiest rank
   /// exceed the device's memory (a hostile --max-position-embeddings or --hidden-size).
   void refuse_if_state_cannot_fit(int64_t padded_vocab, const torch::Device& device) const;
+  /// The closing line: iterations, samples and tokens of this run, its time and rate, where the checkpoints went.
+  void log_summary(const TrainingProgress& at_start, double seconds) const;
 
   TrainConfig cfg_;
   dist::LaunchEnv env_;

@@ -19,6 +19,9 @@ loss_decreases "$work/straight.jsonl" || fail "muP did not train"
 
 run_train 4 "${common[@]}" --tensor-model-parallel-size 2 --save "$work/ckpt" --save-interval 100 --exit-interval 10 \
   > "$work/first.log" 2>&1 || { tail -30 "$work/first.log"; exit 1; }
+# The closing summary: this run's iterations, samples, tokens and rate, and where the checkpoint went.
+grep -q "summary: iterations 1..10 (10 in this run), 160 samples and 2560 tokens in .* tokens/s); consumed in all: 160 samples, 2560 tokens; newest checkpoint $work/ckpt/iter_0000010" \
+  "$work/first.log" || fail "summary: $(grep summary "$work/first.log")"
 run_train 2 "${common[@]}" --load "$work/ckpt" --metrics-file "$work/tp1.jsonl" > "$work/tp1.log" 2>&1 ||
   { tail -30 "$work/tp1.log"; exit 1; }
 echo -n "muP resumed at TP=1 from TP=2: "
