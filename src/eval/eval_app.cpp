@@ -45,7 +45,7 @@ int run_eval_app(const EvalOptions& f, const dist::LaunchEnv& env, std::ostream&
     log.info0(path, ": ", raw.num_original_tokens, " original words, ", num_tokenized, " tokens (detokenizer ",
               detok_name, "), ", windows.size(), " windows of ", seq, " stride ", windows.stride());
     LossTotals t = evaluate_loss(
-        runner, windows.size(), [&](int64_t i) { return windows.window(i); }, mb);
+        runner, windows.size(), [&](int64_t i) { return windows.window(i); }, mb, &log);
     MEGATON_CHECK(t.scored == num_tokenized - 1, InternalError, "scored ", t.scored, " targets, expected ",
                   num_tokenized - 1);
     PerplexityReport r = perplexity_report(t.loss_sum, num_tokenized, raw.num_original_tokens);
@@ -61,7 +61,7 @@ int run_eval_app(const EvalOptions& f, const dist::LaunchEnv& env, std::ostream&
     LambadaSet set = read_lambada(path, tok, f.strict_lambada, seq, tok.eod());
     log.info0(path, ": ", set.examples.size(), " examples", f.strict_lambada ? " (strict)" : "");
     AccuracyTotals t = evaluate_accuracy(
-        runner, static_cast<int64_t>(set.examples.size()), [&](int64_t i) { return set.examples[i]; }, mb);
+        runner, static_cast<int64_t>(set.examples.size()), [&](int64_t i) { return set.examples[i]; }, mb, &log);
     line = format_accuracy(f.task, t);
     result.update({{"correct", t.correct},
                    {"total", t.total},

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 
@@ -31,16 +32,43 @@ std::pair<torch::Tensor, torch::Tensor> make_batch(const WindowFn& window, int64
 
 // Runs every micro-batch of this DP replica; on the last stage score(logits [s, b, V/tp], labels [b, s] (device),
 // mask [b, s] (device)) returns two numbers that are summed. Returns the sums over all replicas, on every rank.
+/// "1m40s" for 100 seconds.
+std::string duration(double s) {
+  const int64_t t = static_cast<int64_t>(s + 0.5);
+  char b[32];
+  if (t >= 3600)
+    std::snprintf(b, sizeof b, "%lldh%02lldm", static_cast<long long>(t / 3600), static_cast<long long>(t % 3600 / 60));
+  else if (t >= 60)
+    std::snprintf(b, sizeof b, "%lldm%02llds", static_cast<long long>(t / 60), static_cast<long long>(t % 60));
+  else
+    std::snprintf(b, sizeof b, "%llds", static_cast<long long>(t));
+  return b;
+}
+
 template <typename Score>
 std::pair<double, double> run_batches(infer::StageRunner& runner, int64_t n, const WindowFn& window,
-                                      int64_t micro_batch, Score score) {
+                                      int64_t micro_batch, Score score, const Logger* log, double progress_s) {
   MEGATON_CHECK(micro_batch > 0, UsageError, "--micro-batch-size must be > 0");
   torch::NoGradGuard no_grad;
   const auto& g = runner.groups();
   const int64_t dp = g.grid.dp_size(), me = g.coords.dp;
   double a = 0, b = 0;
+  using Clock = std::chrono::steady_clock;
+  const auto start = Clock::now();
+  auto last_report = start;
   for (int64_t first = me * micro_batch; first < n; first += dp * micro_batch) {
     const int64_t count = std::min(micro_batch, n - first);
+    if (log && std::chrono::duration<double>(Clock::now() - last_report).count() >= progress_s) {
+      last_report = Clock::now();
+      const double secs = std::chrono::duration<double>(last_report - start).count();
+      const int64_t done = std::min(n, first - me * micro_batch);  // dealt to every replica before this batch
+      const double rate = done / std::max(secs, 1e-9);
+      char b2[160];
+      std::snprintf(b2, sizeof b2, "%lld/%lld examples (%.1f%%), %.1f examples/s, ETA %s", static_cast<long long>(done),
+                    static_cast<long long>(n), 100.0 * done / std::max<int64_t>(n, 1), rate,
+                    duration(rate > 0 ? (n - done) / rate : 0).c_str());
+      log->info0("eval: ", b2);
+    }
     auto [tokens, mask] = make_batch(window, first, count);
     const int64_t s = tokens.size(1) - 1;
     torch::Tensor logits = runner.forward(tokens.narrow(1, 0, s), nullptr);  // [s, b, V/tp] on the last stage
@@ -75,25 +103,29 @@ std::string py_float(double v) {
 
 }  // namespace
 
-LossTotals evaluate_loss(infer::StageRunner& runner, int64_t n, const WindowFn& window, int64_t micro_batch) {
-  auto [loss, scored] =
-      run_batches(runner, n, window, micro_batch,
-                  [&](const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& mask) {
-                    torch::Tensor losses = runner.stage().token_losses(logits.to(torch::kFloat32), labels);  // [b, s]
-                    return std::pair<double, double>((losses * mask).sum().item<double>(), mask.sum().item<double>());
-                  });
+LossTotals evaluate_loss(infer::StageRunner& runner, int64_t n, const WindowFn& window, int64_t micro_batch,
+                         const Logger* log, double progress_s) {
+  auto [loss, scored] = run_batches(
+      runner, n, window, micro_batch,
+      [&](const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& mask) {
+        torch::Tensor losses = runner.stage().token_losses(logits.to(torch::kFloat32), labels);  // [b, s]
+        return std::pair<double, double>((losses * mask).sum().item<double>(), mask.sum().item<double>());
+      },
+      log, progress_s);
   return {loss, static_cast<int64_t>(std::llround(scored))};
 }
 
-AccuracyTotals evaluate_accuracy(infer::StageRunner& runner, int64_t n, const WindowFn& window, int64_t micro_batch) {
-  auto [correct, total] =
-      run_batches(runner, n, window, micro_batch,
-                  [&](const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& mask) {
-                    torch::Tensor pred = runner.gather_vocab(logits).argmax(-1).t();  // [b, s]
-                    torch::Tensor ok = (pred == labels) | (mask == 0);                // [b, s]
-                    torch::Tensor all = ok.all(-1);                                   // [b]
-                    return std::pair<double, double>(all.sum().item<double>(), double(labels.size(0)));
-                  });
+AccuracyTotals evaluate_accuracy(infer::StageRunner& runner, int64_t n, const WindowFn& window, int64_t micro_batch,
+                                 const Logger* log, double progress_s) {
+  auto [correct, total] = run_batches(
+      runner, n, window, micro_batch,
+      [&](const torch::Tensor& logits, const torch::Tensor& labels, const torch::Tensor& mask) {
+        torch::Tensor pred = runner.gather_vocab(logits).argmax(-1).t();  // [b, s]
+        torch::Tensor ok = (pred == labels) | (mask == 0);                // [b, s]
+        torch::Tensor all = ok.all(-1);                                   // [b]
+        return std::pair<double, double>(all.sum().item<double>(), double(labels.size(0)));
+      },
+      log, progress_s);
   return {static_cast<int64_t>(std::llround(correct)), static_cast<int64_t>(std::llround(total))};
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "core/log.h"
 #include "eval/lm_windows.h"
 #include "infer/stage_runner.h"
 
@@ -26,8 +27,11 @@ struct AccuracyTotals {
 /// `window(i)` for i in [0, n) gives the examples; micro_batch examples per forward.
 using WindowFn = std::function<Window(int64_t)>;
 
-LossTotals evaluate_loss(infer::StageRunner& runner, int64_t n, const WindowFn& window, int64_t micro_batch);
-AccuracyTotals evaluate_accuracy(infer::StageRunner& runner, int64_t n, const WindowFn& window, int64_t micro_batch);
+/// With `log`, rank 0 reports progress every `progress_s` seconds: examples done, rate, ETA.
+LossTotals evaluate_loss(infer::StageRunner& runner, int64_t n, const WindowFn& window, int64_t micro_batch,
+                         const Logger* log = nullptr, double progress_s = 10);
+AccuracyTotals evaluate_accuracy(infer::StageRunner& runner, int64_t n, const WindowFn& window, int64_t micro_batch,
+                                 const Logger* log = nullptr, double progress_s = 10);
 
 /// Megatron's WIKITEXT103 report values.
 struct PerplexityReport {

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <sstream>
 
 #include "dist/self_communicator.h"
 #include "eval/evaluator.h"
@@ -43,6 +44,16 @@ TEST(EvalMetrics, SlidingWindowLossEqualsDirectSum) {
     }
     EXPECT_NEAR(got.loss_sum, direct, 1e-5 * direct) << "stride " << stride;
   }
+  // Progress: with a report every batch, rank 0 logs the examples done, the rate and the ETA.
+  eval::LmWindows w(toks, seq, 256, 5);
+  std::ostringstream progress;
+  const Logger log(0, 1, LogLevel::kInfo, &progress);
+  const auto again = eval::evaluate_loss(
+      runner, w.size(), [&](int64_t i) { return w.window(i); }, 3, &log, 0.0);
+  EXPECT_EQ(again.scored, n - 1);
+  EXPECT_NE(progress.str().find("eval: 3/" + std::to_string(w.size()) + " examples ("), std::string::npos)
+      << progress.str();
+  EXPECT_NE(progress.str().find("examples/s, ETA "), std::string::npos) << progress.str();
 }
 
 TEST(EvalMetrics, LambadaAccuracyCountsExamplesWhoseEveryTargetIsTheArgmax) {
