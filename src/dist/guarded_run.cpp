@@ -21,11 +21,12 @@ namespace {
     MPI_Comm_size(MPI_COMM_WORLD, &world);
   } else {
     // Before MPI starts (flag parsing): the launcher's place in the job. A usage error is every rank's alike, so
-    // only the first rank prints it; the others exit with the same code, quietly.
+    // only the first rank prints it and ends the job with its code. The others exit quietly with status 0: a launcher
+    // (mpirun) ends every process as soon as one exits non-zero, which could stop rank 0 before it has printed.
     const LaunchEnv env = detect_launch_env();
     rank = env.rank;
     world = env.size;
-    if (same_on_every_rank && rank != 0) std::_Exit(code);
+    if (same_on_every_rank && rank != 0) std::_Exit(0);
   }
   std::cerr << "[r" << rank << "/" << world << "] megaton: " << kind << ": " << what << std::endl;
   if (world > 1 && initialized && !finalized)

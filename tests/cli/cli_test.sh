@@ -37,9 +37,10 @@ expect "prompt dir"          2 "sample-input-file $work: is a directory" \
   --tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$work/tok" --device cpu --distributed-backend mpi \
   --sample-input-file "$work"
 # A usage error on 3 ranks is printed once, by rank 0 of the launcher, with the job's size in its tag.
-out=$("$MPIRUN" --oversubscribe -np 3 $megaton train --num-layer 3 2>&1)
+rc=0
+out=$("$MPIRUN" --oversubscribe -np 3 $megaton train --num-layer 3 2>&1) || rc=$?
 n=$(grep -c "usage error: megaton train: unrecognised option '--num-layer'" <<< "$out")
-if [ "$n" != 1 ] || ! grep -q "^\[r0/3\] megaton: usage error" <<< "$out"; then
-  echo "FAIL: usage error on 3 ranks printed $n times:"; echo "$out" | head -8; fail=1
+if [ "$n" != 1 ] || [ "$rc" != 2 ] || ! grep -q "^\[r0/3\] megaton: usage error" <<< "$out"; then
+  echo "FAIL: usage error on 3 ranks printed $n times, exit code $rc:"; echo "$out" | head -8; fail=1
 fi
 exit $fail
