@@ -53,6 +53,7 @@ std::vector<DsParam> deepspeed_params(const json& c, int64_t padded_vocab) {
     if (glu) {
       add(p + "mlp.fc1.weight", layer, "mlp.dense_h_to_4h.weight", {2, f, h}, 1, {2 * f, h}, 0, true);
       add(p + "mlp.fc1.bias", layer, "mlp.dense_h_to_4h.bias", {2, f}, 1, {2 * f}, 0, false);
+      out[out.size() - 2].n_sub_params = out[out.size() - 1].n_sub_params = 2;
     } else {
       add(p + "mlp.fc1.weight", layer, "mlp.dense_h_to_4h.weight", {f, h}, 0, {f, h}, 0, true);
       add(p + "mlp.fc1.bias", layer, "mlp.dense_h_to_4h.bias", {f}, 0, {f}, 0, false);

@@ -34,6 +34,7 @@ struct DsParam {
   int partition_dim = -1;                // of canonical_shape; -1 replicated across TP
   int ds_cat_dim = -1;                   // of the DeepSpeed slices; -1 replicated
   bool weight_decay = true;              // the fork's optimizer group: weights decay, biases and LayerNorms do not
+  int n_sub_params = 1;                  // 2 for a GLU's fc1: two halves, each split across TP on its own
 };
 
 /// The parameters of a GPT model_config (megaton's architecture JSON), word embedding at `padded_vocab` rows.

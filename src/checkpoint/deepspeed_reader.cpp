@@ -81,13 +81,19 @@ void fork::read_deepspeed(const ForeignCheckpoint& fc, const fork::Meta& mm, For
            l.dp > 0 ? (l.bf16 ? "BF16 optimizer" : "ZeRO optimizer") : "no optimizer state");
 
   // ~~~ weights: the layer files ~~~
+  // The parameters come layer by layer: one layer's files (one per TP rank) are held at a time.
   std::map<std::string, Py> files;
+  int files_layer = -1;
   auto file = [&](const std::string& f) -> const Py& {
     auto it = files.find(f);
     if (it == files.end()) it = files.emplace(f, load_torch_file(f)).first;
     return it->second;
   };
   for (const auto& p : params) {
+    if (p.layer != files_layer) {
+      files.clear();
+      files_layer = p.layer;
+    }
     std::vector<torch::Tensor> slices;
     for (int t = 0; t < tp; ++t) {
       const std::string f = layer_file(dir, p.layer, t);
@@ -178,12 +184,8 @@ void fork::read_deepspeed(const ForeignCheckpoint& fc, const fork::Meta& mm, For
                       ": '", p.ds_name, "' has no ", state, " state on tensor-parallel rank ", t);
       out.optim[state][p.canonical] = merge_slices(p, it->second, dir).to(torch::kFloat32);
     }
-  json opt = {{"optimizer", mm.args.value("optimizer", std::string("adam"))},
-              {"step", step < 0 ? out.meta.iteration : step},
-              {"skipped_steps", mm.root->get("skipped_steps") ? mm.root->at("skipped_steps")->as_int(dir) : 0},
-              {"momentum_initialized", false}};
-  if (!scaler.is_null()) opt["grad_scaler"] = scaler;
-  out.meta.state["optimizer"] = opt;
+  out.meta.state["optimizer"] =
+      fork::optimizer_state(mm, step < 0 ? out.meta.iteration : step, fork::skipped_steps(mm, dir), scaler);
 }
 
 void fork::read_universal(const ForeignCheckpoint& fc, const fork::Meta& mm, ForeignState& out, const Logger& log) {
@@ -204,9 +206,7 @@ void fork::read_universal(const ForeignCheckpoint& fc, const fork::Meta& mm, For
       if (Py vt = d->get("vocab_tensor"); vt && vt->as_int(f) != 0 && t.size(0) < out.padded_vocab)
         t = torch::cat({t, torch::zeros({out.padded_vocab - t.size(0), t.size(1)})});  // padding-free: re-pad
       const Py nsub = d->get("param_n_sub_params");
-      const bool glu =
-          p.canonical.find("mlp.fc1") != std::string::npos && p.canonical_shape.size() == p.ds_full_shape.size() + 1;
-      if (glu && !(nsub && nsub->as_int(f) == 2)) {
+      if (p.n_sub_params == 2 && !(nsub && nsub->as_int(f) == 2)) {
         // GLU halves concatenated per TP rank of the saving run: [tp, 2, f/tp, ...] -> [2, f, ...].
         auto parts = t.chunk(tp, 0);
         std::vector<torch::Tensor> slices(parts.begin(), parts.end());
@@ -223,17 +223,10 @@ void fork::read_universal(const ForeignCheckpoint& fc, const fork::Meta& mm, For
     if (step < 0 && fs::exists(sf)) step = int_of(load_torch_file(sf.string()), sf.string());
     out.model[p.canonical] = out.optim["master"][p.canonical].to(out.dtype);
   }
-  if (step < 0) {
-    const int64_t global =
-        mm.root->get("global_steps") ? mm.root->at("global_steps")->as_int(fc.dir) : out.meta.iteration;
-    const int64_t skipped = mm.root->get("skipped_steps") ? mm.root->at("skipped_steps")->as_int(fc.dir) : 0;
-    step = global - skipped;
-  }
-  out.meta.state["optimizer"] = {
-      {"optimizer", mm.args.value("optimizer", std::string("adam"))},
-      {"step", step},
-      {"skipped_steps", mm.root->get("skipped_steps") ? mm.root->at("skipped_steps")->as_int(fc.dir) : 0},
-      {"momentum_initialized", false}};
+  const int64_t skipped = fork::skipped_steps(mm, fc.dir);
+  if (step < 0)
+    step = (mm.root->get("global_steps") ? mm.root->at("global_steps")->as_int(fc.dir) : out.meta.iteration) - skipped;
+  out.meta.state["optimizer"] = fork::optimizer_state(mm, step, skipped, nullptr);
 }
 
 }  // namespace megaton::checkpoint

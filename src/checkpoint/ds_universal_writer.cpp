@@ -3,12 +3,14 @@
 #include <unistd.h>
 
 #include <filesystem>
-#include <fstream>
 
 #include "checkpoint/deepspeed_layout.h"
+#include "checkpoint/fork_args.h"
 #include "checkpoint/format.h"
+#include "checkpoint/placement.h"
 #include "checkpoint/sections.h"
 #include "checkpoint/torch_file.h"
+#include "checkpoint/tracker.h"
 #include "core/error.h"
 #include "core/remove_tree.h"
 
@@ -46,24 +48,13 @@ Py namespace_of(const json& args) {
   Py state = PyNode::new_dict();
   for (const auto& [k, v] : args.items()) {
     if (k == "position_embedding_type" && v.is_string()) {
-      const std::string s = v.get<std::string>();
-      const int64_t e = s == "rotary" ? 1 : s == "alibi" ? 3 : 2;
+      const int64_t e = position_embedding_enum(v.get<std::string>());
       state->set(k, PyNode::record("megatron.enums.PositionEmbeddingType", {PyNode::integer(e)}));
       continue;
     }
     state->set(k, json_to_py(v));
   }
   return PyNode::record("argparse.Namespace", {}, state);
-}
-
-void write_text(const fs::path& p, const std::string& text) {
-  const fs::path tmp = p.string() + ".tmp-" + std::to_string(::getpid());
-  {
-    std::ofstream out(tmp);
-    out << text << "\n";
-    MEGATON_CHECK(out.good(), RuntimeError, tmp.string(), ": write failed");
-  }
-  fs::rename(tmp, p);
 }
 
 }  // namespace
@@ -83,6 +74,11 @@ std::string write_ds_universal(const CheckpointFile& src, const std::string& sav
                   "'); a universal checkpoint needs the fp32 weights and both moments");
   const int64_t L = cfg.at("num_layers").get<int64_t>();
   const int tp = o.target_tp, pp = o.target_pp;
+  // The layer files hold TP slices: every split dimension (heads, ffn, padded vocabulary rows) must divide.
+  for (const auto& p : params)
+    MEGATON_CHECK(p.partition_dim < 0 || p.canonical_shape[p.partition_dim] % tp == 0, UsageError, "--target-tp ", tp,
+                  " does not divide dimension ", p.partition_dim, " of '", p.canonical, "' ",
+                  shape_str(p.canonical_shape));
   MEGATON_CHECK(static_cast<int>(o.layers_per_stage.size()) == pp, InternalError,
                 "universal writer: ", o.layers_per_stage.size(), " stage sizes for PP=", pp);
 
@@ -104,8 +100,7 @@ std::string write_ds_universal(const CheckpointFile& src, const std::string& sav
       Py d = PyNode::new_dict();
       d->set("param", PyNode::of_tensor(t.reshape(p.ds_full_shape).contiguous()));
       if (p.ds_cat_dim >= 0) d->set("cat_dim", PyNode::integer(p.ds_cat_dim));
-      if (p.canonical_shape.size() == p.ds_full_shape.size() + 1 && p.canonical.find("mlp.fc1") != std::string::npos)
-        d->set("param_n_sub_params", PyNode::integer(2));  // GLU: two halves, each split across TP
+      if (p.n_sub_params > 1) d->set("param_n_sub_params", PyNode::integer(p.n_sub_params));
       if (p.canonical == "embedding.word_embeddings.weight")
         d->set("vocab_divisibility_padding_tensor",
                PyNode::of_tensor(padded > vocab ? t[padded - 1].clone() : torch::zeros({t.size(1)})));
@@ -188,7 +183,7 @@ std::string write_ds_universal(const CheckpointFile& src, const std::string& sav
   // ~~~ publish ~~~
   if (fs::exists(final_dir)) remove_tree(final_dir.string());
   fs::rename(dir, final_dir);
-  write_text(fs::path(save_root) / "latest_universal", name);
+  write_file_atomic(save_root, "latest_universal", name + "\n");
   log.info("convert: ", src.path(), " (iteration ", meta.iteration, ") -> DeepSpeed universal checkpoint ",
            final_dir.string(), " (", params.size(), " parameters; model files for TP=", tp, " PP=", pp, ")");
   return final_dir.string();

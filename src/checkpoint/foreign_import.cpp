@@ -23,8 +23,7 @@ std::string import_foreign_checkpoint(const ForeignCheckpoint& fc, const std::st
   SerialWriter w(save_dir, st.meta.iteration);
   auto add = [&](const std::string& path, const std::string& name, const torch::Tensor& t, int pd) {
     if (name == "embedding.word_embeddings.weight" && padded > vocab) {
-      w.add(path, t.narrow(0, 0, vocab), {{"partition_dim", pd}, {"padded_rows", padded}});
-      w.add(path + kPaddingSuffix, t.narrow(0, vocab, padded - vocab), {{"role", "vocab_padding"}});
+      w.add_vocab_padded(path, t, vocab, pd);
     } else {
       w.add(path, t, {{"partition_dim", pd}});
     }

@@ -7,12 +7,12 @@ using nlohmann::json;
 namespace megaton::checkpoint {
 
 namespace {
+/// megatron/enums.py's PositionEmbeddingType: value i is kPositionTypes[i].
+const char* const kPositionTypes[] = {"", "rotary", "absolute", "alibi"};
+
 /// megatron/enums.py: name of each value.
 const char* enum_name(const std::string& cls, int64_t v) {
-  if (cls == "megatron.enums.PositionEmbeddingType") {
-    static const char* n[] = {"", "rotary", "absolute", "alibi"};
-    return v >= 1 && v <= 3 ? n[v] : nullptr;
-  }
+  if (cls == "megatron.enums.PositionEmbeddingType") return v >= 1 && v <= 3 ? kPositionTypes[v] : nullptr;
   if (cls == "megatron.enums.AttnMaskType") {
     static const char* n[] = {"", "padding", "causal", "prefix", "custom"};
     return v >= 1 && v <= 4 ? n[v] : nullptr;
@@ -20,6 +20,12 @@ const char* enum_name(const std::string& cls, int64_t v) {
   return nullptr;
 }
 }  // namespace
+
+int64_t position_embedding_enum(const std::string& name) {
+  for (int64_t v = 1; v <= 3; ++v)
+    if (name == kPositionTypes[v]) return v;
+  throw UsageError(str("position_embedding_type '", name, "': Megatron-DeepSpeed has rotary, absolute and alibi"));
+}
 
 json fork_args_json(const Py& args, const std::string& where) {
   MEGATON_CHECK(args && args->is(PyNode::Kind::kRecord) && args->state && args->state->is(PyNode::Kind::kDict),

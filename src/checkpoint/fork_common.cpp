@@ -88,6 +88,20 @@ torch::Tensor merge_slices(const DsParam& p, const std::vector<torch::Tensor>& s
   return torch::cat(parts, p.partition_dim);
 }
 
+int64_t skipped_steps(const Meta& mm, const std::string& where) {
+  const Py v = mm.root->get("skipped_steps");
+  return v ? v->as_int(where + " skipped_steps") : 0;
+}
+
+json optimizer_state(const Meta& mm, int64_t step, int64_t skipped, const json& scaler) {
+  json opt = {{"optimizer", mm.args.value("optimizer", std::string("adam"))},
+              {"step", step},
+              {"skipped_steps", skipped},
+              {"momentum_initialized", false}};
+  if (!scaler.is_null()) opt["grad_scaler"] = scaler;
+  return opt;
+}
+
 std::string mp_file(const std::string& dir, int m) {
   char b[64];
   std::snprintf(b, sizeof b, "mp_rank_%02d_model_states.pt", m);

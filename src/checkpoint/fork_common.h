@@ -28,6 +28,12 @@ struct Meta {
 };
 Meta read_meta(const std::string& file);
 
+/// DeepSpeed's saved `skipped_steps`, 0 where absent (Megatron's format has none).
+int64_t skipped_steps(const Meta& mm, const std::string& where);
+/// The optimizer's scalar state (MixedPrecisionOptimizer::scalar_state's keys): the args' optimizer, the Adam
+/// `step`, `skipped` steps and the grad scaler's state (null: none).
+nlohmann::json optimizer_state(const Meta& mm, int64_t step, int64_t skipped, const nlohmann::json& scaler);
+
 /// <dir>/mp_rank_MM_model_states.pt
 std::string mp_file(const std::string& dir, int m);
 

@@ -218,12 +218,7 @@ void fork::read_megatron(const ForeignCheckpoint& fc, const Meta& mm, ForeignSta
     log.warn("convert: ", fc.what(), " holds no optimizer state (--no-save-optim?): weights only");
     return;
   }
-  json opt = {{"optimizer", mm.args.value("optimizer", std::string("adam"))},
-              {"step", step < 0 ? out.meta.iteration : step},
-              {"skipped_steps", 0},
-              {"momentum_initialized", false}};
-  if (!scaler.is_null()) opt["grad_scaler"] = scaler;
-  out.meta.state["optimizer"] = opt;
+  out.meta.state["optimizer"] = fork::optimizer_state(mm, step < 0 ? out.meta.iteration : step, 0, scaler);
 }
 
 }  // namespace megaton::checkpoint

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "checkpoint/torch_storage.h"
 #include "core/error.h"
 
 namespace megaton::checkpoint {
@@ -9,33 +10,6 @@ namespace megaton::checkpoint {
 namespace {
 
 using K = PyNode::Kind;
-
-const char* storage_class(torch::ScalarType t) {
-  switch (t) {
-    case torch::kFloat32:
-      return "FloatStorage";
-    case torch::kFloat64:
-      return "DoubleStorage";
-    case torch::kFloat16:
-      return "HalfStorage";
-    case torch::kBFloat16:
-      return "BFloat16Storage";
-    case torch::kInt64:
-      return "LongStorage";
-    case torch::kInt32:
-      return "IntStorage";
-    case torch::kInt16:
-      return "ShortStorage";
-    case torch::kInt8:
-      return "CharStorage";
-    case torch::kUInt8:
-      return "ByteStorage";
-    case torch::kBool:
-      return "BoolStorage";
-    default:
-      throw InternalError(megaton::str("pickle: no torch storage class for ", c10::toString(t)));
-  }
-}
 
 class Writer {
  public:
@@ -93,7 +67,7 @@ class Writer {
     op('(');
     op('(');  // persistent id ('storage', class, key, location, numel)
     text("storage");
-    global(str("torch.", storage_class(t.scalar_type())));
+    global(storage_class(t.scalar_type()));
     text(std::to_string(key));
     text("cpu");
     integer(t.numel());

@@ -55,6 +55,15 @@ void SerialWriter::add(const std::string& path, const torch::Tensor& t0, const j
   manifest_["tensors"][path] = rec;
 }
 
+void SerialWriter::add_vocab_padded(const std::string& path, const torch::Tensor& t, int64_t real_rows,
+                                    int partition_dim) {
+  const int64_t rows = t.size(0);
+  MEGATON_ASSERT(real_rows > 0 && real_rows < rows, "add_vocab_padded '", path, "': ", real_rows, " real rows of ",
+                 rows);
+  add(path, t.narrow(0, 0, real_rows), {{"partition_dim", partition_dim}, {"padded_rows", rows}});
+  add(path + kPaddingSuffix, t.narrow(0, real_rows, rows - real_rows), {{"role", "vocab_padding"}});
+}
+
 std::string SerialWriter::finish(const CheckpointState& state, const SavedLayout& layout, const std::string& provenance,
                                  int keep_last) {
   const json l = {{"tp", layout.tp}, {"pp", layout.pp}, {"dp", layout.dp}, {"world", layout.world}};

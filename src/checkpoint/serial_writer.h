@@ -18,6 +18,9 @@ class SerialWriter {
   ~SerialWriter();
   /// `extra` carries manifest fields to keep (partition_dim, padded_rows, role); dtype/shape/crc32 are computed.
   void add(const std::string& path, const torch::Tensor& t, const nlohmann::json& extra = nlohmann::json::object());
+  /// A tensor whose rows past `real_rows` are vocabulary padding: the real rows at `path` (recording the padded row
+  /// count), the rest at <path>.vocab_padding, as a parallel save stores them. `partition_dim` is the manifest's.
+  void add_vocab_padded(const std::string& path, const torch::Tensor& t, int64_t real_rows, int partition_dim);
   /// Writes meta/*.json and root attributes, closes, fsyncs and publishes; returns the published directory.
   std::string finish(const CheckpointState& state, const SavedLayout& layout, const std::string& provenance,
                      int keep_last = 0);

@@ -4,6 +4,7 @@
 #include <map>
 #include <set>
 
+#include "checkpoint/torch_storage.h"
 #include "core/error.h"
 
 namespace megaton::checkpoint {
@@ -12,25 +13,13 @@ namespace {
 
 using K = PyNode::Kind;
 
-/// torch.<Name>Storage -> dtype.
-const std::map<std::string, torch::ScalarType>& storage_types() {
-  static const std::map<std::string, torch::ScalarType> m = {
-      {"torch.FloatStorage", torch::kFloat32}, {"torch.DoubleStorage", torch::kFloat64},
-      {"torch.HalfStorage", torch::kFloat16},  {"torch.BFloat16Storage", torch::kBFloat16},
-      {"torch.LongStorage", torch::kInt64},    {"torch.IntStorage", torch::kInt32},
-      {"torch.ShortStorage", torch::kInt16},   {"torch.CharStorage", torch::kInt8},
-      {"torch.ByteStorage", torch::kUInt8},    {"torch.BoolStorage", torch::kBool},
-      {"torch.UntypedStorage", torch::kUInt8}};
-  return m;
-}
-
 /// Globals that are values, not constructors: torch dtypes and layouts.
 bool is_plain_global(const std::string& g) {
   static const std::set<std::string> dtypes = {"torch.float32", "torch.float", "torch.float64",  "torch.double",
                                                "torch.float16", "torch.half",  "torch.bfloat16", "torch.int64",
                                                "torch.long",    "torch.int32", "torch.int",      "torch.int16",
                                                "torch.int8",    "torch.uint8", "torch.bool",     "torch.strided"};
-  return dtypes.count(g) || storage_types().count(g);
+  return dtypes.count(g) || storage_dtype(g).has_value();
 }
 
 /// Constructors with a meaning megaton implements.
@@ -448,10 +437,9 @@ class Machine {
     const std::string& key = t[2]->as_str(where_ + ": storage key");
     auto it = storage_memo_.find(key);
     if (it != storage_memo_.end()) return it->second;
-    auto st = storage_types().find(t[1]->s);
-    MEGATON_CHECK(st != storage_types().end(), CheckpointError, where_, ": storage type '", t[1]->s,
-                  "' is not supported");
-    Py v = PyNode::of_tensor(storages_(key, st->second, t[4]->as_int(where_ + ": storage size")));
+    const auto dtype = storage_dtype(t[1]->s);
+    MEGATON_CHECK(dtype, CheckpointError, where_, ": storage type '", t[1]->s, "' is not supported");
+    Py v = PyNode::of_tensor(storages_(key, *dtype, t[4]->as_int(where_ + ": storage size")));
     storage_memo_[key] = v;
     return v;
   }

@@ -2,11 +2,11 @@
 
 #include <algorithm>
 #include <charconv>
-#include <chrono>
 #include <cmath>
 #include <cstdio>
 
 #include "core/error.h"
+#include "core/timer.h"
 
 namespace megaton::eval {
 
@@ -32,19 +32,6 @@ std::pair<torch::Tensor, torch::Tensor> make_batch(const WindowFn& window, int64
 
 // Runs every micro-batch of this DP replica; on the last stage score(logits [s, b, V/tp], labels [b, s] (device),
 // mask [b, s] (device)) returns two numbers that are summed. Returns the sums over all replicas, on every rank.
-/// "1m40s" for 100 seconds.
-std::string duration(double s) {
-  const int64_t t = static_cast<int64_t>(s + 0.5);
-  char b[32];
-  if (t >= 3600)
-    std::snprintf(b, sizeof b, "%lldh%02lldm", static_cast<long long>(t / 3600), static_cast<long long>(t % 3600 / 60));
-  else if (t >= 60)
-    std::snprintf(b, sizeof b, "%lldm%02llds", static_cast<long long>(t / 60), static_cast<long long>(t % 60));
-  else
-    std::snprintf(b, sizeof b, "%llds", static_cast<long long>(t));
-  return b;
-}
-
 template <typename Score>
 std::pair<double, double> run_batches(infer::StageRunner& runner, int64_t n, const WindowFn& window,
                                       int64_t micro_batch, Score score, const Logger* log, double progress_s) {
@@ -53,21 +40,14 @@ std::pair<double, double> run_batches(infer::StageRunner& runner, int64_t n, con
   const auto& g = runner.groups();
   const int64_t dp = g.grid.dp_size(), me = g.coords.dp;
   double a = 0, b = 0;
-  using Clock = std::chrono::steady_clock;
-  const auto start = Clock::now();
-  auto last_report = start;
+  const Progress progress(static_cast<double>(n), "examples");
+  double last_report = 0;
   for (int64_t first = me * micro_batch; first < n; first += dp * micro_batch) {
     const int64_t count = std::min(micro_batch, n - first);
-    if (log && std::chrono::duration<double>(Clock::now() - last_report).count() >= progress_s) {
-      last_report = Clock::now();
-      const double secs = std::chrono::duration<double>(last_report - start).count();
-      const int64_t done = std::min(n, first - me * micro_batch);  // dealt to every replica before this batch
-      const double rate = done / std::max(secs, 1e-9);
-      char b2[160];
-      std::snprintf(b2, sizeof b2, "%lld/%lld examples (%.1f%%), %.1f examples/s, ETA %s", static_cast<long long>(done),
-                    static_cast<long long>(n), 100.0 * done / std::max<int64_t>(n, 1), rate,
-                    duration(rate > 0 ? (n - done) / rate : 0).c_str());
-      log->info0("eval: ", b2);
+    if (log && progress.seconds() - last_report >= progress_s) {
+      last_report = progress.seconds();
+      // Every replica runs the same number of batches: those dealt before this one, over all replicas.
+      log->info0("eval: ", progress.line(static_cast<double>(std::min(n, first - me * micro_batch))));
     }
     auto [tokens, mask] = make_batch(window, first, count);
     const int64_t s = tokens.size(1) - 1;

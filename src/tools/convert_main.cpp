@@ -59,8 +59,6 @@ int run_convert(int argc, const char* const* argv) {
   const int layers = cfg.at("num_layers").get<int>();
   MEGATON_CHECK(o.target_pp >= 1 && o.target_pp <= layers && o.target_tp >= 1, UsageError, "--target-pp ", o.target_pp,
                 " / --target-tp ", o.target_tp, " do not fit ", layers, " layers");
-  MEGATON_CHECK(cfg.at("num_attention_heads").get<int>() % o.target_tp == 0, UsageError, "--target-tp ", o.target_tp,
-                " does not divide the ", cfg.at("num_attention_heads"), " attention heads");
   const std::string method = args.contains("pp_partition_method") && args["pp_partition_method"].is_string()
                                  ? args["pp_partition_method"].get<std::string>()
                                  : "type:transformer";

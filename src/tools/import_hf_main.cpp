@@ -77,9 +77,7 @@ int run_import_hf(int argc, const char* const* argv) {
   for (const auto& [name, t, pd] : im.tensors) {
     const torch::Tensor v = to ? t.to(*to) : t;
     if (padded && name == "embedding.word_embeddings.weight") {
-      w.add(checkpoint::model_path(name), v.narrow(0, 0, vocab_size), {{"partition_dim", pd}, {"padded_rows", rows}});
-      w.add(checkpoint::model_path(name) + checkpoint::kPaddingSuffix, v.narrow(0, vocab_size, rows - vocab_size),
-            {{"role", "vocab_padding"}});
+      w.add_vocab_padded(checkpoint::model_path(name), v, vocab_size, pd);
     } else {
       w.add(checkpoint::model_path(name), v, {{"partition_dim", pd}});
     }

@@ -184,8 +184,7 @@ TEST(DeepSpeedUniversal, MegatonToUniversalAndBackIsBitExact) {
     SerialWriter w(d.path + "/own", 7);
     auto add = [&](const std::string& path, const std::string& name, const torch::Tensor& t, int pd) {
       if (name == "embedding.word_embeddings.weight") {
-        w.add(path, t.narrow(0, 0, 30), {{"partition_dim", pd}, {"padded_rows", padded}});
-        w.add(path + ".vocab_padding", t.narrow(0, 30, 2), {{"role", "vocab_padding"}});
+        w.add_vocab_padded(path, t, 30, pd);
       } else {
         w.add(path, t, {{"partition_dim", pd}});
       }

@@ -51,9 +51,10 @@ TEST(EvalMetrics, SlidingWindowLossEqualsDirectSum) {
   const auto again = eval::evaluate_loss(
       runner, w.size(), [&](int64_t i) { return w.window(i); }, 3, &log, 0.0);
   EXPECT_EQ(again.scored, n - 1);
-  EXPECT_NE(progress.str().find("eval: 3/" + std::to_string(w.size()) + " examples ("), std::string::npos)
+  EXPECT_NE(progress.str().find("% 3/" + std::to_string(w.size()) + " examples, "), std::string::npos)
       << progress.str();
-  EXPECT_NE(progress.str().find("examples/s, ETA "), std::string::npos) << progress.str();
+  EXPECT_NE(progress.str().find(" examples/s, elapsed "), std::string::npos) << progress.str();
+  EXPECT_NE(progress.str().find(", ETA "), std::string::npos) << progress.str();
 }
 
 TEST(EvalMetrics, LambadaAccuracyCountsExamplesWhoseEveryTargetIsTheArgmax) {
