@@ -12,7 +12,12 @@ BUILD=$1 SRC=$2
 source "$SRC/tests/support/train_lib.sh"
 setup_work
 fail() { echo "FAIL: $*"; exit 1; }
-python3 -c "import torch, numpy" 2>/dev/null || fail "python3-torch is needed (make deps installs it)"
+# The fixture needs Debian's python3-torch: a python3 earlier on PATH (pyenv, a venv) may lack it.
+PY=""
+for candidate in python3 /usr/bin/python3; do
+  if "$candidate" -c "import torch, numpy" 2>/dev/null; then PY=$candidate; break; fi
+done
+[ -n "$PY" ] || fail "no python3 on PATH nor /usr/bin/python3 imports torch and numpy (make deps installs python3-torch)"
 make_byte_tokenizer "$work/tok"  # 257 tokens, padded to 264 rows
 common=(--num-layers 4 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --max-position-embeddings 16
         --hidden-dropout 0 --attention-dropout 0 --init-method-std 0.02 --seed 1234 --weight-decay 0.01 --clip-grad 1.0
@@ -26,7 +31,7 @@ run_train 1 "${common[@]}" --save "$work/own" --save-interval 6 --exit-interval 
 "$MEGATON" convert --load "$work/own" --save "$work/univ" --to ds-universal --target-tp 2 --target-pp 2 \
   > "$work/to_univ.log" 2>&1 || { cat "$work/to_univ.log"; exit 1; }
 [ "$(cat "$work/univ/latest_universal")" = global_step6_universal ] || fail "latest_universal"
-python3 "$SRC/tests/checkpoint/make_deepspeed_fixture.py" "$work/univ/global_step6_universal" "$work/fork" \
+"$PY" "$SRC/tests/checkpoint/make_deepspeed_fixture.py" "$work/univ/global_step6_universal" "$work/fork" \
   --tp 2 --pp 2 --dp 2 || fail "fixture"
 cp -r "$work/fork" "$work/fork_tp2"
 
@@ -46,7 +51,7 @@ run_train 4 "${common[@]}" "${tp2[@]}" --load "$work/fork_tp2" --metrics-file "$
 echo -n "TP=2 x DP=2: "
 compare_losses "$work/own_tp2.jsonl" "$work/fork_tp2.jsonl" 0 7
 # Megatron's own format (the fork without --deepspeed), TP=2 x PP=2: the same continuation.
-python3 "$SRC/tests/checkpoint/make_deepspeed_fixture.py" "$work/univ/global_step6_universal" "$work/meg" \
+"$PY" "$SRC/tests/checkpoint/make_deepspeed_fixture.py" "$work/univ/global_step6_universal" "$work/meg" \
   --format megatron --tp 2 --pp 2 > /dev/null || fail "megatron fixture"
 run_train 1 "${common[@]}" --load "$work/meg" --metrics-file "$work/meg_tp1.jsonl" > "$work/meg_tp1.log" 2>&1 ||
   { tail -30 "$work/meg_tp1.log"; exit 1; }
@@ -68,11 +73,11 @@ for k in sorted(t):
         print(k, t[k]["dtype"], t[k]["shape"], t[k]["crc32"])'
 }
 "$MEGATON" convert --load "$work/univ" --save "$work/back" > "$work/back.log" 2>&1 || { cat "$work/back.log"; exit 1; }
-python3 "$SRC/tests/checkpoint/make_deepspeed_fixture.py" "$work/univ/global_step6_universal" "$work/fork16" \
+"$PY" "$SRC/tests/checkpoint/make_deepspeed_fixture.py" "$work/univ/global_step6_universal" "$work/fork16" \
   --tp 2 --pp 1 --dp 2 --optimizer zero > /dev/null || fail "zero fixture"
 "$MEGATON" convert --load "$work/fork16" --save "$work/back16" > "$work/back16.log" 2>&1 ||
   { cat "$work/back16.log"; exit 1; }
-python3 "$SRC/tests/checkpoint/make_deepspeed_fixture.py" "$work/univ/global_step6_universal" "$work/meg0" \
+"$PY" "$SRC/tests/checkpoint/make_deepspeed_fixture.py" "$work/univ/global_step6_universal" "$work/meg0" \
   --format megatron --tp 2 --pp 1 --checkpoint-version 0 > /dev/null || fail "megatron v0 fixture"
 "$MEGATON" convert --load "$work/meg0" --save "$work/back0" > "$work/back0.log" 2>&1 || { cat "$work/back0.log"; exit 1; }
 for c in own back fork/megaton_import back16 back0; do crcs "$work/$c" > "$work/$(basename "$c").crc" || fail "inspect $c"; done
