@@ -1,6 +1,7 @@
 #!/bin/bash
 # make demo: fetch the GPT-2 tokenizer, preprocess the bundled fortunes corpus, train a tiny GPT on 4 MPI ranks
-# (TP=2 x PP=2) with checkpoints, resume from the checkpoint, then generate text. A few minutes on 2 CPU cores.
+# (TP=2 x PP=2) with checkpoints, resume from the checkpoint, generate text, and draw the run (megaton-plot). A few
+# minutes on 2 CPU cores.
 #   bash scripts/demo.sh BUILD_DIR [WORK_DIR]
 set -euo pipefail
 BUILD=${1:-build}
@@ -15,7 +16,7 @@ ITERS2=${DEMO_ITERS2:-300}
 [ -x "$MEGATON" ] || { echo "demo: $MEGATON not found; run 'make build' first" >&2; exit 1; }
 step() { printf '\n=== %s\n' "$*"; }
 
-step "1/5 GPT-2 tokenizer and the bundled corpus"
+step "1/6 GPT-2 tokenizer and the bundled corpus"
 DL="$SRC/data/downloaded"
 if [ -s "$DL/gpt2/vocab.json" ] && [ -s "$DL/gpt2/merges.txt" ] && [ -s "$DL/corpus/fortunes.jsonl" ]; then
   echo "GPT-2 vocab/merges and the fortunes corpus present in $DL"
@@ -25,7 +26,7 @@ fi
 mkdir -p "$WORK"
 rm -rf "$WORK/checkpoints" "$WORK/tensorboard" "$WORK/metrics.jsonl"
 
-step "2/5 preprocess $DL/corpus/fortunes.jsonl"
+step "2/6 preprocess $DL/corpus/fortunes.jsonl"
 if [ ! -s "$WORK/fortunes_text_document.idx" ]; then
   # Fortunes indent with runs of tabs; a model this small would learn little else, so the demo collapses whitespace
   # runs within lines (the tests use the corpus as is).
@@ -54,10 +55,10 @@ ARGS=("${MODEL[@]}" --micro-batch-size 4 --global-batch-size 16 --lr 3e-3 --min-
       --metrics-file "$WORK/metrics.jsonl")
 launch() { "$MPIRUN" --oversubscribe --bind-to none -np 4 "$MEGATON" train "$@"; }
 
-step "3/5 train iterations 1-$ITERS1 on 4 ranks (TP=2 x PP=2), checkpoint at the end"
+step "3/6 train iterations 1-$ITERS1 on 4 ranks (TP=2 x PP=2), checkpoint at the end"
 launch "${ARGS[@]}" --train-iters "$ITERS1"
 
-step "4/5 resume from $WORK/checkpoints (iteration $(cat "$WORK/checkpoints/latest")) to iteration $ITERS2"
+step "4/6 resume from $WORK/checkpoints (iteration $(cat "$WORK/checkpoints/latest")) to iteration $ITERS2"
 launch "${ARGS[@]}" --train-iters "$ITERS2" --load "$WORK/checkpoints"
 
 python3 - "$WORK/metrics.jsonl" <<'PY'
@@ -69,7 +70,7 @@ if rows[-1]["lm_loss"] >= rows[0]["lm_loss"]:
 print(f"loss went down from {rows[0]['lm_loss']:.3f} to {rows[-1]['lm_loss']:.3f}")
 PY
 
-step "5/5 generate from the checkpoint"
+step "5/6 generate from the checkpoint"
 printf 'A fortune:\nThe meaning of life is\n' > "$WORK/prompts.txt"
 # Megatron's generate_samples_gpt flags; the universal checkpoint saved at TP=2 x PP=2 loads on one rank. (A model this
 # small, trained for a few minutes, writes word salad; top-k sampling with a fixed seed shows it.)
@@ -77,5 +78,9 @@ printf 'A fortune:\nThe meaning of life is\n' > "$WORK/prompts.txt"
   --merge-file "$DL/gpt2/merges.txt" --load "$WORK/checkpoints" --device cpu --seed 1234 --top_k 40 --temperature 1.0 \
   --out-seq-length 32 --sample-input-file "$WORK/prompts.txt" --sample-output-file "$WORK/samples.txt"
 cat "$WORK/samples.txt"
+
+step "6/6 plot the run"
+"$SRC/scripts/megaton-plot" "$WORK/metrics.jsonl" -o "$WORK/run.png" --title "make demo: tiny GPT, TP=2 x PP=2, resumed at $ITERS1"
 echo
-echo "demo done: checkpoints in $WORK/checkpoints, TensorBoard events in $WORK/tensorboard, metrics in $WORK/metrics.jsonl"
+echo "demo done: checkpoints in $WORK/checkpoints, TensorBoard events in $WORK/tensorboard, metrics in $WORK/metrics.jsonl,"
+echo "the run's loss, learning rate, grad norm and throughput in $WORK/run.png"

@@ -91,9 +91,9 @@ megaton_planned_world() {
 # Prints the srun flags of every step, one per line (read them with mapfile).
 megaton_srun_flags() {
   echo "--mpi=$MEGATON_SRUN_MPI"
-  # Not --kill-on-bad-exit=1: after a signal every rank saves and exits 7 ("interrupted"), and SLURM would kill the
-  # ranks still publishing the checkpoint. A failing rank takes the others down itself (MPI_Abort), and --wait
-  # bounds the rest.
+  # Not --kill-on-bad-exit=1: megaton ends a failing job itself (the ranks agree on the error and exit together with
+  # its code, or MPI_Abort), and SLURM killing the other tasks at the first non-zero exit could cut off the one that
+  # prints the error. --wait bounds the rest.
   echo "--kill-on-bad-exit=0"
   echo "--wait=${MEGATON_SRUN_WAIT}"  # the other tasks get this long to exit after the first one does
   echo "--cpu-bind=$MEGATON_CPU_BIND"
@@ -114,7 +114,7 @@ megaton_resume_args() {
 
 # Runs `srun FLAGS -- CMD...` in the background and waits for it, handling USR1 (forward to the tasks, then requeue)
 # and TERM (SLURM already signalled the tasks; keep waiting so they can save). Returns the step's exit status
-# (megaton train exits 7 after saving on a signal; after USR1 the job is requeued whatever the status).
+# (megaton train exits 0 after saving on a signal; after USR1 the job is requeued whatever the status).
 megaton_srun_step() {
   local flags=()
   mapfile -t flags < <(megaton_srun_flags)

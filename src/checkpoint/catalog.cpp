@@ -11,6 +11,12 @@ namespace megaton::checkpoint {
 
 using nlohmann::json;
 
+int64_t catalog_entry_bytes(const CatalogEntry& e) {
+  int64_t n = c10::elementSize(dtype_from_name(e.dtype, e.path));
+  for (int64_t d : e.global_shape) n *= d;
+  return n;
+}
+
 Catalog gather_catalog(const std::vector<LocalTensor>& local, const dist::RankGrid& grid, const dist::Coords& me) {
   json mine = json::array();
   if (me.dp == 0)

@@ -39,6 +39,9 @@ using Catalog = std::map<std::string, CatalogEntry>;
 /// different shapes, a TP shard that nobody holds).
 Catalog gather_catalog(const std::vector<LocalTensor>& local, const dist::RankGrid& grid, const dist::Coords& me);
 
+/// The bytes of the whole tensor `e` describes (its global shape, padded rows included, in its dtype).
+int64_t catalog_entry_bytes(const CatalogEntry& e);
+
 /// True when the rank at `c` is the one that writes (and checksums) its shard of `e`.
 bool is_designated(const CatalogEntry& e, const dist::Coords& c);
 

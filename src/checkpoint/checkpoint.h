@@ -18,6 +18,7 @@
 #include <string>
 
 #include "core/log.h"
+#include "core/timer.h"
 #include "dist/process_groups.h"
 #include "parallel/param_info.h"
 
@@ -57,6 +58,7 @@ struct SaveOptions {
   /// checkpoint). Otherwise such a checkpoint is saved, flagged (manifest "nonfinite" counts, file attribute
   /// nonfinite_values) and --keep-last removes nothing when publishing it.
   bool refuse_nonfinite = false;
+  double progress_every_s = kProgressEverySeconds;  // rank 0 logs the save's progress (GB, rate, ETA) this often
 };
 
 struct LoadOptions {
@@ -69,6 +71,7 @@ struct LoadOptions {
   std::optional<int64_t> iteration;  // load this one instead of the tracker's
   /// Keys compared with the checkpoint's model_config; any difference is a CheckpointError naming the key.
   nlohmann::json expected_model_config = nlohmann::json::object();
+  double progress_every_s = kProgressEverySeconds;  // rank 0 logs the load's progress (GB, rate, ETA) this often
 };
 
 /// The layout a checkpoint was saved at (for information and RNG restore; tensors do not depend on it).

@@ -81,6 +81,20 @@ bool CheckpointFile::has(const std::string& path) const {
   return manifest_["tensors"].contains(path);
 }
 
+int64_t CheckpointFile::bytes(const std::string& path) const {
+  const auto& rec = manifest_.at("tensors").at(path);
+  int64_t n = c10::elementSize(dtype_from_name(rec.at("dtype").get<std::string>(), str(path_, " '", path, "'")));
+  for (const auto& d : rec.at("shape")) n *= d.get<int64_t>();
+  return n;
+}
+
+int64_t CheckpointFile::bytes_under(const std::string& prefix) const {
+  int64_t n = 0;
+  for (const auto& [p, rec] : manifest_.at("tensors").items())
+    if (p.rfind(prefix, 0) == 0) n += bytes(p);
+  return n;
+}
+
 torch::Tensor CheckpointFile::read(const std::string& path) const {
   MEGATON_CHECK(has(path), CheckpointError, path_, ": no tensor '", path, "'");
   const json& rec = manifest_["tensors"][path];

@@ -34,6 +34,10 @@ class CheckpointFile {
 
   std::vector<std::string> tensor_paths() const;
   bool has(const std::string& path) const;
+  /// The bytes of the stored tensor `path` (its manifest shape and dtype); those of every path starting with
+  /// `prefix`.
+  int64_t bytes(const std::string& path) const;
+  int64_t bytes_under(const std::string& prefix) const;
   /// The whole tensor `path` in its stored dtype (CPU), shape as in the manifest.
   torch::Tensor read(const std::string& path) const;
   /// The model tensor `name` with its vocabulary padding rows dropped (they are separate datasets anyway).

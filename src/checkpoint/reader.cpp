@@ -15,6 +15,8 @@
 #include "checkpoint/sections.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"
+#include "core/format.h"
+#include "core/timer.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -224,8 +226,13 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_arg, parallel:
   std::vector<uint32_t> expected;
   int64_t my_bytes = 0;
   h5::Id xfer = h5::transfer_plist(true, opts.collective_io);
+  double total_bytes = 0, done = 0;
+  for (const auto& [path, e] : cat) total_bytes += static_cast<double>(catalog_entry_bytes(e));
+  Progress shown(total_bytes, "GB", 1e9);  // rank 0 reports every rank's reads together
   run_agreed([&] {
     for (const auto& [path, e] : cat) {
+      if (shown.due(opts.progress_every_s)) log.info0("checkpoint: loading ", fp, ": ", shown.line(done));
+      done += static_cast<double>(catalog_entry_bytes(e));
       const ShardPlacement pl = place(e, me.tp, tp);
       auto it = mine.find(path);
       const bool have = it != mine.end();
@@ -316,7 +323,7 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_arg, parallel:
   MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log.info0("loaded checkpoint ", fp, " (iteration ", res.saved_iteration, ", saved at ",
-            describe_layout(res.saved_layout), ", ", bytes / 1e9, " GB in ", secs, " s",
+            describe_layout(res.saved_layout), ", ", gigabytes(bytes), " in ", fixed(secs, 2), " s",
             want_optim ? "" : ", without optimizer state", opts.finetune ? ", --finetune: iteration reset to 0" : "",
             ")");
   return res;

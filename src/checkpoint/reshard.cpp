@@ -8,6 +8,7 @@
 #include "checkpoint/serial_writer.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"
+#include "core/timer.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -74,7 +75,11 @@ std::string reshard_checkpoint(const std::string& load, const std::string& save,
 
   SerialWriter out(save, iteration);
   int64_t dropped = 0, converted = 0;
+  Progress shown(static_cast<double>(src.bytes_under("")), "GB", 1e9);
+  double done = 0;
   for (const auto& path : src.tensor_paths()) {
+    if (shown.due(kProgressEverySeconds)) log.info("reshard: ", shown.line(done));
+    done += static_cast<double>(src.bytes(path));
     json rec = src.manifest()["tensors"][path];
     const bool optim = path.rfind(str(kOptimSection, "/"), 0) == 0;
     const bool rng = path.rfind(str(kRngSection, "/"), 0) == 0;

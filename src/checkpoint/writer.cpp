@@ -19,7 +19,9 @@
 #include "checkpoint/sections.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"
+#include "core/format.h"
 #include "core/remove_tree.h"
+#include "core/timer.h"
 
 namespace fs = std::filesystem;
 using nlohmann::json;
@@ -117,11 +119,7 @@ CheckpointError save_failed(int64_t iteration, const std::string& save_dir, cons
 /// The size of the checkpoint file: every dataset's bytes, the RNG rows and room for HDF5's and megaton's metadata.
 int64_t file_bytes(const Catalog& cat, const json& rng_sizes, int world) {
   int64_t bytes = int64_t{64} << 10;
-  for (const auto& [path, e] : cat) {
-    int64_t n = c10::elementSize(dtype_from_name(e.dtype, path));
-    for (int64_t d : e.global_shape) n *= d;
-    bytes += n;
-  }
+  for (const auto& [path, e] : cat) bytes += catalog_entry_bytes(e);
   for (const auto& [name, n] : rng_sizes.items()) bytes += n.get<int64_t>() * world;
   return bytes;
 }
@@ -163,7 +161,7 @@ struct WriteResult {
 WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
                              const std::map<std::string, const LocalTensor*>& mine, const RngState* rng,
                              const json& rng_sizes, const CheckpointState& state, const dist::ProcessGroups& groups,
-                             const SaveOptions& opts, IoWatchdog& dog, h5::Id& file, h5::Id& xfer,
+                             const SaveOptions& opts, IoWatchdog& dog, const Logger& log, h5::Id& file, h5::Id& xfer,
                              std::vector<Written>& written) {
   const dist::Coords me = groups.coords;
   const int tp = groups.grid.tp_size();
@@ -173,8 +171,14 @@ WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
     xfer = h5::transfer_plist(true, opts.collective_io);
   });
   int64_t my_bytes = 0;
+  // Rank 0 reports the job's progress every kProgressEverySeconds: the tensors' bytes written by every rank.
+  Progress shown(static_cast<double>(file_bytes(cat, rng_sizes, groups.grid.world())), "GB", 1e9);
+  double done = 0;
   for (const auto& [path, e] : cat) {
     dog.progress(path);
+    if (shown.due(opts.progress_every_s))
+      log.info0("checkpoint: saving iteration ", state.iteration, ": ", shown.line(done));
+    done += static_cast<double>(catalog_entry_bytes(e));
     const ShardPlacement pl = place(e, me.tp, tp);
     auto it = mine.find(path);
     const torch::Tensor t = it == mine.end() ? torch::Tensor() : it->second->tensor;
@@ -271,11 +275,11 @@ WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
 WriteResult write_file(const std::string& file_path, const Catalog& cat,
                        const std::map<std::string, const LocalTensor*>& mine, const RngState* rng,
                        const json& rng_sizes, const CheckpointState& state, const dist::ProcessGroups& groups,
-                       const SaveOptions& opts, IoWatchdog& dog) {
+                       const SaveOptions& opts, IoWatchdog& dog, const Logger& log) {
   h5::Id file, xfer;
   std::vector<Written> written;
   try {
-    return write_file_steps(file_path, cat, mine, rng, rng_sizes, state, groups, opts, dog, file, xfer, written);
+    return write_file_steps(file_path, cat, mine, rng, rng_sizes, state, groups, opts, dog, log, file, xfer, written);
   } catch (...) {
     for (auto& w : written) w.ds.abandon();
     file.abandon();
@@ -365,7 +369,7 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
                    [rank, tmp_dir] {
                      if (rank == 0) remove_tree(tmp_dir, nullptr);
                    });
-    wrote = write_file(file_path, cat, mine, rng, rng_sizes, state, groups, opts, dog);
+    wrote = write_file(file_path, cat, mine, rng, rng_sizes, state, groups, opts, dog, log);
     // Every rank flushes its own dirty pages (on a parallel file system each client holds some), then agree.
     run_agreed([&] { fsync_path(file_path); });
   } catch (const CheckpointError& e) {
@@ -396,7 +400,7 @@ std::string save_checkpoint(const std::string& save_dir, const CheckpointState& 
   MPI_Allreduce(MPI_IN_PLACE, &bytes, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
   const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   log.info0("saved checkpoint ", final_dir, " (iteration ", state.iteration, ", ", cat.size(), " tensors, ",
-            bytes / 1e9, " GB in ", secs, " s, ", bytes / 1e9 / std::max(secs, 1e-9), " GB/s)");
+            gigabytes(bytes), " in ", fixed(secs, 2), " s, ", fixed(bytes / 1e9 / std::max(secs, 1e-9), 2), " GB/s)");
   return final_dir;
 }
 

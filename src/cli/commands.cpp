@@ -13,7 +13,6 @@ bool parse_train_command(int argc, const char* const* argv, int world_size, trai
                          std::ostream& help_out) {
   MegatronFlags f;
   po::options_description d;
-  f.bind(d);
   int dry_run_world_size = 0;
   po::options_description extra("megaton train");
   extra.add_options()("world-size", po::value<int>(&dry_run_world_size)->default_value(0),
@@ -21,6 +20,7 @@ bool parse_train_command(int argc, const char* const* argv, int world_size, trai
       "vocab-size", po::value<int64_t>(&f.config.vocab_size)->default_value(0),
       "vocabulary size when no tokenizer is given (default 50257, GPT-2)");
   d.add(extra);
+  f.bind(d);
   std::vector<std::string> arguments;
   if (!parse_args("train", "Pretrain a GPT model (replaces pretrain_gpt.py; takes its flags).", argc, argv, d, help_out,
                   "", nullptr, &arguments))
@@ -46,6 +46,9 @@ bool parse_train_command(int argc, const char* const* argv, int world_size, trai
   c.parallel.validate(world);
   f.apply_deepspeed();
   c.validate(world);
+  // Megatron prints the job's world size; `--world-size` is megaton's --dry-run option, so its line gets the world.
+  for (auto& line : arguments)
+    if (line.rfind("  world_size ", 0) == 0) line = line.substr(0, line.rfind(' ') + 1) + std::to_string(world);
   c.arguments = std::move(arguments);
   config = std::move(c);
   return true;
@@ -70,15 +73,15 @@ infer::InferenceOptions inference_options(const train::TrainConfig& flags) {
 
 namespace {
 
-// Megatron's flags and a command's own group `own`; the model side becomes options.model, then
+// A command's own group `own` (listed first by --help) and Megatron's flags; the model side becomes options.model, then
 // options.validate(world_size).
 template <typename Options>
 bool parse_inference_command(const char* command, const char* summary, const po::options_description& own, int argc,
                              const char* const* argv, int world_size, Options& options, std::ostream& help_out) {
   MegatronFlags f;
   po::options_description d;
-  f.bind(d);
   d.add(own);
+  f.bind(d);
   if (!parse_args(command, summary, argc, argv, d, help_out)) return false;
   f.resolve();
   const std::string taken = take_architecture_from_checkpoint(f.config);

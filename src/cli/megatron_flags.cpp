@@ -40,10 +40,9 @@ po::typed_value<bool>* negative_switch(bool& field) {
 
 // One flag a line, as `megaton train --help` lists them.
 // clang-format off
-void MegatronFlags::bind_model(po::options_description& d) {
+void MegatronFlags::bind_model_groups(po::options_description& model, po::options_description& kernels) {
   model::GptOptions& m = config.model;
   KernelSwitches& k = switches;
-  po::options_description model("model"), kernels("kernels");
   model.add_options()
       ("num-layers", val(m.num_layers), "number of transformer layers (required)")
       ("hidden-size", val(m.hidden_size), "transformer hidden size (required)")
@@ -127,11 +126,17 @@ void MegatronFlags::bind_model(po::options_description& d) {
        "linear layers return weight gradients to autograd instead of adding them to the fp32 main grads")
       ("abort-on-unmet-fused-kernel-constraints", po::bool_switch(&compat.abort_on_unmet_fused_kernel_constraints),
        "accepted for compatibility: megaton's attention has no slower fallback path to abort on");
+}
+
+void MegatronFlags::bind_model(po::options_description& d) {
+  po::options_description model("network size"), kernels("kernels");
+  bind_model_groups(model, kernels);
   d.add(model).add(kernels);
 }
 
 void MegatronFlags::bind(po::options_description& d) {
-  bind_model(d);
+  po::options_description model("network size"), kernels("kernels");
+  bind_model_groups(model, kernels);
   parallel::ParallelOptions& p = config.parallel;
   dist::DistOptions& dist = config.dist;
   train::LoopOptions& t = config.loop;
@@ -143,8 +148,8 @@ void MegatronFlags::bind(po::options_description& d) {
   data::TokenizerOptions& tok = config.tokenizer;
   train::LoggingOptions& l = config.logging;
   train::CodecarbonOptions& cc = config.codecarbon;
-  po::options_description parallel("parallelism"), training("training"), precision("mixed precision"),
-      checkpointing("checkpointing"), data("data and tokenizer"), logging("logging");
+  po::options_description parallel("distributed"), training("training"), precision("mixed precision"),
+      checkpointing("checkpointing"), data("data and dataloader"), logging("logging");
   parallel.add_options()
       ("tensor-model-parallel-size", val(p.tensor_model_parallel_size), "TP: ranks sharing each layer")
       ("pipeline-model-parallel-size", val(p.pipeline_model_parallel_size), "PP: pipeline stages")
@@ -301,7 +306,9 @@ void MegatronFlags::bind(po::options_description& d) {
       ("profile-step-end", val(l.profile_step_end), "... up to and including this iteration")
       ("profile-ranks", po::value<std::vector<int64_t>>(&l.profile_ranks)->multitoken(), "global ranks to profile")
       ("profile-dir", sval(l.profile_dir), "where rank<R>.trace.json and rank<R>.summary.txt go (default: --tensorboard-dir)");
-  d.add(parallel).add(training).add(precision).add(checkpointing).add(data).add(logging);
+  // Megatron's order (network size, training, mixed precision, distributed, checkpointing, data, logging), then
+  // megaton's own kernel switches, then the compatibility groups.
+  d.add(model).add(training).add(precision).add(parallel).add(checkpointing).add(data).add(logging).add(kernels);
   bind_compatibility_flags(d, compat);
 }
 // clang-format on

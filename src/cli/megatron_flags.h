@@ -34,10 +34,11 @@ class MegatronFlags {
   MegatronFlags(const MegatronFlags&) = delete;  // the options descriptions point into it
   MegatronFlags& operator=(const MegatronFlags&) = delete;
 
-  /// Adds every group (model, kernels, parallelism, training, mixed precision, checkpointing, data and tokenizer,
-  /// logging) to `d`, bound to this object's fields.
+  /// Adds every group to `d`, bound to this object's fields, as `--help` lists them: Megatron's (network size,
+  /// training, mixed precision, distributed, checkpointing, data and dataloader, logging), then kernels, then the
+  /// compatibility groups (aliases, accepted without effect, refused).
   void bind(boost::program_options::options_description& d);
-  /// Only the model and kernels groups (what `megaton plan` reads of a training command line).
+  /// Only the network size and kernels groups (what `megaton plan` reads of a training command line).
   void bind_model(boost::program_options::options_description& d);
   /// After parsing: the kernel switches into config.kernels; the aliases (--encoder-seq-length, --deepscale_config);
   /// UsageError for contradicting pairs and for the compatibility flags' own rules.
@@ -52,6 +53,10 @@ class MegatronFlags {
   train::TrainConfig config;
   KernelSwitches switches;
   CompatibilityFlags compat;
+
+ private:
+  void bind_model_groups(boost::program_options::options_description& model,
+                         boost::program_options::options_description& kernels);
 };
 
 }  // namespace megaton::cli

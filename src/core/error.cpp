@@ -18,8 +18,6 @@ const char* Error::kind() const {
       return "communication error";
     case ExitCode::kRuntime:
       return "runtime error";
-    case ExitCode::kInterrupted:
-      return "interrupted";
   }
   return "error";
 }

@@ -10,13 +10,12 @@ namespace megaton {
 /// Process exit codes: the job's exit status tells the operator which kind of failure ended it.
 enum class ExitCode : int {
   kOk = 0,
-  kInternal = 1,     // a bug: an invariant did not hold
-  kUsage = 2,        // bad flags or inconsistent configuration, found before any allocation
-  kData = 3,         // unreadable or malformed input data (corpus, tokenizer files, .bin/.idx)
-  kCheckpoint = 4,   // unreadable, corrupt or mismatched checkpoint
-  kComm = 5,         // a collective failed or timed out, or a peer rank died
-  kRuntime = 6,      // anything else at run time (out of memory, I/O)
-  kInterrupted = 7,  // stopped by a signal after saving what was asked
+  kInternal = 1,    // a bug: an invariant did not hold
+  kUsage = 2,       // bad flags or inconsistent configuration, found before any allocation
+  kData = 3,        // unreadable or malformed input data (corpus, tokenizer files, .bin/.idx)
+  kCheckpoint = 4,  // unreadable, corrupt or mismatched checkpoint
+  kComm = 5,        // a collective failed or timed out, or a peer rank died
+  kRuntime = 6,     // anything else at run time (out of memory, I/O)
 };
 
 /// Base of all megaton errors.

@@ -118,24 +118,37 @@ std::map<std::string, TimerReading> Timers::take_all() {
   return out;
 }
 
-Progress::Progress(double total, std::string unit)
-    : total_(total), unit_(std::move(unit)), start_(std::chrono::steady_clock::now()) {}
+Progress::Progress(double total, std::string unit, double scale)
+    : total_(total),
+      unit_(std::move(unit)),
+      scale_(scale > 0 ? scale : 1.0),
+      start_(std::chrono::steady_clock::now()) {}
 
 double Progress::seconds() const {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
 }
 
+bool Progress::due(double every_s) {
+  const double now = seconds();
+  if (now - last_due_ < every_s) return false;
+  last_due_ = now;
+  return true;
+}
+
 std::string Progress::line(double done) const {
   const double s = seconds();
   const double rate = s > 0 ? done / s : 0.0;
+  const int decimals = scale_ == 1.0 ? 0 : 2;
+  const double d = done / scale_, t = total_ / scale_, r = rate / scale_;
   char buf[256];
   if (total_ > 0) {
     const double eta = rate > 0 ? (total_ - done) / rate : 0.0;
-    std::snprintf(buf, sizeof(buf), "%5.1f%% %.0f/%.0f %s, %.1f %s/s, elapsed %s, ETA %s", 100.0 * done / total_, done,
-                  total_, unit_.c_str(), rate, unit_.c_str(), format_duration(s).c_str(), format_duration(eta).c_str());
+    std::snprintf(buf, sizeof(buf), "%5.1f%% %.*f/%.*f %s, %.*f %s/s, elapsed %s, ETA %s", 100.0 * done / total_,
+                  decimals, d, decimals, t, unit_.c_str(), scale_ == 1.0 ? 1 : 2, r, unit_.c_str(),
+                  format_duration(s).c_str(), format_duration(eta).c_str());
   } else {
-    std::snprintf(buf, sizeof(buf), "%.0f %s, %.1f %s/s, elapsed %s", done, unit_.c_str(), rate, unit_.c_str(),
-                  format_duration(s).c_str());
+    std::snprintf(buf, sizeof(buf), "%.*f %s, %.*f %s/s, elapsed %s", decimals, d, unit_.c_str(), scale_ == 1.0 ? 1 : 2,
+                  r, unit_.c_str(), format_duration(s).c_str());
   }
   return buf;
 }

@@ -87,17 +87,29 @@ class Timers {
 };
 
 /// Progress of a long job: rate and ETA. `line(done)` formats "12.0% 1200/10000 docs, 5400 docs/s, ETA 0:00:16".
+/// With a `scale`, amounts are shown divided by it with two decimals: Progress(bytes, "GB", 1e9) shows
+/// "45.2% 8.31/18.40 GB, 0.65 GB/s, elapsed 0:00:12, ETA 0:00:15".
+///
+///   Progress p(total, "examples");
+///   for (...) { if (p.due(10)) log.info0("eval: ", p.line(done)); ... }
 class Progress {
  public:
-  Progress(double total, std::string unit);
+  Progress(double total, std::string unit, double scale = 1.0);
   std::string line(double done) const;
   double seconds() const;
+  /// True once every `every_s` seconds (first after `every_s`): when a long step reports. `every_s` <= 0: every call.
+  bool due(double every_s);
 
  private:
   double total_;
   std::string unit_;
+  double scale_;
   std::chrono::steady_clock::time_point start_;
+  double last_due_ = 0.0;
 };
+
+/// How often long steps (checkpoint save and load, reshard, export, eval) report their progress, in seconds.
+inline constexpr double kProgressEverySeconds = 10.0;
 
 /// "1:02:03" from seconds.
 std::string format_duration(double seconds);

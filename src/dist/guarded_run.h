@@ -1,5 +1,5 @@
-// The one place errors are caught: runs a subcommand body, and on any exception prints it with the rank's tag and
-// takes the whole job down (MPI_Abort with the error's exit code), so no peer rank is left waiting in a collective.
+// The one place errors are caught: runs a subcommand body, and on any exception ends the job through
+// end_job_with_error (dist/job_error.h): printed once, every rank exits with the error's code, none left waiting.
 #pragma once
 #include <functional>
 

@@ -40,12 +40,10 @@ std::pair<double, double> run_batches(infer::StageRunner& runner, int64_t n, con
   const auto& g = runner.groups();
   const int64_t dp = g.grid.dp_size(), me = g.coords.dp;
   double a = 0, b = 0;
-  const Progress progress(static_cast<double>(n), "examples");
-  double last_report = 0;
+  Progress progress(static_cast<double>(n), "examples");
   for (int64_t first = me * micro_batch; first < n; first += dp * micro_batch) {
     const int64_t count = std::min(micro_batch, n - first);
-    if (log && progress.seconds() - last_report >= progress_s) {
-      last_report = progress.seconds();
+    if (log && progress.due(progress_s)) {
       // Every replica runs the same number of batches: those dealt before this one, over all replicas.
       log->info0("eval: ", progress.line(static_cast<double>(std::min(n, first - me * micro_batch))));
     }

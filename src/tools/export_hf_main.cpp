@@ -10,6 +10,7 @@
 #include "cli/parser.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/timer.h"
 #include "tools/subcommands.h"
 
 namespace megaton::tools {
@@ -42,7 +43,11 @@ int run_export_hf(int argc, const char* const* argv) {
   else
     MEGATON_CHECK(dtype.empty(), UsageError, "--dtype '", dtype, "': expected fp32, fp16 or bf16");
   torch::ScalarType seen = torch::kFloat32;
+  Progress shown(static_cast<double>(f.bytes_under("model/")), "GB", 1e9);
+  double done = 0;
   auto get = [&](const std::string& name) {
+    if (shown.due(kProgressEverySeconds)) log.info("export-hf: ", shown.line(done));
+    done += static_cast<double>(f.bytes("model/" + name));
     torch::Tensor t = f.read_model(name);
     seen = t.scalar_type();
     return to ? t.to(*to) : t;

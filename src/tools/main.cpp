@@ -1,6 +1,6 @@
-// megaton: one binary, git-style subcommands. Errors are typed exceptions caught here, once: the message is printed
-// with the rank's tag and, in a multi-rank job, MPI_Abort takes every rank down with the error's exit code, so no
-// rank is left waiting in a collective (docs/errors.md lists the codes).
+// megaton: one binary, git-style subcommands. Errors are typed exceptions caught here, once (dist::guarded_run): the
+// lowest rank that hit an error prints it, and every rank exits with the error's documented code, so no rank is left
+// waiting in a collective (docs/errors.md lists the codes).
 #include <cstring>
 #include <iostream>
 #include <string>

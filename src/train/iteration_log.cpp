@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/device_memory.h"
+#include "core/format.h"
 #include "train/layout_estimate.h"
 
 namespace megaton::train {
@@ -15,12 +16,6 @@ namespace {
 std::string fmt_e(double v, int precision = 6) {
   char b[32];
   std::snprintf(b, sizeof b, "%.*E", precision, v);
-  return b;
-}
-
-std::string fmt_f(double v, int prec) {
-  char b[48];
-  std::snprintf(b, sizeof b, "%.*f", prec, v);
   return b;
 }
 
@@ -174,31 +169,31 @@ void IterationLog::write(const Pending& p, double interval_s, const Values& valu
   const std::optional<DeviceMemory> mem = device_memory(c_.model.device);
   if (mem && !memory_reported_ && c_.groups.coords.dp == 0) {  // Megatron's report_memory, once, after the first log
     memory_reported_ = true;
-    c_.log.info("(after ", p.iteration, " iterations) memory (MB) | allocated: ", fmt_f(mem->allocated_mib, 1),
-                " | max allocated: ", fmt_f(mem->max_allocated_mib, 1), " | reserved: ", fmt_f(mem->reserved_mib, 1),
-                " | max reserved: ", fmt_f(mem->max_reserved_mib, 1));
+    c_.log.info("(after ", p.iteration, " iterations) memory (MB) | allocated: ", fixed(mem->allocated_mib, 1),
+                " | max allocated: ", fixed(mem->max_allocated_mib, 1), " | reserved: ", fixed(mem->reserved_mib, 1),
+                " | max reserved: ", fixed(mem->max_reserved_mib, 1));
   }
   if (!logging_rank()) return;
   // Megatron-DeepSpeed's training_log line, field for field; megaton's tokens per second after it.
   std::ostringstream line;
   line << " iteration " << std::setw(8) << p.iteration << "/" << std::setw(8) << train_iters_
        << " | consumed samples: " << std::setw(12) << p.consumed_train << " | consumed tokens: " << std::setw(12)
-       << p.consumed_tokens << " | elapsed time per iteration (s): " << fmt_f(ms * 1e-3, 2)
+       << p.consumed_tokens << " | elapsed time per iteration (s): " << fixed(ms * 1e-3, 2)
        << " | learning rate: " << fmt_e(p.lr, 3) << " | global batch size: " << std::setw(5) << p.global_batch << " |";
   if (avg) line << " lm loss: " << fmt_e(*avg) << " |";
-  if (p.loss_scale) line << " loss scale: " << fmt_f(*p.loss_scale, 1) << " |";
-  if (grad_norm) line << " grad norm: " << fmt_f(*grad_norm, 3) << " |";
-  if (p.num_zeros) line << " num zeros: " << fmt_f(double(*p.num_zeros), 1) << " |";
-  if (values.params_norm) line << " params norm: " << fmt_f(*values.params_norm, 3) << " |";
+  if (p.loss_scale) line << " loss scale: " << fixed(*p.loss_scale, 1) << " |";
+  if (grad_norm) line << " grad norm: " << fixed(*grad_norm, 3) << " |";
+  if (p.num_zeros) line << " num zeros: " << fixed(double(*p.num_zeros), 1) << " |";
+  if (values.params_norm) line << " params norm: " << fixed(*values.params_norm, 3) << " |";
   if (c_.curriculum) line << " curriculum seqlen: " << std::setw(5) << p.seq_length << " |";
   line << " number of skipped iterations: " << std::setw(3) << p.skipped
        << " | number of nan iterations: " << std::setw(3) << nan_iterations
-       << " | samples per second: " << fmt_f(samples_per_s, 3) << " | TFLOPs: " << fmt_f(fork_tflops, 2)
-       << " | tokens per second: " << fmt_f(tokens_per_s, 1) << " | model TFLOPs: " << fmt_f(tflops, 2) << " |";
+       << " | samples per second: " << fixed(samples_per_s, 3) << " | TFLOPs: " << fixed(fork_tflops, 2)
+       << " | tokens per second: " << fixed(tokens_per_s, 1) << " | model TFLOPs: " << fixed(tflops, 2) << " |";
   c_.out << line.str() << std::endl;
   const double left_s = double(train_iters_ - p.iteration) * ms * 1e-3;
-  c_.log.info(fmt_f(100.0 * double(p.iteration) / double(std::max<int64_t>(train_iters_, 1)), 1), "% ", p.iteration,
-              "/", train_iters_, " iterations, ", fmt_f(1e3 / ms, 2), " it/s, ETA ", format_duration(left_s));
+  c_.log.info(fixed(100.0 * double(p.iteration) / double(std::max<int64_t>(train_iters_, 1)), 1), "% ", p.iteration,
+              "/", train_iters_, " iterations, ", fixed(1e3 / ms, 2), " it/s, ETA ", format_duration(left_s));
 
   const int64_t it = p.iteration, samples = p.consumed_train, tokens = p.consumed_tokens;
   if (tb_) {
@@ -308,6 +303,7 @@ void IterationLog::validation(const std::string& name, double loss, const Traini
   if (metrics_)
     metrics_->write(nlohmann::json{{"iteration", it},
                                    {"consumed_samples", samples},
+                                   {"consumed_tokens", tokens},
                                    {"valid_name", name},
                                    {"valid_lm_loss", loss},
                                    {"valid_lm_loss_ppl", ppl}});

@@ -10,6 +10,7 @@
 #include "core/device_clock.h"
 #include "core/device_memory.h"
 #include "core/error.h"
+#include "core/format.h"
 #include "data/dataset_builder.h"
 #include "data/tokenizer.h"
 #include "dist/mpi_session.h"
@@ -33,12 +34,6 @@
 namespace megaton::train {
 
 namespace {
-
-std::string fmt_f(double v, int prec) {
-  char b[48];
-  std::snprintf(b, sizeof b, "%.*f", prec, v);
-  return b;
-}
 
 // The vocabulary and end-of-document id: the tokenizer's, or --vocab-size for pre-tokenized data without tokenizer
 // files (EOD unknown: -1). UsageError where a flag needs what is missing.
@@ -211,10 +206,10 @@ void Trainer::report_memory() const {
                      (dp_->shard_is_whole() ? 0.0 : double(dp_->shard_numel() * 4) / mib);
   if (groups_.coords.dp == 0)
     log_.info("number of parameters on (tensor, pipeline) model parallel rank (", groups_.coords.tp, ", ",
-              groups_.coords.pp, "): ", n, " | memory per rank: weights ", fmt_f(weights, 2), " MiB, fp32 grads ",
-              fmt_f(grads, 2), " MiB, optimizer state ", fmt_f(opt, 2), " MiB",
+              groups_.coords.pp, "): ", n, " | memory per rank: weights ", fixed(weights, 2), " MiB, fp32 grads ",
+              fixed(grads, 2), " MiB, optimizer state ", fixed(opt, 2), " MiB",
               dp_->zero1() ? " (ZeRO-1 shard 1/" + std::to_string(dp_->dp_size()) + ")" : "", ", total ",
-              fmt_f(weights + grads + opt, 2), " MiB");
+              fixed(weights + grads + opt, 2), " MiB");
 }
 
 int Trainer::run() {
@@ -320,7 +315,7 @@ int Trainer::run() {
   log_.info0("stopping at iteration ", progress_.iteration, ": ",
              stop == StopReason::kNone && token_budget_spent() ? "--train-tokens reached" : stop_reason_name(stop));
   log_summary(at_start, std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count());
-  return stop == StopReason::kSignal ? static_cast<int>(ExitCode::kInterrupted) : 0;
+  return 0;  // every stop that was asked for saved what it was asked to: a success, as in Megatron-DeepSpeed
 }
 
 void Trainer::log_summary(const TrainingProgress& at_start, double seconds) const {
@@ -347,16 +342,16 @@ void Trainer::refuse_if_state_cannot_fit(int64_t padded_vocab, const torch::Devi
                                            t.num_micro_batches, cfg_.precision, padded_vocab, cfg_.optimizer.use_bnb);
   const double state_gib = m.weights_gib + m.grads_gib + m.optimizer_gib;  // exact sizes, unlike the activations
   const double capacity_gib = static_cast<double>(device_capacity_bytes(device)) / (1024.0 * 1024.0 * 1024.0);
-  MEGATON_CHECK(state_gib <= capacity_gib, UsageError, "the model needs ", fmt_f(state_gib, 1),
+  MEGATON_CHECK(state_gib <= capacity_gib, UsageError, "the model needs ", fixed(state_gib, 1),
                 " GiB per rank for its weights, gradients and optimizer state (", m.params_on_rank,
                 " parameters on the busiest rank: --num-layers ", cfg_.model.num_layers, ", --hidden-size ",
                 cfg_.model.hidden_size, ", --max-position-embeddings ", cfg_.model.max_position_embeddings,
-                ", padded vocabulary ", padded_vocab, "), more than the ", fmt_f(capacity_gib, 1), " GiB of ",
+                ", padded vocabulary ", padded_vocab, "), more than the ", fixed(capacity_gib, 1), " GiB of ",
                 device.str(), "; use a smaller model or more tensor/pipeline-parallel ranks");
   // The activation estimate is approximate: only a request far beyond the device is refused here.
-  MEGATON_CHECK(m.total_gib() <= 4 * capacity_gib, UsageError, "the model needs about ", fmt_f(m.total_gib(), 1),
+  MEGATON_CHECK(m.total_gib() <= 4 * capacity_gib, UsageError, "the model needs about ", fixed(m.total_gib(), 1),
                 " GiB per rank with its activations (--seq-length ", cfg_.model.seq_length, ", --micro-batch-size ",
-                t.micro_batch_size, "), far more than the ", fmt_f(capacity_gib, 1), " GiB of ", device.str(),
+                t.micro_batch_size, "), far more than the ", fixed(capacity_gib, 1), " GiB of ", device.str(),
                 "; use a shorter --seq-length, a smaller --micro-batch-size, or more model-parallel ranks");
 }
 

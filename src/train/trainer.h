@@ -12,7 +12,8 @@
 //   int code = t.run();               // trains until --train-iters / an exit trigger; saves; returns the exit code
 //
 // Exit triggers (each leaves a checkpoint when --save is given): the last iteration, --train-tokens, --exit-interval,
-// --exit-duration-in-mins, --kill-switch-path appearing (these return 0), SIGTERM/SIGUSR1 (returns 7, kInterrupted).
+// --exit-duration-in-mins, --kill-switch-path appearing, SIGTERM/SIGUSR1; every one returns 0 (Megatron-DeepSpeed
+// exits 0 after its signal handler's save too), and the closing log lines say which trigger it was.
 #pragma once
 #include <memory>
 #include <ostream>

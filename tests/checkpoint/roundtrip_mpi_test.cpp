@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <fstream>
 #include <set>
+#include <sstream>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_test_model.h"
@@ -192,6 +193,33 @@ TEST(CheckpointRoundtrip, FreshStartFinetuneAndNoOptim) {
     auto want = global_value(p.name, p.global_shape, "model");
     auto w = shard_of(want, p.partition_dim, 0, 1).to(torch::kBFloat16);
     EXPECT_TRUE(torch::equal(p.param.reshape(w.sizes()), w)) << p.name;
+  }
+  remove_shared(dir);
+}
+
+TEST(CheckpointRoundtrip, SaveAndLoadReportProgressOnRankZero) {
+  // A report before every tensor (progress_every_s = 0): rank 0 logs the share done, the rate and the ETA in GB.
+  const int world = mpitest::world_size();
+  const std::string dir = shared_tmpdir("progress");
+  std::ostringstream out;
+  Logger log(mpitest::world_rank(), world, LogLevel::kInfo, &out);
+  auto g = mpitest::cpu_groups(1, 1);
+  auto params = local_params(g, torch::kBFloat16, false);
+  auto optim = local_optim(params, 0, 1, false);
+  checkpoint::SaveOptions so;
+  so.progress_every_s = 0;
+  checkpoint::save_checkpoint(dir, make_state(2), params, &optim, nullptr, g, so, log);
+  checkpoint::LoadOptions lo;
+  lo.progress_every_s = 0;
+  ASSERT_TRUE(checkpoint::load_checkpoint(dir, params, &optim, nullptr, g, lo, log));
+  const std::string text = out.str();
+  if (mpitest::world_rank() == 0) {
+    EXPECT_NE(text.find("checkpoint: saving iteration 2:   0.0% 0.00/"), std::string::npos) << text;
+    EXPECT_NE(text.find("checkpoint: loading "), std::string::npos) << text;
+    EXPECT_NE(text.find(" GB/s, elapsed 0:00:"), std::string::npos) << text;
+    EXPECT_NE(text.find(", ETA "), std::string::npos) << text;
+  } else {
+    EXPECT_EQ(text.find("checkpoint: saving iteration"), std::string::npos) << text;
   }
   remove_shared(dir);
 }

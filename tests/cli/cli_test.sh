@@ -19,6 +19,20 @@ expect "bad value"           2 "num-layers" $megaton train $small --num-layers a
 expect "dry run"             0 "TP=2 x PP=2 x DP=2" $megaton train $small --tensor-model-parallel-size 2 \
   --pipeline-model-parallel-size 2 --global-batch-size 16 --dry-run --world-size 8
 expect "dry run flops"       0 "model FLOPs per iteration" $megaton train $small --dry-run
+# --help snapshots: the groups in order (the command's own first, then Megatron's) and generate's own group whole.
+# After a deliberate change: `megaton CMD --help | grep -E '^[a-zA-Z].*:$' > tests/cli/help/CMD.sections`.
+help_dir=$(dirname "$0")/help
+for cmd in train generate eval; do
+  if ! diff <($megaton $cmd --help | grep -E '^[a-zA-Z].*:$') "$help_dir/$cmd.sections" > /tmp/megaton_help_$$.diff; then
+    echo "FAIL: megaton $cmd --help groups differ from $help_dir/$cmd.sections:"; cat /tmp/megaton_help_$$.diff; fail=1
+  fi
+done
+if ! diff <($megaton generate --help | awk '/^text generation:$/{on=1} on && /^$/{exit} on' | sed 's/[ ]*$//') \
+  "$help_dir/generate.own" > /tmp/megaton_help_$$.diff; then
+  echo "FAIL: megaton generate --help's own group differs from $help_dir/generate.own:"; cat /tmp/megaton_help_$$.diff
+  fail=1
+fi
+rm -f /tmp/megaton_help_$$.diff
 # Hostile sizes are refused by name before anything is allocated.
 BUILD=$1 SRC=$2
 source "$SRC/tests/support/train_lib.sh"
@@ -43,4 +57,22 @@ n=$(grep -c "usage error: megaton train: unrecognised option '--num-layer'" <<< 
 if [ "$n" != 1 ] || [ "$rc" != 2 ] || ! grep -q "^\[r0/3\] megaton: usage error" <<< "$out"; then
   echo "FAIL: usage error on 3 ranks printed $n times, exit code $rc:"; echo "$out" | head -8; fail=1
 fi
+# An error found after MPI starts, on every rank (a missing tokenizer file): printed once, every rank ends through
+# MPI_Finalize with the data error's code 3, and no MPI_ABORT banner, on 4 ranks and on one.
+missing="--num-layers 2 --hidden-size 32 --num-attention-heads 4 --seq-length 16 --micro-batch-size 1 --train-iters 2
+  --data-path $work/synth_text_document --device cpu --distributed-backend mpi --tokenizer-type GPT2BPETokenizer
+  --vocab-file $work/no-vocab.json --merge-file $work/no-merges.txt"
+for np in 4 1; do
+  rc=0
+  # shellcheck disable=SC2086
+  out=$("$MPIRUN" --oversubscribe -np $np $megaton train $missing 2>&1) || rc=$?
+  # Counted as matches, not lines: mpirun forwards stdout and stderr separately and may splice the error line into
+  # one of the arguments dump's.
+  n=$(grep -o "megaton: [a-z]* error" <<< "$out" | wc -l)
+  if [ "$n" != 1 ] || [ "$rc" != 3 ] || ! grep -q "\[r0/$np\] megaton: data error: cannot open --vocab-file" <<< "$out" ||
+    grep -q "MPI_ABORT" <<< "$out"; then
+    echo "FAIL: a data error on $np ranks printed $n megaton lines, exit code $rc:"; echo "$out" | grep -v "^  " | head -12
+    fail=1
+  fi
+done
 exit $fail

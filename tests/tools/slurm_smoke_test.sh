@@ -221,14 +221,14 @@ set -euo pipefail
 source "$TEMPLATES/megaton-slurm.sh"
 megaton_init
 if [[ "\${SLURM_RESTART_COUNT:-0}" == 0 ]]; then
-  # Stands in for megaton train: one process per task that saves on USR1 and exits 7 (interrupted).
+  # Stands in for megaton train: one process per task that saves on USR1 and exits 0, as megaton train does.
   megaton_srun_step python3 -u -c '
 import os, signal, sys, time
 rank = os.environ["SLURM_PROCID"]
 def save(signum, frame):
     time.sleep(1.0 + int(rank))  # ranks finish at different times: none may be killed while saving
     print(f"task {rank} saved on USR1", flush=True)
-    sys.exit(7)
+    sys.exit(0)
 signal.signal(signal.SIGUSR1, save)
 print(f"task {rank} ready", flush=True)
 for _ in range(1200):

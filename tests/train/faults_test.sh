@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Faults during a 2-rank training job, each with its expected exit code and the checkpoint that must survive:
 #   read-only save directory   exit 4 at the first save, nothing written, no hang
-#   SIGTERM to every rank      the job saves where it stands and exits 7; that checkpoint is complete and loads
-#   SIGTERM during a save      the save completes, the job exits 7 without saving twice; the checkpoint is complete
+#   SIGTERM to every rank      the job saves where it stands and exits 0; that checkpoint is complete and loads
+#   SIGTERM during a save      the save completes, the job exits 0 without saving twice; the checkpoint is complete
 #   one rank SIGKILLed         the job ends (no hang); the last published checkpoint is intact and resumes
 #   full disk mid-save         exit 4 on every rank; the previous checkpoint stands (tests/checkpoint/full_disk_test.sh)
 #   SIGKILL mid-save           the previous checkpoint stands; the next save removes the temporary (kill_test.sh)
@@ -51,12 +51,13 @@ set -e
 grep -q "checkpoint error: .*cannot create directory" "$work/run.log" || fail "read-only: no clear error"
 row "read-only save dir" $rc "clear checkpoint error, nothing written"
 
-# 2. SIGTERM to every rank while training: save where it stands, exit 7.
+# 2. SIGTERM to every rank while training: save where it stands, exit 0.
 start_job term --train-iters 100000 --save "$work/term" --save-interval 100000 --log-interval 1
 wait_for_log "iteration        3/"
 for p in $(rank_pids term); do kill -TERM "$p"; done
 job_rc
-[ $rc -eq 7 ] || fail "SIGTERM: exit $rc, expected 7"
+[ $rc -eq 0 ] || fail "SIGTERM: exit $rc, expected 0 after the save"
+grep -q "SIGTERM/SIGUSR1 received" "$work/run.log" || fail "SIGTERM: the log does not say why it stopped"
 it=$(cat "$work/term/latest")
 "$MEGATON" inspect -q "$work/term" > "$work/inspect.log" || fail "SIGTERM: the checkpoint of iteration $it is damaged"
 row "SIGTERM" $rc "saved iteration $it, intact"
@@ -73,7 +74,7 @@ done
 for p in $(rank_pids midsave); do kill -TERM "$p"; done
 : > "$work/release"
 job_rc
-[ $rc -eq 7 ] || fail "SIGTERM mid-save: exit $rc, expected 7"
+[ $rc -eq 0 ] || fail "SIGTERM mid-save: exit $rc, expected 0 after the save"
 [ "$(cat "$work/midsave/latest")" = 2 ] || fail "SIGTERM mid-save: latest is $(cat "$work/midsave/latest"), expected 2"
 "$MEGATON" inspect -q "$work/midsave" > "$work/inspect.log" || fail "SIGTERM mid-save: iteration 2 is damaged"
 row "SIGTERM during a save" $rc "iteration 2 completed, intact"
