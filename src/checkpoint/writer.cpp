@@ -138,10 +138,11 @@ void reserve_space(const std::string& dir, int64_t bytes) {
   if (err == ENOSPC || err == EDQUOT) {
     std::error_code ec;
     const auto sp = fs::space(dir, ec);
-    throw CheckpointError(
-        str("the checkpoint needs ", bytes, " bytes (", bytes / 1e9, " GB) in ", dir, " but ",
-            ec ? std::string("the file system refused them") : str("only ", sp.available / 1e9, " GB are free"), " (",
-            std::strerror(err), "): free space or raise the quota, or save elsewhere"));
+    throw CheckpointError(str("the checkpoint needs ", bytes, " bytes (", gigabytes(static_cast<double>(bytes)),
+                              ") in ", dir, " but ",
+                              ec ? std::string("the file system refused them")
+                                 : str("only ", gigabytes(static_cast<double>(sp.available)), " are free"),
+                              " (", std::strerror(err), "): free space or raise the quota, or save elsewhere"));
   }
 }
 

@@ -36,7 +36,7 @@ void bind_compatibility_flags(po::options_description& d, CompatibilityFlags& c)
   po::options_description aliases("aliases and launcher flags"), noop("accepted, no effect in megaton"),
       refused("refused (they would change the run in ways megaton does not implement)");
   aliases.add_options()
-      ("encoder-seq-length", po::value(&c.encoder_seq_length)->default_value(0),
+      ("encoder-seq-length", po::value(&c.encoder_seq_length)->default_value(0, "None"),
        "the same as --seq-length (pretrain_gpt.py's other name; give one of the two)")
       ("deepscale", po::bool_switch(), "DeepSpeed's deprecated helper flag; no effect, as in DeepSpeed")
       ("deepscale_config", po::value(&c.deepscale_config), "DeepSpeed's deprecated name of --deepspeed_config")

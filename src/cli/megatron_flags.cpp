@@ -25,6 +25,14 @@ po::typed_value<T>* val(T& field) {
   }
 }
 
+/// A flag whose Megatron default is None and whose 0 here means the same (unset): --help shows `(=None)` while the
+/// field is 0, and the arguments dump prints None when it is not given (cli/parser.h).
+template <typename T>
+po::typed_value<T>* none_val(T& field) {
+  if (field != T{0}) return val(field);
+  return po::value<T>(&field)->default_value(field, "None");
+}
+
 po::typed_value<std::string>* sval(std::string& field) {
   return po::value<std::string>(&field)->default_value(field);
 }
@@ -44,17 +52,17 @@ void MegatronFlags::bind_model_groups(po::options_description& model, po::option
   model::GptOptions& m = config.model;
   KernelSwitches& k = switches;
   model.add_options()
-      ("num-layers", val(m.num_layers), "number of transformer layers (required)")
-      ("hidden-size", val(m.hidden_size), "transformer hidden size (required)")
-      ("ffn-hidden-size", val(m.ffn_hidden_size), "MLP hidden size; 0 = 4 x hidden")
-      ("num-attention-heads", val(m.num_attention_heads), "attention heads (required)")
-      ("kv-channels", val(m.kv_channels), "per-head dimension; 0 = hidden / heads")
-      ("max-position-embeddings", val(m.max_position_embeddings),
+      ("num-layers", none_val(m.num_layers), "number of transformer layers (required)")
+      ("hidden-size", none_val(m.hidden_size), "transformer hidden size (required)")
+      ("ffn-hidden-size", none_val(m.ffn_hidden_size), "MLP hidden size; 0 = 4 x hidden")
+      ("num-attention-heads", none_val(m.num_attention_heads), "attention heads (required)")
+      ("kv-channels", none_val(m.kv_channels), "per-head dimension; 0 = hidden / heads")
+      ("max-position-embeddings", none_val(m.max_position_embeddings),
        "learned position table size (absolute/alibi); 0 = --seq-length")
-      ("seq-length", val(m.seq_length), "sequence length (required for train)")
+      ("seq-length", none_val(m.seq_length), "sequence length (required for train)")
       ("make-vocab-size-divisible-by", val(m.make_vocab_size_divisible_by),
        "pad the vocabulary to a multiple of this x TP")
-      ("pad-vocab-size-to", val(m.pad_vocab_size_to), "pad the vocabulary to exactly this size")
+      ("pad-vocab-size-to", none_val(m.pad_vocab_size_to), "pad the vocabulary to exactly this size")
       ("layernorm-epsilon", val(m.layernorm_epsilon), "LayerNorm epsilon")
       ("position-embedding-type", sval(m.position_embedding_type), "absolute | rotary | alibi")
       ("embed-layernorm", po::bool_switch(&m.embed_layernorm), "LayerNorm after the word embedding (BLOOM)")
@@ -153,7 +161,7 @@ void MegatronFlags::bind(po::options_description& d) {
   parallel.add_options()
       ("tensor-model-parallel-size", val(p.tensor_model_parallel_size), "TP: ranks sharing each layer")
       ("pipeline-model-parallel-size", val(p.pipeline_model_parallel_size), "PP: pipeline stages")
-      ("num-layers-per-virtual-pipeline-stage", val(p.num_layers_per_virtual_pipeline_stage),
+      ("num-layers-per-virtual-pipeline-stage", none_val(p.num_layers_per_virtual_pipeline_stage),
        "interleaved 1F1B: layers per virtual stage (0 = not interleaved)")
       ("pp-partition-method", sval(compat.pp_partition_method),
        "uniform | parameters | type:REGEX (DeepSpeed's, e.g. 'type:transformer|embedding'); default uniform, "
@@ -167,21 +175,21 @@ void MegatronFlags::bind(po::options_description& d) {
       ("sync-tp-duplicated-parameters", po::bool_switch(&p.sync_tp_duplicated_parameters),
        "average the TP-replicated parameters (LayerNorms, row-parallel biases) over TP every iteration");
   training.add_options()
-      ("micro-batch-size", val(t.micro_batch_size), "samples per rank per micro-step (required)")
-      ("global-batch-size", val(t.global_batch_size), "samples per iteration; 0 = micro x DP")
+      ("micro-batch-size", none_val(t.micro_batch_size), "samples per rank per micro-step (required)")
+      ("global-batch-size", none_val(t.global_batch_size), "samples per iteration; 0 = micro x DP")
       ("rampup-batch-size", po::value<std::vector<int64_t>>(&t.rampup_batch_size)->multitoken(),
        "START INCR SAMPLES: batch-size ramp-up (sample-based training only)")
-      ("train-iters", val(t.train_iters), "iterations to train (exclusive with --train-samples)")
-      ("train-samples", val(t.train_samples), "samples to train (exclusive with --train-iters)")
-      ("train-tokens", val(t.train_tokens), "also stop once this many tokens are consumed (over all runs)")
+      ("train-iters", none_val(t.train_iters), "iterations to train (exclusive with --train-samples)")
+      ("train-samples", none_val(t.train_samples), "samples to train (exclusive with --train-iters)")
+      ("train-tokens", none_val(t.train_tokens), "also stop once this many tokens are consumed (over all runs)")
       ("deepspeed", po::bool_switch(&compat.deepspeed), "take ZeRO, fp16 scaler, clipping, batch sizes from --deepspeed_config")
       ("deepspeed_config", sval(compat.deepspeed_config), "DeepSpeed JSON (with --deepspeed; docs/training.md)")
       ("deepspeed-activation-checkpointing", po::bool_switch(&compat.deepspeed_activation_checkpointing),
        "accepted: --checkpoint-activations recomputes with megaton's own checkpointing")
       ("deepspeed_mpi", po::bool_switch(&compat.deepspeed_mpi), "accepted: megaton always starts through MPI")
       ("log-interval", val(t.log_interval), "iterations between log lines")
-      ("exit-interval", val(t.exit_interval), "save and exit when iteration % N == 0")
-      ("exit-duration-in-mins", val(t.exit_duration_in_mins),
+      ("exit-interval", none_val(t.exit_interval), "save and exit when iteration % N == 0")
+      ("exit-duration-in-mins", none_val(t.exit_duration_in_mins),
        "save and exit after this many minutes since the job's processes started")
       ("kill-switch-path", sval(t.kill_switch_path), "save and exit when this file exists")
       ("max-nan-iterations", val(t.max_nan_iterations),
@@ -197,9 +205,9 @@ void MegatronFlags::bind(po::options_description& d) {
       ("lr", po::value<double>(&lr.lr), "peak learning rate (required for training)")
       ("min-lr", val(lr.min_lr), "learning-rate floor")
       ("lr-decay-style", sval(lr.lr_decay_style), "constant | linear | cosine")
-      ("lr-decay-iters", val(lr.lr_decay_iters), "decay span in iterations; 0 = --train-iters")
-      ("lr-decay-samples", val(lr.lr_decay_samples), "decay span in samples; 0 = --train-samples")
-      ("lr-decay-tokens", val(lr.lr_decay_tokens), "decay span in tokens")
+      ("lr-decay-iters", none_val(lr.lr_decay_iters), "decay span in iterations; 0 = --train-iters")
+      ("lr-decay-samples", none_val(lr.lr_decay_samples), "decay span in samples; 0 = --train-samples")
+      ("lr-decay-tokens", none_val(lr.lr_decay_tokens), "decay span in tokens")
       ("lr-warmup-fraction", val(lr.lr_warmup_fraction), "warm-up as a fraction of the decay span")
       ("lr-warmup-iters", val(lr.lr_warmup_iters), "warm-up iterations")
       ("lr-warmup-samples", val(lr.lr_warmup_samples), "warm-up samples")
@@ -225,7 +233,7 @@ void MegatronFlags::bind(po::options_description& d) {
   precision.add_options()
       ("fp16", po::bool_switch(&f.fp16), "fp16 weights and activations, fp32 master weights, loss scaling")
       ("bf16", po::bool_switch(&f.bf16), "bf16 weights and activations, fp32 master weights")
-      ("loss-scale", val(f.loss_scale), "static loss scale; 0 = dynamic")
+      ("loss-scale", none_val(f.loss_scale), "static loss scale; 0 = dynamic")
       ("initial-loss-scale", val(f.initial_loss_scale), "initial dynamic loss scale")
       ("min-loss-scale", val(f.min_loss_scale), "dynamic loss-scale floor")
       ("loss-scale-window", val(f.loss_scale_window), "clean steps before the scale doubles")
@@ -237,7 +245,7 @@ void MegatronFlags::bind(po::options_description& d) {
   checkpointing.add_options()
       ("save", sval(c.save), "checkpoint directory to save to")
       ("load", sval(c.load), "checkpoint directory to resume from")
-      ("save-interval", val(c.save_interval), "iterations between checkpoints")
+      ("save-interval", none_val(c.save_interval), "iterations between checkpoints")
       ("no-save-optim", negative_switch(c.save_optim), "do not save optimizer state")
       ("no-save-rng", negative_switch(c.save_rng), "do not save RNG state")
       ("no-load-optim", negative_switch(c.load_optim), "do not load optimizer state")

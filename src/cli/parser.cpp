@@ -252,7 +252,10 @@ bool parse_args(const std::string& command, const std::string& summary, int argc
         if (name == "help") continue;
         std::replace(name.begin(), name.end(), '-', '_');
         const auto it = vm.find(opt->long_name());
-        const std::string value = it == vm.end() ? "None" : python_repr(it->second.value());
+        // A default shown as None (a Megatron None that megaton holds as 0) is printed as Megatron prints it.
+        const bool none_default =
+            it != vm.end() && it->second.defaulted() && opt->format_parameter().find("(=None)") != std::string::npos;
+        const std::string value = it == vm.end() || none_default ? "None" : python_repr(it->second.value());
         arguments->push_back(
             str("  ", name, " ", std::string(name.size() < 48 ? 48 - name.size() : 1, '.'), " ", value));
       }

@@ -12,7 +12,8 @@ namespace megaton::cli {
 /// `positional` names an option that takes bare arguments (e.g. "checkpoint" for `megaton inspect DIR`), or "".
 /// `hidden`: options parsed like the others but left out of --help (e.g. flags accepted for compatibility).
 /// `arguments`, when given, receives every option's resolved value as Megatron prints its arguments: one
-/// "name ..... value" line each (dashes as underscores), sorted case-insensitively.
+/// "name ..... value" line each (dashes as underscores, Python's repr; None for an option not given whose --help
+/// default reads None), sorted case-insensitively.
 bool parse_args(const std::string& command, const std::string& summary, int argc, const char* const* argv,
                 boost::program_options::options_description& options, std::ostream& out,
                 const std::string& positional = "", const boost::program_options::options_description* hidden = nullptr,

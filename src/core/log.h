@@ -1,5 +1,8 @@
 // Rank-prefixed logging. A Logger carries its rank's tag ("[r3/8 tp1 pp0 dp1]") and is passed to whoever logs;
 // there is no global logger. info0/warn0 print on global rank 0 only (the "print_rank_0" of Megatron).
+// Why not spdlog: its loggers live in a process-wide registry, where megaton passes its Logger explicitly (no
+// process-wide mutable state); what a line needs (an ISO timestamp, the rank tag, a level, operator<< of any value) is
+// the short class below. Numbers are formatted by core/format.h and core/timer.h's Progress.
 #pragma once
 #include <iostream>
 #include <mutex>

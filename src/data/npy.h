@@ -1,6 +1,9 @@
 // NumPy .npy files (format 1.0, C order, little-endian): Megatron caches its GPT sample indices in this format
 // (doc_idx int32, sample_idx int32 [S+1,2], shuffle_idx uint32|int64). Written to a temporary name and renamed, so a
 // reader never sees a partial file; read back memory-mapped.
+// Written here: no Debian package reads or writes .npy from C++ (cnpy and libnpy are not packaged), and the format
+// is a magic string, a length and a one-line Python dict (descr, fortran_order, shape) read with std::regex;
+// tests/data/fork_sample_order_test.sh checks the files against NumPy's own reader.
 #pragma once
 #include <cstdint>
 #include <string>

@@ -13,6 +13,8 @@ namespace megaton::plan {
 
 namespace {
 
+// The calibration files are megaton's own: numbers and plain names, no quoting, so a line splits at its commas (Debian
+// packages no C++ CSV library; a quoted cell would fail the column's number parse with the file and line).
 std::vector<std::string> split_csv_line(const std::string& line) {
   std::vector<std::string> out;
   std::string cell;

@@ -41,6 +41,7 @@ std::string num(double v) {
   return s;
 }
 
+// RFC 4180 quoting of one written cell (rows are only written here; Debian packages no C++ CSV library).
 std::string csv_field(const std::string& s) {
   if (s.find_first_of(",\"\n") == std::string::npos) return s;
   std::string q = "\"";

@@ -4,6 +4,10 @@
 // "brain.Event:2"}; each scalar is Event{wall_time, step, summary: Summary{value: [Value{tag, simple_value}]}}.
 // Only those protobuf fields are written (hand-encoded wire format: Event.wall_time=1 double, step=2 int64,
 // file_version=3 string, summary=5; Summary.value=1; Value.tag=1 string, simple_value=2 float).
+// Why not libprotobuf: these seven fields are write-only and fixed by TensorBoard's schema; generated code would add
+// protoc and libprotobuf to every build, the GPU nodes' carried packages included, for some forty lines of
+// tag-length-value encoding. tests/train/tensorboard_writer_test.cpp checks the bytes against an independent decoder
+// (tests/train/tensorboard_decode.py: framing, both CRCs, every field).
 #pragma once
 #include <cstdint>
 #include <cstdio>

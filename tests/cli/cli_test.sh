@@ -10,6 +10,7 @@ expect "unknown command"     2 "unknown command 'trian' \(did you mean 'train'\?
 expect "help CMD"            0 "usage: megaton convert" $megaton help convert
 expect "help typo"           2 "unknown command 'conver' \(did you mean 'convert'\?\)" $megaton help conver
 expect "shortest defaults"   0 "adam-beta1 arg \(=0.9\) " $megaton train --help
+expect "None defaults"       0 "num-layers arg \(=None\) " $megaton train --help
 expect "train --help"        0 "--tensor-model-parallel-size" $megaton train --help
 expect "comm-bench --help"   0 "--maxbytes" $megaton comm-bench --help
 expect "unknown flag"        2 "did you mean --num-layers" $megaton train $small --num-layer 3
