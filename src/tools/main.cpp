@@ -36,6 +36,7 @@ void print_usage(std::ostream& os) {
   os << "usage: megaton <command> [options]   (megaton <command> --help for its options)\n\ncommands:\n";
   for (const auto& s : kSubcommands)
     os << "  " << s.name << std::string(12 - std::strlen(s.name), ' ') << s.summary << "\n";
+  os << "\nalso installed: megaton-plot METRICS.jsonl   pictures of a run from its --metrics-file\n";
   os << "\nmegaton " << MEGATON_VERSION << "\n";
 }
 
