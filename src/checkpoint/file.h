@@ -13,10 +13,6 @@
 
 namespace megaton::checkpoint {
 
-/// A checkpoint file from what the user typed: the .h5 file itself, an iter_NNNNNNN/ (or release/) directory, or a
-/// --save directory (its tracker's iteration). Throws CheckpointError naming the path otherwise.
-std::string resolve_checkpoint_path(const std::string& arg);
-
 class CheckpointFile {
  public:
   explicit CheckpointFile(const std::string& path);

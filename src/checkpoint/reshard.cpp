@@ -4,6 +4,7 @@
 
 #include "checkpoint/crc.h"
 #include "checkpoint/file.h"
+#include "checkpoint/load_path.h"
 #include "checkpoint/format.h"
 #include "checkpoint/serial_writer.h"
 #include "checkpoint/tracker.h"

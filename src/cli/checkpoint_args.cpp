@@ -1,6 +1,7 @@
 #include "cli/checkpoint_args.h"
 
 #include "checkpoint/file.h"
+#include "checkpoint/load_path.h"
 #include "checkpoint/fork_checkpoint.h"
 #include "core/error.h"
 

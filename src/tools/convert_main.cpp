@@ -9,6 +9,7 @@
 
 #include "checkpoint/ds_universal_writer.h"
 #include "checkpoint/file.h"
+#include "checkpoint/load_path.h"
 #include "checkpoint/foreign_import.h"
 #include "checkpoint/fork_checkpoint.h"
 #include "cli/parser.h"

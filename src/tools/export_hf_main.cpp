@@ -5,6 +5,7 @@
 #include <iostream>
 
 #include "checkpoint/file.h"
+#include "checkpoint/load_path.h"
 #include "checkpoint/hf.h"
 #include "checkpoint/safetensors.h"
 #include "cli/parser.h"

@@ -5,6 +5,7 @@
 #include <set>
 
 #include "checkpoint/file.h"
+#include "checkpoint/load_path.h"
 #include "checkpoint/placement.h"
 #include "cli/parser.h"
 #include "core/error.h"

@@ -10,6 +10,7 @@
 #include "checkpoint/deepspeed_layout.h"
 #include "checkpoint/ds_universal_writer.h"
 #include "checkpoint/file.h"
+#include "checkpoint/load_path.h"
 #include "checkpoint/foreign_import.h"
 #include "checkpoint/fork_checkpoint.h"
 #include "checkpoint/sections.h"
