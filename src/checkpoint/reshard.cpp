@@ -4,8 +4,8 @@
 
 #include "checkpoint/crc.h"
 #include "checkpoint/file.h"
-#include "checkpoint/load_path.h"
 #include "checkpoint/format.h"
+#include "checkpoint/load_path.h"
 #include "checkpoint/serial_writer.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"

@@ -1,8 +1,8 @@
 #include "cli/checkpoint_args.h"
 
 #include "checkpoint/file.h"
-#include "checkpoint/load_path.h"
 #include "checkpoint/fork_checkpoint.h"
+#include "checkpoint/load_path.h"
 #include "core/error.h"
 
 namespace megaton::cli {

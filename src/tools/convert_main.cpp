@@ -9,9 +9,9 @@
 
 #include "checkpoint/ds_universal_writer.h"
 #include "checkpoint/file.h"
-#include "checkpoint/load_path.h"
 #include "checkpoint/foreign_import.h"
 #include "checkpoint/fork_checkpoint.h"
+#include "checkpoint/load_path.h"
 #include "cli/parser.h"
 #include "core/error.h"
 #include "core/log.h"

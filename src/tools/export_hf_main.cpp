@@ -5,8 +5,8 @@
 #include <iostream>
 
 #include "checkpoint/file.h"
-#include "checkpoint/load_path.h"
 #include "checkpoint/hf.h"
+#include "checkpoint/load_path.h"
 #include "checkpoint/safetensors.h"
 #include "cli/parser.h"
 #include "core/error.h"
