@@ -260,7 +260,7 @@ void MegatronFlags::bind(po::options_description& d) {
       ("split", sval(dd.split), "train,valid,test proportions (default 969, 30, 1)")
       ("data-impl", sval(dd.data_impl), "mmap (the only implementation; infer/lazy/cached are read as mmap)")
       ("tokenizer-type", sval(tok.tokenizer_type), "GPT2BPETokenizer | PretrainedFromHF")
-      ("tokenizer-name-or-path", sval(tok.tokenizer_name_or_path), "directory holding tokenizer.json")
+      ("tokenizer-name-or-path", sval(tok.tokenizer_name_or_path), "directory holding tokenizer.json, or a hub name (org/name) in the Hugging Face cache (HF_HOME)")
       ("vocab-file", sval(tok.vocab_file), "GPT-2 vocab.json / encoder.json")
       ("merge-file", sval(tok.merge_file), "GPT-2 merges.txt / vocab.bpe")
       ("data-cache-path", sval(dd.data_cache_path), "where sample indices are cached (default: next to the data)")

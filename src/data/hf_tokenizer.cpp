@@ -1,6 +1,7 @@
 #include "data/hf_tokenizer.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -8,6 +9,7 @@
 
 #include "core/error.h"
 #include "data/byte_level.h"
+#include "data/hf_hub_cache.h"
 #include "data/utf8.h"
 
 namespace megaton::data {
@@ -173,10 +175,9 @@ HfTokenizer::HfTokenizer(const std::string& path)
     : HfTokenizer([&]() -> std::shared_ptr<const Shared> {
         try {
           auto s = std::make_shared<Shared>();
-          fs::path file = path;
+          fs::path file = resolve_hf_name_or_path(path, [](const char* v) { return std::getenv(v); });
           if (fs::is_directory(file)) file /= "tokenizer.json";
-          MEGATON_CHECK(fs::exists(file), DataError, "--tokenizer-name-or-path '", path,
-                        "': no tokenizer.json there (Megaton reads local Hugging Face tokenizer.json files only)");
+          MEGATON_CHECK(fs::exists(file), DataError, "--tokenizer-name-or-path '", path, "': no ", file.string());
           s->origin = file.string();
           const json j = read_json(file);
           MEGATON_CHECK(j.contains("model") && j["model"].is_object(), DataError, s->origin, ": no \"model\" object");
