@@ -2,8 +2,8 @@
 // looked up where huggingface_hub caches them, laid out as it lays them out:
 //   CACHE/models--bigscience--bloom/refs/main              the commit hash of the main revision
 //   CACHE/models--bigscience--bloom/snapshots/HASH/...     that revision's files (tokenizer.json, config.json)
-// CACHE is the first of $HF_HUB_CACHE, $HUGGINGFACE_HUB_CACHE, $TRANSFORMERS_CACHE, $HF_HOME/hub,
-// $XDG_CACHE_HOME/huggingface/hub and ~/.cache/huggingface/hub that is set. megaton never downloads.
+// Each CACHE is searched in turn: $HF_HUB_CACHE, $HUGGINGFACE_HUB_CACHE and $TRANSFORMERS_CACHE where set, then
+// $HF_HOME/hub (else $XDG_CACHE_HOME/huggingface/hub, else ~/.cache/huggingface/hub). megaton never downloads.
 #pragma once
 #include <functional>
 #include <string>
