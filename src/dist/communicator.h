@@ -1,7 +1,7 @@
 // Collectives over one process group. Two implementations: MpiCommunicator (CPU tensors, any dtype) and
 // NcclCommunicator (CUDA tensors; built from MPI by broadcasting a unique id over the group). Ranks passed in and
 // returned are the group's own ranks (0..size-1). Every op that waits longer than the group's timeout throws
-// CommError naming the group and the op; main turns that into MPI_Abort, so no rank is left hanging.
+// CommError naming the group and the op; main ends the job with it (dist/job_error.h), so no rank is left hanging.
 #pragma once
 #include <torch/torch.h>
 

@@ -32,8 +32,8 @@ MpiSession::MpiSession(const LaunchEnv& env) : env_(env) {
 }
 
 MpiSession::~MpiSession() {
-  // While an exception unwinds, the error handler is about to MPI_Abort the job: MPI_Finalize here would block
-  // waiting for peers that are themselves blocked in a collective.
+  // While an exception unwinds, main's error handler ends the job (dist/job_error.h: MPI_Finalize once every rank
+  // has failed, else MPI_Abort): MPI_Finalize here would block waiting for peers blocked in a collective.
   if (std::uncaught_exceptions() > 0) return;
   int finalized = 0;
   MPI_Finalized(&finalized);
