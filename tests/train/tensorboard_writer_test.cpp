@@ -13,6 +13,7 @@
 
 #include "core/error.h"
 #include "core/remove_tree.h"
+#include "support/run_command.h"
 #include "train/metrics_log.h"
 
 using namespace megaton;
@@ -23,17 +24,6 @@ fs::path fresh_dir(const std::string& name) {
   auto d = fs::temp_directory_path() / ("megaton_tb_" + name + "_" + std::to_string(::getpid()));
   megaton::remove_tree(d);
   return d;
-}
-std::string run(const std::string& cmd) {
-  std::string out;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return out;
-  char buf[4096];
-  size_t n;
-  while ((n = fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
-  const int rc = pclose(p);
-  if (rc != 0) out = "EXIT " + std::to_string(rc) + ": " + out;
-  return out;
 }
 }  // namespace
 
@@ -63,7 +53,7 @@ TEST(TensorBoard, FileNameAndFirstRecord) {
 }
 
 TEST(TensorBoard, IndependentDecoderReadsScalars) {
-  if (run("command -v python3").empty()) GTEST_SKIP() << "python3 not available";
+  if (std::system("command -v python3 > /dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
   // MEGATON_KEEP_TFEVENTS=DIR keeps the file for dev/gpu/check_tfevents.py (TensorBoard's own reader).
   const char* keep = std::getenv("MEGATON_KEEP_TFEVENTS");
   const auto dir = keep ? fs::path(keep) : fresh_dir("decode");
@@ -76,7 +66,7 @@ TEST(TensorBoard, IndependentDecoderReadsScalars) {
     path = w.path();
   }
   const std::string script = std::string(MEGATON_SOURCE_DIR) + "/tests/train/tensorboard_decode.py";
-  const std::string out = run("python3 '" + script + "' '" + path + "'");
+  const std::string out = megaton::testing_support::run_command("python3 '" + script + "' '" + path + "'");
   nlohmann::json j;
   ASSERT_NO_THROW(j = nlohmann::json::parse(out)) << out;
   EXPECT_EQ(j.at("file_version"), "brain.Event:2");
@@ -99,7 +89,7 @@ TEST(TensorBoard, IndependentDecoderReadsScalars) {
 }
 
 TEST(TensorBoard, DecoderRejectsACorruptedRecord) {
-  if (run("command -v python3").empty()) GTEST_SKIP() << "python3 not available";
+  if (std::system("command -v python3 > /dev/null 2>&1") != 0) GTEST_SKIP() << "python3 not available";
   const auto dir = fresh_dir("corrupt");
   std::string path;
   {
@@ -113,7 +103,7 @@ TEST(TensorBoard, DecoderRejectsACorruptedRecord) {
     f.put('\x7f');
   }
   const std::string script = std::string(MEGATON_SOURCE_DIR) + "/tests/train/tensorboard_decode.py";
-  EXPECT_EQ(run("python3 '" + script + "' '" + path + "'").rfind("EXIT", 0), 0u);
+  EXPECT_EQ(megaton::testing_support::run_command("python3 '" + script + "' '" + path + "'").rfind("EXIT", 0), 0u);
   megaton::remove_tree(dir);
 }
 

@@ -1,0 +1,112 @@
+// The packed multitask order and rows equal an independent Python implementation of the fork's
+// DecoderPackedMTFDataset (tests/data/packed_mtf_reference.py, with NumPy's own RandomState): several packs per epoch,
+// rows carried across epochs, documents longer than a row skipped, a one-document dataset; plus a hand-worked row.
+#include "data/packed_mtf.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/remove_tree.h"
+#include "data/data_test_util.h"
+#include "support/run_command.h"
+
+namespace megaton::data {
+namespace {
+
+// The python3 that has NumPy: PATH's, else Debian's.
+std::string numpy_python() {
+  for (const char* py : {"python3", "/usr/bin/python3"})
+    if (std::system((std::string(py) + " -c 'import numpy' 2>/dev/null").c_str()) == 0) return py;
+  return "";
+}
+
+void expect_matches_reference(const std::vector<std::pair<int64_t, int64_t>>& sizes, int64_t num_samples,
+                              int64_t seq_length, uint32_t seed) {
+  const std::string py = numpy_python();
+  if (py.empty()) GTEST_SKIP() << "no python3 with NumPy";
+  const auto dir = testing::scratch_dir("packedmtf");
+  const int64_t pad = 3, rows = 6;
+  nlohmann::json c = {
+      {"num_samples", num_samples},        {"seq_length", seq_length}, {"seed", seed}, {"pad", pad}, {"rows", rows},
+      {"lengths", nlohmann::json::array()}};
+  std::vector<int64_t> lengths;
+  for (const auto& [i, t] : sizes) {
+    c["lengths"].push_back({i, t});
+    lengths.push_back(i + t);
+  }
+  testing::write_file(dir / "case.json", c.dump());
+  const std::string script = std::string(MEGATON_SOURCE_DIR) + "/tests/data/packed_mtf_reference.py";
+  const std::string out = testing_support::run_command(py + " '" + script + "' '" + (dir / "case.json").string() + "'");
+  nlohmann::json ref;
+  ASSERT_NO_THROW(ref = nlohmann::json::parse(out)) << out;
+
+  const PackedMtfIndex idx = build_packed_mtf_index(lengths, num_samples, seq_length, seed);
+  EXPECT_EQ(idx.shuffle_idx, ref.at("shuffle_idx").get<std::vector<int64_t>>());
+  ASSERT_EQ(idx.sample_idx.size(), ref.at("sample_idx").size());
+  for (size_t i = 0; i < idx.sample_idx.size(); ++i)
+    EXPECT_EQ((std::vector<int64_t>{idx.sample_idx[i][0], idx.sample_idx[i][1]}),
+              ref.at("sample_idx")[i].get<std::vector<int64_t>>())
+        << "row " << i;
+  EXPECT_GT(static_cast<int64_t>(idx.sample_idx.size()), num_samples);
+
+  for (int64_t r = 0; r < rows && r < static_cast<int64_t>(idx.sample_idx.size()); ++r) {
+    std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>> docs;
+    for (int64_t k = idx.sample_idx[r][0]; k < idx.sample_idx[r][1]; ++k) {
+      const int64_t d = idx.shuffle_idx[k];
+      std::vector<int64_t> in, tg;
+      for (int64_t j = 0; j < sizes[d].first + sizes[d].second; ++j)
+        (j < sizes[d].first ? in : tg).push_back(1000 * d + j + 1);
+      docs.emplace_back(in, tg);
+    }
+    const PackedRow row = pack_mtf_row(docs, seq_length, pad);
+    const auto& want = ref.at("rows")[r];
+    EXPECT_EQ(row.tokens, want.at("tokens").get<std::vector<int64_t>>()) << "row " << r;
+    EXPECT_EQ(row.segment_ids, want.at("segment_ids").get<std::vector<int64_t>>()) << "row " << r;
+    EXPECT_EQ(std::vector<int64_t>(row.is_inputs.begin(), row.is_inputs.end()),
+              want.at("is_inputs").get<std::vector<int64_t>>())
+        << "row " << r;
+  }
+  remove_tree(dir.string(), nullptr);
+}
+
+TEST(PackedMtf, SeveralPacksPerEpochEqualTheForksOrder) {
+  std::vector<std::pair<int64_t, int64_t>> sizes;
+  for (int64_t d = 0; d < 37; ++d) sizes.push_back({1 + (d * 7) % 9, 1 + (d * 5) % 4});
+  expect_matches_reference(sizes, 40, 32, 1234);
+  expect_matches_reference(sizes, 5, 17, 7);
+}
+
+TEST(PackedMtf, DocumentsLongerThanARowAreSkipped) {
+  std::vector<std::pair<int64_t, int64_t>> sizes = {{3, 2}, {30, 5}, {4, 4}, {2, 1}, {10, 30}, {6, 1}, {1, 1}};
+  expect_matches_reference(sizes, 12, 16, 99);
+  const PackedMtfIndex idx = build_packed_mtf_index({5, 35, 8, 3, 40, 7, 2}, 12, 16, 99);
+  EXPECT_EQ(idx.skipped, (std::vector<int64_t>{1, 4}));
+  for (const auto& [s, e] : idx.sample_idx)
+    for (int64_t k = s; k < e; ++k) EXPECT_TRUE(idx.shuffle_idx[k] != 1 && idx.shuffle_idx[k] != 4);
+}
+
+TEST(PackedMtf, ASmallDatasetPacksAcrossEpochs) {
+  // One document of 5 tokens, rows of 16: three copies per row, each row spanning epochs.
+  expect_matches_reference({{3, 2}}, 4, 16, 1);
+  const PackedMtfIndex idx = build_packed_mtf_index({5}, 4, 16, 1);
+  EXPECT_EQ(idx.sample_idx.front(), (std::array<int64_t, 2>{0, 3}));
+}
+
+TEST(PackedMtf, NothingFitsIsADataError) {
+  EXPECT_THROW(build_packed_mtf_index({20, 30}, 4, 16, 1), DataError);
+  EXPECT_THROW(build_packed_mtf_index({}, 4, 16, 1), DataError);
+}
+
+TEST(PackedMtf, ARowByHand) {
+  // The fork's docstring example: [6, 7 | 8] and [3, 4 | 5] in a row of 7.
+  const PackedRow row = pack_mtf_row({{{6, 7}, {8}}, {{3, 4}, {5}}}, 7, 0);
+  EXPECT_EQ(row.tokens, (std::vector<int64_t>{6, 7, 8, 3, 4, 5, 0}));
+  EXPECT_EQ(row.segment_ids, (std::vector<int64_t>{1, 1, 1, 2, 2, 2, 0}));
+  EXPECT_EQ(row.is_inputs, (std::vector<uint8_t>{1, 1, 0, 1, 1, 0, 0}));
+  EXPECT_THROW(pack_mtf_row({{{1, 2, 3}, {4, 5}}}, 4, 0), InternalError);
+}
+
+}  // namespace
+}  // namespace megaton::data
