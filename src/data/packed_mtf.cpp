@@ -69,4 +69,26 @@ PackedRow pack_mtf_row(const std::vector<std::pair<std::vector<int64_t>, std::ve
   return row;
 }
 
+PackedMtfSample packed_mtf_sample(const PackedRow& row, int64_t pad_id, bool eod_mask_loss, int64_t eod_id) {
+  const size_t s = row.tokens.size();
+  MEGATON_ASSERT(s >= 2, "a packed row of ", s, " tokens: it holds seq_length + 1");
+  PackedMtfSample out;
+  out.tokens.assign(row.tokens.begin(), row.tokens.end() - 1);
+  out.labels.assign(row.tokens.begin() + 1, row.tokens.end());
+  out.segment_ids.assign(row.segment_ids.begin(), row.segment_ids.end() - 1);
+  out.is_inputs.assign(row.is_inputs.begin(), row.is_inputs.end() - 1);
+  out.loss_mask.resize(s - 1);
+  for (size_t i = 0; i + 1 < s; ++i) {
+    const bool counts = !row.is_inputs[i + 1] && out.tokens[i] != pad_id && !(eod_mask_loss && out.tokens[i] == eod_id);
+    out.loss_mask[i] = counts ? 1.0f : 0.0f;
+  }
+  return out;
+}
+
+bool packed_mtf_attends(const PackedMtfSample& s, int64_t q, int64_t k, bool bidirectional_inputs) {
+  const int64_t seg = s.segment_ids[static_cast<size_t>(q)];
+  if (seg == 0 || s.segment_ids[static_cast<size_t>(k)] != seg) return false;
+  return k <= q || (bidirectional_inputs && s.is_inputs[static_cast<size_t>(q)] && s.is_inputs[static_cast<size_t>(k)]);
+}
+
 }  // namespace megaton::data

@@ -46,4 +46,25 @@ struct PackedRow {
 PackedRow pack_mtf_row(const std::vector<std::pair<std::vector<int64_t>, std::vector<int64_t>>>& documents,
                        int64_t seq_length, int64_t pad_id);
 
+/// What one packed row of seq_length + 1 tokens trains on, as the fork's get_batch_pipe
+/// (finetune_t0_non_causal_decoder.py) makes it: the inputs are the row's first seq_length tokens, the labels the
+/// last seq_length, and the loss counts a label only when it is not an input token and the token before it is not
+/// padding (so the last document before the padding also learns to predict the first pad, as in the fork).
+struct PackedMtfSample {
+  std::vector<int64_t> tokens;       // [s] row tokens [0, s)
+  std::vector<int64_t> labels;       // [s] row tokens [1, s]
+  std::vector<float> loss_mask;      // [s] 1 where the loss counts
+  std::vector<int64_t> segment_ids;  // [s] of the inputs
+  std::vector<uint8_t> is_inputs;    // [s] of the inputs
+};
+
+/// `eod_mask_loss`: --eod-mask-loss, no loss where the input token is `eod_id`.
+PackedMtfSample packed_mtf_sample(const PackedRow& row, int64_t pad_id, bool eod_mask_loss = false,
+                                  int64_t eod_id = -1);
+
+/// Whether position q attends to position k of a packed sample (get_packed_attention_mask): both in the same
+/// document (segment id, never padding), and k <= q, or, with `bidirectional_inputs` (the non-causal decoder), both
+/// input tokens.
+bool packed_mtf_attends(const PackedMtfSample& s, int64_t q, int64_t k, bool bidirectional_inputs);
+
 }  // namespace megaton::data

@@ -3,6 +3,9 @@
 RandomState, as an independent reference for megaton's data/packed_mtf.h.
 
   packed_mtf_reference.py CASE.json  ->  {"shuffle_idx": [...], "sample_idx": [[s, e], ...], "rows": [...]}
+Each row also carries what get_batch_pipe (finetune_t0_non_causal_decoder.py) and megatron/utils.py's
+get_packed_attention_mask make of it: "loss_mask" and the attention masks "attend_causal" and "attend_prefix" (1 =
+attends), for rows of seq_length + 1 tokens, no --reset-attention-mask, no --eod-mask-loss.
 CASE: {"lengths": [[inputs, targets], ...], "num_samples": N, "seq_length": S, "seed": K, "pad": P, "rows": R}
 Tokens of document d are 1000 * d + 1, 1000 * d + 2, ... (inputs, then targets), so rows can be rebuilt elsewhere.
 """
@@ -45,6 +48,35 @@ def tokens(doc, sizes):
     return all_tokens[:n_in], all_tokens[n_in:]
 
 
+def batch(row, pad):
+    """get_batch_pipe on one row, then get_packed_attention_mask for the causal and the non-causal decoder."""
+    t = np.asarray(row["tokens"])[None, :]
+    seg = np.asarray(row["segment_ids"])[None, :]
+    is_in = np.asarray(row["is_inputs"]).astype(bool)[None, :]
+    tokens = t[:, :-1]
+    segment_ids = seg[:, :-1]
+    decoder_is_inputs = is_in[:, :-1]
+    s = tokens.shape[1]
+    # get_ltor_masks_and_position_ids without resets: causal_mask True above the diagonal (masked), loss_mask ones.
+    causal_masked = np.triu(np.ones((s, s), dtype=bool), k=1)[None, None]
+    loss_mask = np.ones(tokens.shape, dtype=np.float32)
+    loss_mask *= ~is_in[:, 1:] * (tokens != pad)
+    out = {"loss_mask": loss_mask[0].tolist()}
+    for name, is_causal in (("attend_causal", True), ("attend_prefix", False)):
+        causal_mask = ~causal_masked
+        if is_causal:
+            causal_inputs_mask = causal_mask
+        else:
+            inputs_mask = decoder_is_inputs[:, None, :, None] * decoder_is_inputs[:, None, None, :]
+            causal_inputs_mask = causal_mask + inputs_mask
+        padding_mask = (segment_ids != 0)[:, None, :, None] * (segment_ids != 0)[:, None, None, :]
+        segment_mask = segment_ids[:, None, :, None] == segment_ids[:, None, None, :]
+        attention_mask = causal_inputs_mask * padding_mask * segment_mask
+        masked = attention_mask < 0.5
+        out[name] = (~masked[0, 0]).astype(int).tolist()
+    return out
+
+
 def pack(docs, sizes, seq_length, pad):
     t = np.full((seq_length,), pad, dtype=np.int64)
     seg = np.zeros((seq_length,), dtype=np.int64)
@@ -58,7 +90,9 @@ def pack(docs, sizes, seq_length, pad):
         inp[cur:cur + len(i)] = 1
         item += 1
         cur += len(i) + len(g)
-    return {"tokens": t.tolist(), "segment_ids": seg.tolist(), "is_inputs": inp.astype(int).tolist()}
+    row = {"tokens": t.tolist(), "segment_ids": seg.tolist(), "is_inputs": inp.astype(int).tolist()}
+    row.update(batch(row, pad))
+    return row
 
 
 case = json.load(open(sys.argv[1]))

@@ -1,6 +1,7 @@
 // The packed multitask order and rows equal an independent Python implementation of the fork's
 // DecoderPackedMTFDataset (tests/data/packed_mtf_reference.py, with NumPy's own RandomState): several packs per epoch,
-// rows carried across epochs, documents longer than a row skipped, a one-document dataset; plus a hand-worked row.
+// rows carried across epochs, documents longer than a row skipped, a one-document dataset; each row's loss mask and
+// attention masks (causal, and bidirectional over the inputs) element by element; plus a hand-worked row.
 #include "data/packed_mtf.h"
 
 #include <gtest/gtest.h>
@@ -67,6 +68,20 @@ void expect_matches_reference(const std::vector<std::pair<int64_t, int64_t>>& si
     EXPECT_EQ(std::vector<int64_t>(row.is_inputs.begin(), row.is_inputs.end()),
               want.at("is_inputs").get<std::vector<int64_t>>())
         << "row " << r;
+    // What the row trains on: the loss mask, and both attention masks element by element.
+    const PackedMtfSample sample = packed_mtf_sample(row, pad);
+    EXPECT_EQ(sample.loss_mask, want.at("loss_mask").get<std::vector<float>>()) << "row " << r;
+    const int64_t s = seq_length - 1;
+    for (const auto& [name, bidirectional] :
+         {std::pair<const char*, bool>{"attend_causal", false}, std::pair<const char*, bool>{"attend_prefix", true}}) {
+      const auto& m = want.at(name);
+      ASSERT_EQ(static_cast<int64_t>(m.size()), s);
+      int64_t wrong = 0;
+      for (int64_t q = 0; q < s; ++q)
+        for (int64_t k = 0; k < s; ++k)
+          wrong += packed_mtf_attends(sample, q, k, bidirectional) != (m[q][k].get<int>() == 1);
+      EXPECT_EQ(wrong, 0) << name << ", row " << r;
+    }
   }
   remove_tree(dir.string(), nullptr);
 }
@@ -106,6 +121,18 @@ TEST(PackedMtf, ARowByHand) {
   EXPECT_EQ(row.segment_ids, (std::vector<int64_t>{1, 1, 1, 2, 2, 2, 0}));
   EXPECT_EQ(row.is_inputs, (std::vector<uint8_t>{1, 1, 0, 1, 1, 0, 0}));
   EXPECT_THROW(pack_mtf_row({{{1, 2, 3}, {4, 5}}}, 4, 0), InternalError);
+  // Training on it: labels shift by one; the loss counts target labels after a non-pad token: 8 (after 7), 5 (after
+  // 4), and the pad after 5, as the fork does.
+  const PackedMtfSample s = packed_mtf_sample(row, 0);
+  EXPECT_EQ(s.tokens, (std::vector<int64_t>{6, 7, 8, 3, 4, 5}));
+  EXPECT_EQ(s.labels, (std::vector<int64_t>{7, 8, 3, 4, 5, 0}));
+  EXPECT_EQ(s.loss_mask, (std::vector<float>{0, 1, 0, 0, 1, 1}));
+  // Position 0 (input 6) sees input 7 only bidirectionally; no position sees another document.
+  EXPECT_FALSE(packed_mtf_attends(s, 0, 1, false));
+  EXPECT_TRUE(packed_mtf_attends(s, 0, 1, true));
+  EXPECT_FALSE(packed_mtf_attends(s, 1, 2, true));  // an input does not see the target after it
+  EXPECT_FALSE(packed_mtf_attends(s, 3, 2, true));  // the second document does not see the first
+  EXPECT_TRUE(packed_mtf_attends(s, 5, 3, false));
 }
 
 }  // namespace
