@@ -229,30 +229,16 @@ json hf_config(const json& c, HfArch arch, torch::ScalarType dtype) {
 }
 
 namespace {
-Imported from_hf_checked(const json& hc, const std::map<std::string, torch::Tensor>& weights, const std::string& where);
-}  // namespace
 
-Imported from_hf(const json& hc, const std::map<std::string, torch::Tensor>& weights, const std::string& where) {
-  MEGATON_CHECK(hc.is_object(), DataError, where, "/config.json: expected a JSON object, found ", hc.type_name());
-  try {
-    return from_hf_checked(hc, weights, where);
-  } catch (const json::exception& e) {  // a key of the wrong type anywhere: a data error naming it
-    throw DataError(str(where, "/config.json: malformed (", e.what(), ")"));
-  }
-}
-
-namespace {
-Imported from_hf_checked(const json& hc, const std::map<std::string, torch::Tensor>& weights,
-                         const std::string& where) {
+// config.json -> megaton's model_config and the architecture; every size checked.
+json hf_model_config_checked(const json& hc, const std::string& where, HfArch& arch) {
   const std::string type = hc.value("model_type", std::string());
   auto gi = [&](std::initializer_list<const char*> keys) -> int64_t {
     for (const char* k : keys)
       if (hc.contains(k) && hc[k].is_number_integer()) return hc[k].get<int64_t>();
     throw DataError(str(where, "/config.json: no integer '", *keys.begin(), "'"));
   };
-  Imported im;
-  json& c = im.model_config;
-  HfArch arch;
+  json c;
   if (type == "gpt2") {
     arch = HfArch::kGpt2;
     const int64_t h = gi({"n_embd", "hidden_size"});
@@ -296,8 +282,7 @@ Imported from_hf_checked(const json& hc, const std::map<std::string, torch::Tens
   } else {
     throw DataError(str(where, "/config.json: model_type '", type, "' is not supported (gpt2, bloom)"));
   }
-  // Sizes from a file: each must be positive, the heads must divide the hidden size, and no more layers than the
-  // weights could hold (a hostile n_layer would otherwise allocate its rules before any weight is looked at).
+  // Sizes from a file: each must be positive, and the heads must divide the hidden size.
   for (const char* key : {"num_layers", "hidden_size", "num_attention_heads", "ffn_hidden_size",
                           "max_position_embeddings", "vocab_size"}) {
     const int64_t v = c[key].get<int64_t>();
@@ -307,9 +292,33 @@ Imported from_hf_checked(const json& hc, const std::map<std::string, torch::Tens
   MEGATON_CHECK(c["hidden_size"].get<int64_t>() % c["num_attention_heads"].get<int64_t>() == 0, DataError, where,
                 "/config.json: hidden size ", c["hidden_size"], " is not divisible by the ", c["num_attention_heads"],
                 " attention heads");
+  c["kv_channels"] = c["hidden_size"].get<int64_t>() / c["num_attention_heads"].get<int64_t>();
+  return c;
+}
+
+}  // namespace
+
+json hf_model_config(const json& hc, const std::string& where, HfArch* arch) {
+  MEGATON_CHECK(hc.is_object(), DataError, where, "/config.json: expected a JSON object, found ", hc.type_name());
+  HfArch a = HfArch::kGpt2;
+  try {
+    json c = hf_model_config_checked(hc, where, a);
+    if (arch) *arch = a;
+    return c;
+  } catch (const json::exception& e) {  // a key of the wrong type anywhere: a data error naming it
+    throw DataError(str(where, "/config.json: malformed (", e.what(), ")"));
+  }
+}
+
+Imported from_hf(const json& hc, const std::map<std::string, torch::Tensor>& weights, const std::string& where) {
+  HfArch arch = HfArch::kGpt2;
+  Imported im;
+  im.model_config = hf_model_config(hc, where, &arch);
+  const json& c = im.model_config;
+  // No more layers than the weights could hold (a hostile n_layer would otherwise allocate its rules before any
+  // weight is looked at).
   MEGATON_CHECK(c["num_layers"].get<int64_t>() <= static_cast<int64_t>(weights.size()), DataError, where,
                 "/config.json: ", c["num_layers"], " layers, but the weights hold only ", weights.size(), " tensors");
-  c["kv_channels"] = c["hidden_size"].get<int64_t>() / c["num_attention_heads"].get<int64_t>();
   std::set<std::string> used;
   for (const auto& r : rules(c, arch, where)) {
     // Accept keys with or without the "transformer." prefix (GPT2Model / BloomModel save without it).
@@ -334,6 +343,5 @@ Imported from_hf_checked(const json& hc, const std::map<std::string, torch::Tens
   }
   return im;
 }
-}  // namespace
 
 }  // namespace megaton::checkpoint

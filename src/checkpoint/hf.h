@@ -45,6 +45,11 @@ NamedTensors to_hf(const std::function<torch::Tensor(const std::string&)>& get, 
 /// HF config.json for the architecture.
 nlohmann::json hf_config(const nlohmann::json& model_config, HfArch arch, torch::ScalarType dtype);
 
+/// From a HF config.json alone: megaton's model_config (kv_channels included) and, when `arch` is given, the
+/// architecture. DataError naming `where`/config.json and the key for an unsupported model_type, a missing, mistyped
+/// or non-positive size, or heads that do not divide the hidden size. Checked before any weight is read.
+nlohmann::json hf_model_config(const nlohmann::json& hf_config, const std::string& where, HfArch* arch = nullptr);
+
 /// From a HF config.json and its weights: megaton's model_config and the canonical tensors (with their
 /// partition_dim). DataError naming the key for a missing or mis-shaped weight or an unsupported model_type.
 struct Imported {

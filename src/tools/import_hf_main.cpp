@@ -57,6 +57,7 @@ int run_import_hf(int argc, const char* const* argv) {
   } catch (const nlohmann::json::exception& e) {
     throw DataError(str(cfg_path.string(), ": not valid JSON (", e.what(), ")"));
   }
+  checkpoint::hf_model_config(hc, hf);  // config.json's errors before any weight is read
   const auto weights = checkpoint::read_hf_weights(hf);
   auto im = checkpoint::from_hf(hc, weights, hf);
   for (const auto& k : im.unused) log.info("import-hf: not imported: ", k);

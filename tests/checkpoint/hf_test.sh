@@ -68,4 +68,13 @@ rc=$?
 set -e
 [ $rc -eq 3 ] || { cat "$D/i.txt"; fail "import of a truncated file exited $rc, expected 3"; }
 grep -q "model.safetensors" "$D/i.txt" || fail "message names the file"
+# config.json is checked before the weights are read: an unsupported model_type is reported, not the damaged file.
+sed 's/"model_type": *"gpt2"/"model_type": "llama"/' "$D/hf/config.json" > "$D/hf/config2" && mv "$D/hf/config2" "$D/hf/config.json"
+grep -q '"llama"' "$D/hf/config.json" || fail "the test could not edit config.json"
+set +e
+"$M" import-hf --hf "$D/hf" --save "$D/c" >"$D/i.txt" 2>&1
+rc=$?
+set -e
+[ $rc -eq 3 ] && grep -q "model_type 'llama' is not supported" "$D/i.txt" ||
+  { cat "$D/i.txt"; fail "a bad config.json next to damaged weights: exit $rc, expected the config error first"; }
 echo "PASS"
