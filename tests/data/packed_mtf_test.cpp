@@ -16,16 +16,9 @@
 namespace megaton::data {
 namespace {
 
-// The python3 that has NumPy: PATH's, else Debian's.
-std::string numpy_python() {
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (std::system((std::string(py) + " -c 'import numpy' 2>/dev/null").c_str()) == 0) return py;
-  return "";
-}
-
 void expect_matches_reference(const std::vector<std::pair<int64_t, int64_t>>& sizes, int64_t num_samples,
                               int64_t seq_length, uint32_t seed) {
-  const std::string py = numpy_python();
+  const std::string py = testing_support::python_with("numpy");
   if (py.empty()) GTEST_SKIP() << "no python3 with NumPy";
   const auto dir = testing::scratch_dir("packedmtf");
   const int64_t pad = 3, rows = 6;

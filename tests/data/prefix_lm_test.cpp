@@ -14,12 +14,6 @@
 namespace megaton::data {
 namespace {
 
-std::string numpy_python() {
-  for (const char* py : {"python3", "/usr/bin/python3"})
-    if (std::system((std::string(py) + " -c 'import numpy' 2>/dev/null").c_str()) == 0) return py;
-  return "";
-}
-
 // Rows of 24 tokens over a vocabulary of 9 where 0 is the end of document: some end with it, some hold several.
 std::vector<std::vector<int64_t>> rows() {
   std::vector<std::vector<int64_t>> out;
@@ -37,7 +31,7 @@ std::vector<std::vector<int64_t>> rows() {
 }
 
 void expect_matches_reference(uint64_t seed, const PrefixLmOptions& o) {
-  const std::string py = numpy_python();
+  const std::string py = testing_support::python_with("numpy");
   if (py.empty()) GTEST_SKIP() << "no python3 with NumPy";
   const auto dir = testing::scratch_dir("prefixlm");
   const nlohmann::json c = {{"seed", seed},
@@ -72,7 +66,7 @@ void expect_matches_reference(uint64_t seed, const PrefixLmOptions& o) {
 }
 
 TEST(PythonRandom, DrawsAsPythonsRandomModule) {
-  const std::string py = numpy_python();
+  const std::string py = testing_support::python_with("numpy");
   if (py.empty()) GTEST_SKIP() << "no python3";
   // Seeds of one and two 32-bit words, and 0; bit counts below and at 32.
   for (const uint64_t seed : {uint64_t{0}, uint64_t{1234}, uint64_t{5} << 33 | 17}) {
