@@ -12,9 +12,7 @@ namespace megaton::checkpoint {
 using nlohmann::json;
 
 int64_t catalog_entry_bytes(const CatalogEntry& e) {
-  int64_t n = c10::elementSize(dtype_from_name(e.dtype, e.path));
-  for (int64_t d : e.global_shape) n *= d;
-  return n;
+  return stored_bytes(e.dtype, e.global_shape, e.path);
 }
 
 Catalog gather_catalog(const std::vector<LocalTensor>& local, const dist::RankGrid& grid, const dist::Coords& me) {

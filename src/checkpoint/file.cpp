@@ -67,9 +67,8 @@ bool CheckpointFile::has(const std::string& path) const {
 
 int64_t CheckpointFile::bytes(const std::string& path) const {
   const auto& rec = manifest_.at("tensors").at(path);
-  int64_t n = c10::elementSize(dtype_from_name(rec.at("dtype").get<std::string>(), str(path_, " '", path, "'")));
-  for (const auto& d : rec.at("shape")) n *= d.get<int64_t>();
-  return n;
+  return stored_bytes(rec.at("dtype").get<std::string>(), rec.at("shape").get<std::vector<int64_t>>(),
+                      str(path_, " '", path, "'"));
 }
 
 int64_t CheckpointFile::bytes_under(const std::string& prefix) const {

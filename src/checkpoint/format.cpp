@@ -47,4 +47,10 @@ torch::ScalarType dtype_from_name(const std::string& name, const std::string& wh
       str(where, ": unknown dtype '", name, "' (expected float32, float64, float16, bfloat16, int64, int32 or uint8)"));
 }
 
+int64_t stored_bytes(const std::string& dtype_name, const std::vector<int64_t>& shape, const std::string& where) {
+  int64_t n = static_cast<int64_t>(c10::elementSize(dtype_from_name(dtype_name, where)));
+  for (const int64_t d : shape) n *= d;
+  return n;
+}
+
 }  // namespace megaton::checkpoint

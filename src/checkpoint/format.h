@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace megaton::checkpoint {
 
@@ -37,5 +38,7 @@ std::string iteration_dir_name(int64_t iteration);
 std::string dtype_name(torch::ScalarType t);
 /// Inverse of dtype_name; throws CheckpointError naming `where` for an unknown name.
 torch::ScalarType dtype_from_name(const std::string& name, const std::string& where);
+/// The bytes of a tensor stored as `dtype_name` with `shape` (CheckpointError naming `where` for an unknown dtype).
+int64_t stored_bytes(const std::string& dtype_name, const std::vector<int64_t>& shape, const std::string& where);
 
 }  // namespace megaton::checkpoint

@@ -1,5 +1,6 @@
 #include "data/hf_hub_cache.h"
 
+#include <cctype>
 #include <filesystem>
 #include <fstream>
 

@@ -3,6 +3,7 @@
 #include <algorithm>
 
 #include "core/error.h"
+#include "data/document_positions.h"
 
 namespace megaton::data {
 namespace {
@@ -48,30 +49,29 @@ PrefixLmMasks prefix_lm_masks(const std::vector<int64_t>& tokens, int64_t eod, c
     for (int64_t i = 0; i < s; ++i)
       if (tokens[i] == eod) m.loss_mask[i] = 0.0f;
   m.position_ids.resize(static_cast<size_t>(s));
-  for (int64_t i = 0; i < s; ++i) m.position_ids[i] = i;
+  if (o.reset_position_ids) {
+    std::vector<int64_t> document(static_cast<size_t>(s));
+    document_positions(tokens.data(), s, eod, m.position_ids.data(), document.data());
+  } else {
+    for (int64_t i = 0; i < s; ++i) m.position_ids[i] = i;
+  }
 
-  const std::vector<int64_t> ends = document_ends(tokens, eod);
-  if (o.reset_attention_mask)
+  if (o.reset_attention_mask) {  // per document: no attention across a boundary, a prefix in each document
+    const std::vector<int64_t> ends = document_ends(tokens, eod);
     MEGATON_ASSERT(prefix.size() == ends.size(), prefix.size(), " prefix indices for ", ends.size(), " documents");
-  else
-    MEGATON_ASSERT(prefix.size() == 1, prefix.size(), " prefix indices for one row");
-  int64_t prev = 0;
-  for (size_t j = 0; j < ends.size(); ++j) {
-    const int64_t i = ends[j];
-    if (o.reset_attention_mask) {
-      for (int64_t q = i + 1; q < s; ++q)  // no attention across the document boundary
+    int64_t prev = 0;
+    for (size_t j = 0; j < ends.size(); ++j) {
+      const int64_t i = ends[j], p = prefix[j];
+      for (int64_t q = i + 1; q < s; ++q)
         for (int64_t k = 0; k <= std::min(i, s - 1); ++k) at(q, k) = 0;
-      const int64_t p = prefix[j];
       for (int64_t q = prev; q < std::min(p, s); ++q)
         for (int64_t k = prev; k < std::min(p, s); ++k) at(q, k) = 1;
       if (o.loss_on_targets_only)  // the prefix's last token predicts the first target: it keeps its loss
         for (int64_t q = prev; q < std::min(p - 1, s); ++q) m.loss_mask[q] = 0.0f;
+      prev = i + 1;
     }
-    if (o.reset_position_ids)
-      for (int64_t q = i + 1; q < s; ++q) m.position_ids[q] -= i + 1 - prev;
-    prev = i + 1;
-  }
-  if (!o.reset_attention_mask) {
+  } else {  // per row: one prefix
+    MEGATON_ASSERT(prefix.size() == 1, prefix.size(), " prefix indices for one row");
     const int64_t p = std::min(prefix[0], s);
     for (int64_t q = 0; q < p; ++q)
       for (int64_t k = 0; k < p; ++k) at(q, k) = 1;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/log.h"
+#include "core/timer.h"
 #include "eval/lm_windows.h"
 #include "infer/stage_runner.h"
 
@@ -29,9 +30,9 @@ using WindowFn = std::function<Window(int64_t)>;
 
 /// With `log`, rank 0 reports progress every `progress_s` seconds: examples done, rate, ETA.
 LossTotals evaluate_loss(infer::StageRunner& runner, int64_t n, const WindowFn& window, int64_t micro_batch,
-                         const Logger* log = nullptr, double progress_s = 10);
+                         const Logger* log = nullptr, double progress_s = kProgressEverySeconds);
 AccuracyTotals evaluate_accuracy(infer::StageRunner& runner, int64_t n, const WindowFn& window, int64_t micro_batch,
-                                 const Logger* log = nullptr, double progress_s = 10);
+                                 const Logger* log = nullptr, double progress_s = kProgressEverySeconds);
 
 /// Megatron's WIKITEXT103 report values.
 struct PerplexityReport {

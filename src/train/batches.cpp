@@ -4,34 +4,9 @@
 #include <string>
 
 #include "core/error.h"
+#include "data/document_positions.h"
 
 namespace megaton::train {
-
-namespace {
-
-// Megatron's get_ltor_masks_and_position_ids over the host's samples [b, stride] (tokens are the first s of each):
-// per token its position in its document and its document's index in the sample, a document ending at each EOD
-// (the EOD is its last token). Returns whether some sample has an EOD before its last token.
-bool document_positions(const int64_t* samples, int64_t b, int64_t s, int64_t stride, int64_t eod, int64_t* position,
-                        int64_t* document) {
-  bool boundary = false;
-  for (int64_t i = 0; i < b; ++i) {
-    const int64_t* tok = samples + i * stride;
-    int64_t start = 0, doc = 0;
-    for (int64_t t = 0; t < s; ++t) {
-      position[i * s + t] = t - start;
-      document[i * s + t] = doc;
-      if (tok[t] == eod) {
-        start = t + 1;
-        ++doc;
-        boundary = boundary || t + 1 < s;
-      }
-    }
-  }
-  return boundary;
-}
-
-}  // namespace
 
 model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices,
                                    const BatchOptions& o) {
@@ -57,8 +32,12 @@ model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vec
                 "--reset-position-ids / --reset-attention-mask need a tokenizer (its end-of-document id)");
   const auto host = torch::TensorOptions().dtype(torch::kInt64).pinned_memory(cuda);
   torch::Tensor position = torch::empty({b, s}, host), document = torch::empty({b, s}, host);  // [b, s] each
-  const bool boundary =
-      document_positions(p, b, s, stored + 1, o.eod, position.data_ptr<int64_t>(), document.data_ptr<int64_t>());
+  // Each sample's first s tokens: positions inside their documents, and the documents' indices.
+  bool boundary = false;
+  for (int64_t i = 0; i < b; ++i)
+    boundary = data::document_positions(p + i * (stored + 1), s, o.eod, position.data_ptr<int64_t>() + i * s,
+                                        document.data_ptr<int64_t>() + i * s) ||
+               boundary;
   if (o.reset_position_ids) mb.position_ids = cuda ? position.to(o.device, torch::kInt64, true) : position;
   if (o.reset_attention_mask && boundary) mb.documents = ops::Documents(document, o.device);
   return mb;

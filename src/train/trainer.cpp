@@ -1,7 +1,6 @@
 #include "train/trainer.h"
 
 #include <chrono>
-#include <cstdio>
 #include <ctime>
 #include <filesystem>
 #include <fstream>
@@ -322,9 +321,8 @@ void Trainer::log_summary(const TrainingProgress& at_start, double seconds) cons
   const int64_t iters = progress_.iteration - at_start.iteration;
   const int64_t tokens = progress_.consumed_train_tokens - at_start.consumed_train_tokens;
   const int64_t samples = progress_.consumed_train_samples - at_start.consumed_train_samples;
-  char rates[160];
-  std::snprintf(rates, sizeof rates, "%.1f s (%.3f s/iteration, %.0f tokens/s)", seconds,
-                iters > 0 ? seconds / iters : 0.0, seconds > 0 ? tokens / seconds : 0.0);
+  const std::string rates = str(fixed(seconds, 1), " s (", fixed(iters > 0 ? seconds / iters : 0.0, 3),
+                                " s/iteration, ", fixed(seconds > 0 ? tokens / seconds : 0.0, 0), " tokens/s)");
   const int64_t saved = checkpoints_->last_saved();
   const std::string ran = iters > 0 ? str("iterations ", at_start.iteration + 1, "..", progress_.iteration, " (", iters,
                                           " in this run), ", samples, " samples and ", tokens, " tokens in ", rates)
