@@ -74,9 +74,6 @@ void bind_compatibility_flags(po::options_description& d, CompatibilityFlags& c)
       ("adlr-autoresume", po::bool_switch(),
        "NVIDIA's ADLR cluster library; on SLURM, megaton saves and exits on SIGUSR1/SIGTERM (docs/slurm.md)")
       ("adlr-autoresume-interval", ignored<int>(), "with --adlr-autoresume")
-      ("loss-on-targets-only", po::bool_switch(),
-       "prefix-LM and multitask objectives only; pretrain_gpt.py's causal batches have no prefix to mask")
-      ("reweight-loss-based-on-position-frequency", po::bool_switch(), "prefix-LM objectives only, as above")
       ("decoder-seq-length", ignored<int>(), "encoder-decoder models only")
       ("vocab-extra-ids", ignored<int>(), "T5 sentinel tokens; GPT's tokenizers take none")
       ("mask-prob", ignored<double>(), "BERT/T5 masking only")

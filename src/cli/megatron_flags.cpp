@@ -251,6 +251,9 @@ void MegatronFlags::bind(po::options_description& d) {
       ("no-load-optim", negative_switch(c.load_optim), "do not load optimizer state")
       ("no-load-rng", negative_switch(c.load_rng), "do not load RNG state")
       ("finetune", po::bool_switch(&c.finetune), "load weights only and start at iteration 0")
+      ("reset-progress", po::bool_switch(&c.reset_progress),
+       "start at iteration 0 with no samples consumed, loading weights (and the optimizer and RNG states unless "
+       "--no-load-optim / --no-load-rng)")
       ("keep-last", val(c.keep_last), "keep only the newest K checkpoints; 0 = all")
       ("universal-checkpoint", po::bool_switch(),
        "accepted: megaton's checkpoints load at any TP/PP/DP layout without conversion");
@@ -267,6 +270,13 @@ void MegatronFlags::bind(po::options_description& d) {
       ("reset-position-ids", po::bool_switch(&dd.reset_position_ids), "restart positions after each EOD")
       ("reset-attention-mask", po::bool_switch(&dd.reset_attention_mask), "no attention across EOD")
       ("eod-mask-loss", po::bool_switch(&dd.eod_mask_loss), "no loss on EOD tokens")
+      ("loss-on-targets-only", po::bool_switch(&dd.loss_on_targets_only),
+       "pretrain-prefix-lm: no loss on each prefix; finetune-t0: no loss on the inputs (no effect in train, whose "
+       "causal samples have no prefix, as in pretrain_gpt.py)")
+      ("reweight-loss-based-on-position-frequency", po::bool_switch(&dd.reweight_loss),
+       "pretrain-prefix-lm: weigh the loss at position i by 2 (s - i) / (s + 1) (no effect in the other commands)")
+      ("norm-target-loss", po::bool_switch(&dd.norm_target_loss),
+       "finetune-t0: each target's tokens weigh 1 in total, so short and long targets count alike")
       ("mmap-warmup", po::bool_switch(&dd.mmap_warmup), "read the datasets' files once before training")
       ("num-workers", val(compat.num_workers), "accepted for compatibility (samples are mmap reads; no loader threads)")
       ("valid-num-workers", val(compat.valid_num_workers), "accepted for compatibility, as --num-workers")

@@ -60,19 +60,31 @@ BlendedDataset::BlendedDataset(std::vector<std::shared_ptr<const SampleDataset>>
   for (const auto& d : datasets_) {
     MEGATON_CHECK(d->seq_length() == datasets_.front()->seq_length(), InternalError,
                   "blended datasets differ in seq length");
+    MEGATON_CHECK(d->packed() == datasets_.front()->packed(), InternalError,
+                  "blending packed prompt datasets with unpacked ones");
     size += d->size();
   }
   build_blending_indices(weights, size, dataset_index_, dataset_sample_index_);
 }
 
-void BlendedDataset::get(int64_t i, int64_t* out) const {
+const SampleDataset& BlendedDataset::component(int64_t i, int64_t& j) const {
   MEGATON_CHECK(i >= 0 && i < size(), DataError, "blended sample ", i, " out of range (", size(), ")");
   const auto& ds = *datasets_[dataset_index_[static_cast<size_t>(i)]];
-  const int64_t j = dataset_sample_index_[static_cast<size_t>(i)];
+  j = dataset_sample_index_[static_cast<size_t>(i)];
   MEGATON_CHECK(j < ds.size(), DataError, "blended sample ", i, " maps to sample ", j, " of component ",
                 int(dataset_index_[static_cast<size_t>(i)]), " which has only ", ds.size(),
                 " samples (more samples consumed than the 0.5% head-room built for)");
-  ds.get(j, out);
+  return ds;
+}
+
+void BlendedDataset::get(int64_t i, int64_t* out) const {
+  int64_t j = 0;
+  component(i, j).get(j, out);
+}
+
+void BlendedDataset::get_packed(int64_t i, int64_t* tokens, int64_t* segment_ids, uint8_t* is_inputs) const {
+  int64_t j = 0;
+  component(i, j).get_packed(j, tokens, segment_ids, is_inputs);
 }
 
 }  // namespace megaton::data

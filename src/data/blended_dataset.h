@@ -24,10 +24,14 @@ class BlendedDataset : public SampleDataset {
   int64_t size() const override { return static_cast<int64_t>(dataset_index_.size()); }
   int seq_length() const override { return datasets_.front()->seq_length(); }
   void get(int64_t i, int64_t* out) const override;
+  bool packed() const override { return datasets_.front()->packed(); }
+  void get_packed(int64_t i, int64_t* tokens, int64_t* segment_ids, uint8_t* is_inputs) const override;
   /// Which component and which of its samples blend sample i is.
   std::pair<int, int64_t> source(int64_t i) const { return {dataset_index_[i], dataset_sample_index_[i]}; }
 
  private:
+  const SampleDataset& component(int64_t i, int64_t& j) const;  // blend sample i is sample j of the result
+
   std::vector<std::shared_ptr<const SampleDataset>> datasets_;
   std::vector<uint8_t> dataset_index_;
   std::vector<int64_t> dataset_sample_index_;

@@ -26,6 +26,8 @@ void DataOptions::validate() const {
                 d.dataloader_type,
                 "' (cyclic, Megatron's per-epoch random sampler, is not implemented: the GPT dataset's shuffle index "
                 "already orders the samples randomly)");
+  MEGATON_CHECK(!(d.packed() && d.reset_attention_mask), UsageError,
+                "--reset-attention-mask: packed prompt rows already confine attention to each prompt (its segment)");
 }
 
 bool DataOptions::uses_weighted_split_paths() const {

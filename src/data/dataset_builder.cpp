@@ -8,6 +8,7 @@
 #include "data/blended_dataset.h"
 #include "data/gpt_dataset.h"
 #include "data/indexed_dataset.h"
+#include "data/packed_mtf_dataset.h"
 #include "data/split.h"
 #include "data/weighted_split_paths.h"
 
@@ -40,28 +41,69 @@ std::array<int64_t, 3> blend_component_samples(const std::array<int64_t, 3>& sam
 
 namespace {
 
-void warm_up_if_asked(const DataOptions& args, const MMapIndexedDataset& data, const Logger& log) {
-  if (!args.mmap_warmup) return;
-  Progress timer(0, "");
-  const size_t bytes = data.warm_up();
-  log.info0(" > warmed up ", data.prefix(), " (", bytes >> 20, " MiB read in ", timer.seconds(), " s)");
+// What every split's dataset is built with.
+struct Build {
+  const DataOptions& args;
+  int seq_length;
+  uint32_t seed;
+  int64_t pad_id;  // packed objectives: the padding token
+  const Logger& log;
+  bool build;  // global rank 0: build missing index files
+};
+
+std::shared_ptr<const MMapIndexedDataset> open_dataset(const Build& c, const std::string& path) {
+  auto data = std::make_shared<const MMapIndexedDataset>(path);
+  if (c.args.mmap_warmup) {
+    Progress timer(0, "");
+    const size_t bytes = data->warm_up();
+    c.log.info0(" > warmed up ", data->prefix(), " (", bytes >> 20, " MiB read in ", timer.seconds(), " s)");
+  }
+  return data;
 }
 
-std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const DataOptions& args, const std::string& prefix,
-                                                                     int seq_length, uint32_t seed,
-                                                                     const std::array<int64_t, 3>& num_samples,
-                                                                     const Logger& log, bool build) {
-  auto data = std::make_shared<const MMapIndexedDataset>(prefix);
-  warm_up_if_asked(args, *data, log);
-  const auto idx = split_boundaries(args.split, static_cast<int64_t>(data->size()));
-  log.info0(" > ", prefix, ": ", data->size(), " documents, ", data->num_tokens(), " tokens; split [", idx[0], ", ",
-            idx[1], ") [", idx[1], ", ", idx[2], ") [", idx[2], ", ", idx[3], ")");
+// A prefix's documents: one indexed dataset, or for the packed objectives the aligned PREFIX_inputs_document and
+// PREFIX_targets_document (the fork's names; `megaton preprocess --json-keys inputs targets` writes them).
+struct PrefixData {
+  std::shared_ptr<const MMapIndexedDataset> tokens, inputs, targets;
+  int64_t documents() const { return static_cast<int64_t>((tokens ? tokens : targets)->size()); }
+  std::string describe() const {
+    if (tokens) return str(tokens->prefix(), ": ", tokens->size(), " documents, ", tokens->num_tokens(), " tokens");
+    return str(inputs->prefix(), " + ", targets->prefix(), ": ", targets->size(), " prompt pairs, ",
+               inputs->num_tokens(), " + ", targets->num_tokens(), " tokens");
+  }
+};
+
+PrefixData open_prefix(const Build& c, const std::string& prefix) {
+  PrefixData d;
+  if (!c.args.packed()) {
+    d.tokens = open_dataset(c, prefix);
+    return d;
+  }
+  d.inputs = open_dataset(c, prefix + "_inputs_document");
+  d.targets = open_dataset(c, prefix + "_targets_document");
+  return d;
+}
+
+// One split's dataset over documents [b, e) of `d`: fixed-length samples, or packed prompt rows.
+std::shared_ptr<const SampleDataset> make_split(const Build& c, const PrefixData& d, const char* name, int64_t b,
+                                                int64_t e, int64_t samples) {
+  const GptIndexCache cache{c.args.data_cache_path, c.build};
+  if (d.tokens) return std::make_shared<GptDataset>(name, d.tokens, b, e, samples, c.seq_length, c.seed, cache, c.log);
+  return std::make_shared<PackedMtfDataset>(name, d.inputs, d.targets, b, e, samples, int64_t{c.seq_length} + 1, c.seed,
+                                            c.pad_id, cache, c.log);
+}
+
+std::array<std::shared_ptr<const SampleDataset>, 3> build_for_prefix(const Build& c, const std::string& prefix,
+                                                                     const std::array<int64_t, 3>& num_samples) {
+  const PrefixData data = open_prefix(c, prefix);
+  const auto idx = split_boundaries(c.args.split, data.documents());
+  c.log.info0(" > ", data.describe(), "; split [", idx[0], ", ", idx[1], ") [", idx[1], ", ", idx[2], ") [", idx[2],
+              ", ", idx[3], ")");
   static const char* const kNames[3] = {"train", "valid", "test"};
   std::array<std::shared_ptr<const SampleDataset>, 3> out;
   for (int k = 0; k < 3; ++k) {
     if (idx[k + 1] <= idx[k] || num_samples[k] <= 0) continue;
-    out[k] = std::make_shared<GptDataset>(kNames[k], data, idx[k], idx[k + 1], num_samples[k], seq_length, seed,
-                                          GptIndexCache{args.data_cache_path, build}, log);
+    out[k] = make_split(c, data, kNames[k], idx[k], idx[k + 1], num_samples[k]);
   }
   return out;
 }
@@ -77,63 +119,56 @@ std::vector<WeightedSplitGroup> groups_of(const std::vector<std::string>& inline
 }
 
 // One mode-2 group: its datasets restricted to their document ranges, blended by weight.
-std::shared_ptr<const SampleDataset> build_group(const DataOptions& args, const WeightedSplitGroup& g, const char* kind,
-                                                 int seq_length, uint32_t seed, int64_t samples, const Logger& log,
-                                                 bool build) {
+std::shared_ptr<const SampleDataset> build_group(const Build& c, const WeightedSplitGroup& g, const char* kind,
+                                                 int64_t samples) {
   std::vector<std::shared_ptr<const SampleDataset>> parts;
   std::vector<double> weights;
   for (const auto& p : g.parts) {
-    auto data = std::make_shared<const MMapIndexedDataset>(p.prefix);
-    warm_up_if_asked(args, *data, log);
-    const auto [b, e] = split_by_range(p.start, p.end, static_cast<int64_t>(data->size()));
+    const PrefixData data = open_prefix(c, p.prefix);
+    const auto [b, e] = split_by_range(p.start, p.end, data.documents());
     MEGATON_CHECK(e > b, UsageError, "--", kind, "-weighted-split-paths group '", g.name, "': range ", p.start, ":",
-                  p.end, " of ", p.prefix, " (", data->size(), " documents) holds no document");
-    log.info0(" > ", kind, " group ", g.name, ": ", p.prefix, " documents [", b, ", ", e, ") weight ", p.weight);
+                  p.end, " of ", p.prefix, " (", data.documents(), " documents) holds no document");
+    c.log.info0(" > ", kind, " group ", g.name, ": ", p.prefix, " documents [", b, ", ", e, ") weight ", p.weight);
     const int64_t n = g.parts.size() == 1 ? samples : blend_component_samples({samples, 0, 0}, p.weight)[0];
-    parts.push_back(std::make_shared<GptDataset>(kind, data, b, e, n, seq_length, seed,
-                                                 GptIndexCache{args.data_cache_path, build}, log));
+    parts.push_back(make_split(c, data, kind, b, e, n));
     weights.push_back(p.weight);
   }
   if (parts.size() == 1) return parts.front();
   return std::make_shared<BlendedDataset>(parts, weights);
 }
 
-TrainValidTestDatasets build_weighted_split_paths(const DataOptions& args, int seq_length, uint32_t seed,
-                                                  const std::array<int64_t, 3>& num_samples, const Logger& log,
-                                                  bool build) {
+TrainValidTestDatasets build_weighted_split_paths(const Build& c, const std::array<int64_t, 3>& num_samples) {
+  const DataOptions& args = c.args;
   const auto train =
       groups_of(args.train_weighted_split_paths, args.train_weighted_split_paths_path, "--train-weighted-split-paths");
   // validate_data allows one inline group; a -path file may hold several.
   MEGATON_CHECK(train.size() == 1, UsageError, "--train-weighted-split-paths takes exactly one group, got ",
                 train.size());
   TrainValidTestDatasets r;
-  r.train = build_group(args, train[0], "train", seq_length, seed, num_samples[0], log, build);
+  r.train = build_group(c, train[0], "train", num_samples[0]);
   const auto valid =
       groups_of(args.valid_weighted_split_paths, args.valid_weighted_split_paths_path, "--valid-weighted-split-paths");
   const auto test =
       groups_of(args.test_weighted_split_paths, args.test_weighted_split_paths_path, "--test-weighted-split-paths");
   if (num_samples[1] > 0)
-    for (const auto& g : valid)
-      r.valid_groups.push_back({g.name, build_group(args, g, "valid", seq_length, seed, num_samples[1], log, build)});
+    for (const auto& g : valid) r.valid_groups.push_back({g.name, build_group(c, g, "valid", num_samples[1])});
   if (num_samples[2] > 0)
-    for (const auto& g : test)
-      r.test_groups.push_back({g.name, build_group(args, g, "test", seq_length, seed, num_samples[2], log, build)});
+    for (const auto& g : test) r.test_groups.push_back({g.name, build_group(c, g, "test", num_samples[2])});
   if (!r.valid_groups.empty()) r.valid = r.valid_groups.front().data;
   if (!r.test_groups.empty()) r.test = r.test_groups.front().data;
   return r;
 }
 
-TrainValidTestDatasets build_data_path(const DataOptions& args, int seq_length, uint32_t seed,
-                                       const std::array<int64_t, 3>& num_samples, const Logger& log, bool build) {
-  const auto blend = parse_data_path(args.data_path);
+TrainValidTestDatasets build_data_path(const Build& c, const std::array<int64_t, 3>& num_samples) {
+  const auto blend = parse_data_path(c.args.data_path);
   if (blend.size() == 1) {
-    auto ds = build_for_prefix(args, blend[0].second, seq_length, seed, num_samples, log, build);
+    auto ds = build_for_prefix(c, blend[0].second, num_samples);
     return {ds[0], ds[1], ds[2]};
   }
   std::array<std::vector<std::shared_ptr<const SampleDataset>>, 3> parts;
   std::array<std::vector<double>, 3> weights;
   for (const auto& [w, prefix] : blend) {
-    auto ds = build_for_prefix(args, prefix, seq_length, seed, blend_component_samples(num_samples, w), log, build);
+    auto ds = build_for_prefix(c, prefix, blend_component_samples(num_samples, w));
     for (int k = 0; k < 3; ++k)
       if (ds[k]) parts[k].push_back(ds[k]), weights[k].push_back(w);
   }
@@ -144,13 +179,12 @@ TrainValidTestDatasets build_data_path(const DataOptions& args, int seq_length, 
   return r;
 }
 
-TrainValidTestDatasets build_all(const DataOptions& args, int seq_length, uint32_t seed,
-                                 const std::array<int64_t, 3>& num_samples, const Logger& log, bool build) {
-  MEGATON_CHECK(args.data_impl == "mmap" || args.data_impl == "infer", UsageError, "--data-impl ", args.data_impl,
-                " is not supported (mmap)");
-  TrainValidTestDatasets r = args.uses_weighted_split_paths()
-                                 ? build_weighted_split_paths(args, seq_length, seed, num_samples, log, build)
-                                 : build_data_path(args, seq_length, seed, num_samples, log, build);
+TrainValidTestDatasets build_all(const Build& c, const std::array<int64_t, 3>& num_samples) {
+  MEGATON_CHECK(c.args.data_impl == "mmap" || c.args.data_impl == "infer", UsageError, "--data-impl ",
+                c.args.data_impl, " is not supported (mmap)");
+  MEGATON_CHECK(!c.args.packed() || c.pad_id >= 0, InternalError, "packed prompt rows without a padding id");
+  TrainValidTestDatasets r = c.args.uses_weighted_split_paths() ? build_weighted_split_paths(c, num_samples)
+                                                                : build_data_path(c, num_samples);
   if (r.valid_groups.empty() && r.valid) r.valid_groups.push_back({"", r.valid});
   if (r.test_groups.empty() && r.test) r.test_groups.push_back({"", r.test});
   return r;
@@ -160,13 +194,14 @@ TrainValidTestDatasets build_all(const DataOptions& args, int seq_length, uint32
 
 TrainValidTestDatasets build_train_valid_test_datasets(const DataOptions& args, int seq_length, uint32_t seed,
                                                        const std::array<int64_t, 3>& num_samples, const Logger& log,
-                                                       bool is_global_rank0, const std::function<void()>& barrier) {
+                                                       bool is_global_rank0, const std::function<void()>& barrier,
+                                                       int64_t pad_id) {
   // Rank 0 builds (and loads) first; the others wait, then load the files rank 0 wrote. An exception on rank 0 is
   // raised there and aborts the job (main), so nobody waits forever.
   TrainValidTestDatasets r;
-  if (is_global_rank0) r = build_all(args, seq_length, seed, num_samples, log, true);
+  if (is_global_rank0) r = build_all({args, seq_length, seed, pad_id, log, true}, num_samples);
   if (barrier) barrier();
-  if (!is_global_rank0) r = build_all(args, seq_length, seed, num_samples, log, false);
+  if (!is_global_rank0) r = build_all({args, seq_length, seed, pad_id, log, false}, num_samples);
   return r;
 }
 

@@ -38,8 +38,11 @@ std::vector<std::pair<double, std::string>> parse_data_path(const std::vector<st
 std::array<int64_t, 3> blend_component_samples(const std::array<int64_t, 3>& samples, double weight);
 
 /// `args` as DataOptions::validate accepted them (one data mode, each mode-2 flag inline or as a file, not both).
+/// With a packed objective (DataOptions::packed) each prefix P names P_inputs_document and P_targets_document, packed
+/// into rows of seq_length + 1 tokens padded with `pad_id` (data/packed_mtf_dataset.h).
 TrainValidTestDatasets build_train_valid_test_datasets(const DataOptions& args, int seq_length, uint32_t seed,
                                                        const std::array<int64_t, 3>& num_samples, const Logger& log,
-                                                       bool is_global_rank0, const std::function<void()>& barrier);
+                                                       bool is_global_rank0, const std::function<void()>& barrier,
+                                                       int64_t pad_id = -1);
 
 }  // namespace megaton::data

@@ -65,6 +65,7 @@ struct HfTokenizer::Shared {
   std::vector<int32_t> prefix_ids, suffix_ids;            // TemplateProcessing single
   int64_t vocab_size = 0;
   int32_t eod = -1;
+  int32_t pad = -1;  // tokenizer_config.json's pad_token, or -1
 };
 
 namespace {
@@ -280,14 +281,17 @@ HfTokenizer::HfTokenizer(const std::string& path)
           }
 
           // End of document: tokenizer_config.json's eos_token, else a known end-of-text token.
-          std::string eos;
+          std::string eos, pad;
           const fs::path cfg = file.parent_path() / "tokenizer_config.json";
           if (fs::exists(cfg)) {
             const json c = read_json(cfg);
-            if (c.contains("eos_token")) {
-              const json& e = c["eos_token"];
-              eos = e.is_string() ? e.get<std::string>() : e.value("content", "");
-            }
+            const auto token = [&](const char* key) {
+              if (!c.contains(key) || c[key].is_null()) return std::string();
+              const json& e = c[key];
+              return e.is_string() ? e.get<std::string>() : e.value("content", "");
+            };
+            eos = token("eos_token");
+            pad = token("pad_token");
           }
           if (eos.empty())
             for (const char* cand : {"<|endoftext|>", "<|end_of_text|>", "</s>", "<eos>", "<|im_end|>"})
@@ -303,6 +307,7 @@ HfTokenizer::HfTokenizer(const std::string& path)
               s->eod = id;
             }
           }
+          if (!pad.empty()) s->pad = by_content.count(pad) ? by_content[pad] : s->model->find(pad);
           return std::shared_ptr<const Shared>(std::move(s));
         } catch (const json::exception& e) {
           // A key missing or of the wrong type anywhere in the file: a data error naming it, never an internal one.
@@ -320,6 +325,12 @@ std::unique_ptr<Tokenizer> HfTokenizer::clone() const {
 
 int64_t HfTokenizer::vocab_size() const {
   return shared_->vocab_size;
+}
+
+int32_t HfTokenizer::pad() const {
+  MEGATON_CHECK(shared_->pad >= 0, DataError, shared_->origin,
+                ": no padding token (no pad_token in tokenizer_config.json, or one the vocabulary lacks)");
+  return shared_->pad;
 }
 
 int32_t HfTokenizer::eod() const {

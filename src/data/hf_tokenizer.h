@@ -7,7 +7,7 @@
 //   model             BPE {vocab, merges ("a b" or ["a","b"]), ignore_merges}; no dropout/byte_fallback/suffixes
 //   post_processor    null, ByteLevel (no-op on ids), TemplateProcessing ("single" template: special tokens + $A)
 // eod() is the eos token of tokenizer_config.json (as Megatron's PretrainedFromHF: `eos_token_id`), else a known
-// end-of-text added token.
+// end-of-text added token; pad() its pad_token.
 #pragma once
 #include <memory>
 #include <string>
@@ -30,6 +30,7 @@ class HfTokenizer : public Tokenizer {
   std::string decode(const std::vector<int32_t>& ids) const override;
   int64_t vocab_size() const override;
   int32_t eod() const override;
+  int32_t pad() const override;
   std::unique_ptr<Tokenizer> clone() const override;
   std::string name() const override { return "PretrainedFromHF"; }
 

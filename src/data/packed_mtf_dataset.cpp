@@ -1,5 +1,6 @@
 #include "data/packed_mtf_dataset.h"
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 
@@ -85,6 +86,18 @@ PackedRow PackedMtfDataset::row(int64_t i) const {
   MEGATON_CHECK(tokens <= row_length_, DataError, cache_prefix_, "_decoder_packed_*.npy: row ", i, " holds ", tokens,
                 " tokens, more than ", row_length_, " (a stale index: delete the files to rebuild)");
   return pack_mtf_row(docs, row_length_, pad_id_);
+}
+
+void PackedMtfDataset::get(int64_t i, int64_t* out) const {
+  const PackedRow r = row(i);
+  std::copy(r.tokens.begin(), r.tokens.end(), out);
+}
+
+void PackedMtfDataset::get_packed(int64_t i, int64_t* tokens, int64_t* segment_ids, uint8_t* is_inputs) const {
+  const PackedRow r = row(i);
+  std::copy(r.tokens.begin(), r.tokens.end(), tokens);
+  std::copy(r.segment_ids.begin(), r.segment_ids.end(), segment_ids);
+  std::copy(r.is_inputs.begin(), r.is_inputs.end(), is_inputs);
 }
 
 }  // namespace megaton::data

@@ -20,10 +20,11 @@
 #include "data/indexed_dataset.h"
 #include "data/npy.h"
 #include "data/packed_mtf.h"
+#include "data/sample_dataset.h"
 
 namespace megaton::data {
 
-class PackedMtfDataset {
+class PackedMtfDataset : public SampleDataset {
  public:
   /// `row_length` is the packed row's tokens (the fork packs --seq-length + 1). DataError when the two datasets do not
   /// align, the range is invalid, no document fits a row, or the cache files are missing on a rank that does not
@@ -34,7 +35,11 @@ class PackedMtfDataset {
                    const Logger& log);
 
   /// Rows in the index (more than the samples asked for, as the fork builds it).
-  int64_t size() const { return rows_; }
+  int64_t size() const override { return rows_; }
+  int seq_length() const override { return static_cast<int>(row_length_ - 1); }
+  void get(int64_t i, int64_t* out) const override;
+  bool packed() const override { return true; }
+  void get_packed(int64_t i, int64_t* tokens, int64_t* segment_ids, uint8_t* is_inputs) const override;
   PackedRow row(int64_t i) const;
   const std::string& cache_prefix() const { return cache_prefix_; }
 

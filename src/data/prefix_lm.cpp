@@ -36,13 +36,35 @@ std::vector<int64_t> prefix_lm_indices(const std::vector<int64_t>& tokens, int64
   return out;
 }
 
+std::vector<uint8_t> prefix_lm_prefix_tokens(const std::vector<int64_t>& tokens, int64_t eod,
+                                             const std::vector<int64_t>& prefix, bool per_document) {
+  const int64_t s = static_cast<int64_t>(tokens.size());
+  std::vector<uint8_t> in(static_cast<size_t>(s), 0);
+  if (!per_document) {
+    MEGATON_ASSERT(prefix.size() == 1, prefix.size(), " prefix indices for one row");
+    std::fill(in.begin(), in.begin() + std::clamp<int64_t>(prefix[0], 0, s), 1);
+    return in;
+  }
+  const std::vector<int64_t> ends = document_ends(tokens, eod);
+  MEGATON_ASSERT(prefix.size() == ends.size(), prefix.size(), " prefix indices for ", ends.size(), " documents");
+  int64_t prev = 0;
+  for (size_t j = 0; j < ends.size(); ++j) {
+    for (int64_t q = prev; q < std::min(prefix[j], s); ++q) in[static_cast<size_t>(q)] = 1;
+    prev = ends[j] + 1;
+  }
+  return in;
+}
+
 PrefixLmMasks prefix_lm_masks(const std::vector<int64_t>& tokens, int64_t eod, const std::vector<int64_t>& prefix,
                               const PrefixLmOptions& o) {
   const int64_t s = static_cast<int64_t>(tokens.size());
   PrefixLmMasks m;
-  m.attends.assign(static_cast<size_t>(s * s), 0);
-  auto at = [&](int64_t q, int64_t k) -> uint8_t& { return m.attends[static_cast<size_t>(q * s + k)]; };
-  for (int64_t q = 0; q < s; ++q)
+  uint8_t scratch = 0;  // where `at` writes without the matrix
+  if (o.attention_matrix) m.attends.assign(static_cast<size_t>(s * s), 0);
+  auto at = [&](int64_t q, int64_t k) -> uint8_t& {
+    return o.attention_matrix ? m.attends[static_cast<size_t>(q * s + k)] : scratch;
+  };
+  for (int64_t q = 0; q < s && o.attention_matrix; ++q)
     for (int64_t k = 0; k <= q; ++k) at(q, k) = 1;
   m.loss_mask.assign(static_cast<size_t>(s), 1.0f);
   if (o.eod_mask_loss)
@@ -62,9 +84,9 @@ PrefixLmMasks prefix_lm_masks(const std::vector<int64_t>& tokens, int64_t eod, c
     int64_t prev = 0;
     for (size_t j = 0; j < ends.size(); ++j) {
       const int64_t i = ends[j], p = prefix[j];
-      for (int64_t q = i + 1; q < s; ++q)
+      for (int64_t q = i + 1; q < s && o.attention_matrix; ++q)
         for (int64_t k = 0; k <= std::min(i, s - 1); ++k) at(q, k) = 0;
-      for (int64_t q = prev; q < std::min(p, s); ++q)
+      for (int64_t q = prev; q < std::min(p, s) && o.attention_matrix; ++q)
         for (int64_t k = prev; k < std::min(p, s); ++k) at(q, k) = 1;
       if (o.loss_on_targets_only)  // the prefix's last token predicts the first target: it keeps its loss
         for (int64_t q = prev; q < std::min(p - 1, s); ++q) m.loss_mask[q] = 0.0f;
@@ -73,7 +95,7 @@ PrefixLmMasks prefix_lm_masks(const std::vector<int64_t>& tokens, int64_t eod, c
   } else {  // per row: one prefix
     MEGATON_ASSERT(prefix.size() == 1, prefix.size(), " prefix indices for one row");
     const int64_t p = std::min(prefix[0], s);
-    for (int64_t q = 0; q < p; ++q)
+    for (int64_t q = 0; q < p && o.attention_matrix; ++q)
       for (int64_t k = 0; k < p; ++k) at(q, k) = 1;
     if (o.loss_on_targets_only)
       for (int64_t q = 0; q < p - 1; ++q) m.loss_mask[q] = 0.0f;

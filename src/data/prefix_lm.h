@@ -29,13 +29,20 @@ struct PrefixLmOptions {
   bool eod_mask_loss = false;         // --eod-mask-loss
   bool loss_on_targets_only = false;  // --loss-on-targets-only
   bool reweight_loss = false;         // --reweight-loss-based-on-position-frequency
+  bool attention_matrix = true;       // false: leave PrefixLmMasks::attends empty (training reads
+                                      // prefix_lm_prefix_tokens instead of the s x s matrix)
 };
 
 struct PrefixLmMasks {
-  std::vector<uint8_t> attends;       // [s * s] row-major: 1 where query q attends key k
+  std::vector<uint8_t> attends;       // [s * s] row-major: 1 where query q attends key k (attention_matrix)
   std::vector<float> loss_mask;       // [s]
   std::vector<int64_t> position_ids;  // [s]
 };
+
+/// Which tokens of the row lie in a prefix (each attends to every token of its prefix, later ones too): the first
+/// prefix[0] tokens, or with `per_document` the tokens of each document before its prefix index.
+std::vector<uint8_t> prefix_lm_prefix_tokens(const std::vector<int64_t>& tokens, int64_t eod,
+                                             const std::vector<int64_t>& prefix, bool per_document);
 
 /// get_ltor_masks_and_position_ids for one row with its prefix indices (one, or one per document).
 PrefixLmMasks prefix_lm_masks(const std::vector<int64_t>& tokens, int64_t eod, const std::vector<int64_t>& prefix,

@@ -4,6 +4,10 @@
 
 namespace megaton::data {
 
+void SampleDataset::get_packed(int64_t, int64_t*, int64_t*, uint8_t*) const {
+  throw InternalError("get_packed on a dataset of unpacked samples");
+}
+
 PretrainingSampler::PretrainingSampler(int64_t total_samples, int64_t consumed_samples, int64_t micro_batch_size,
                                        int dp_rank, int dp_size)
     : total_(total_samples), consumed_(consumed_samples), mbs_(micro_batch_size), dp_rank_(dp_rank), dp_size_(dp_size) {

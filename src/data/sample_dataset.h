@@ -14,6 +14,11 @@ class SampleDataset {
   virtual int seq_length() const = 0;
   /// Writes the seq_length+1 tokens of sample i to out.
   virtual void get(int64_t i, int64_t* out) const = 0;
+  /// Whether samples are packed prompt pairs (data/packed_mtf_dataset.h), which also have segments.
+  virtual bool packed() const { return false; }
+  /// Packed samples: sample i's seq_length+1 tokens with each token's segment (1, 2, ... per prompt pair, 0 on
+  /// padding) and whether it is an input token. InternalError for other datasets.
+  virtual void get_packed(int64_t i, int64_t* tokens, int64_t* segment_ids, uint8_t* is_inputs) const;
   std::vector<int64_t> operator[](int64_t i) const {
     std::vector<int64_t> v(static_cast<size_t>(seq_length()) + 1);
     get(i, v.data());

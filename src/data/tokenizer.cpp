@@ -6,6 +6,11 @@
 
 namespace megaton::data {
 
+int32_t Tokenizer::pad() const {
+  throw DataError(str("the ", name(), " tokenizer has no padding token (packed prompt rows need one: use a ",
+                      "PretrainedFromHF tokenizer whose tokenizer_config.json names a pad_token)"));
+}
+
 std::unique_ptr<Tokenizer> make_tokenizer(const std::string& type, const std::string& vocab_file,
                                           const std::string& merge_file, const std::string& name_or_path) {
   if (type == "GPT2BPETokenizer") {

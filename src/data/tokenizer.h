@@ -39,6 +39,9 @@ class Tokenizer {
   virtual int64_t vocab_size() const = 0;
   /// The end-of-document id appended by `--append-eod` (GPT-2 <|endoftext|>; HF: eos token).
   virtual int32_t eod() const = 0;
+  /// The padding id of packed prompt rows (Megatron's `tokenizer.pad`; HF: tokenizer_config.json's pad_token).
+  /// DataError when the tokenizer has none (GPT-2's BPE files name none, as in Megatron).
+  virtual int32_t pad() const;
   virtual std::unique_ptr<Tokenizer> clone() const = 0;
   virtual std::string name() const = 0;
 };

@@ -155,7 +155,7 @@ void check_documents(const Documents& docs, const torch::Tensor& q) {
 
 }  // namespace
 
-Documents::Documents(const torch::Tensor& ids, torch::Device device) {
+Documents::Documents(const torch::Tensor& ids, torch::Device device, const torch::Tensor& prefix) {
   MEGATON_CHECK(ids.dim() == 2 && ids.size(1) > 0 && !ids.is_floating_point(), InternalError,
                 "document ids: expected integers [b, s], got ", ids.scalar_type(), " ", ids.sizes());
   const torch::Tensor host = ids.to(torch::kCPU, torch::kInt64).contiguous();  // [b, s]
@@ -178,6 +178,11 @@ Documents::Documents(const torch::Tensor& ids, torch::Device device) {
   };
   cu_seqlens_ = upload(torch::tensor(starts, torch::kInt32));  // [n + 1]
   ids_ = ids.device() == device ? ids.to(torch::kInt64) : upload(host);
+  if (prefix.defined()) {
+    MEGATON_CHECK(prefix.sizes() == ids.sizes(), InternalError, "document prefix: expected [", b, ", ", s, "], got ",
+                  prefix.sizes());
+    prefix_ = prefix.device() == device ? prefix.to(torch::kBool) : upload(prefix.to(torch::kBool).contiguous());
+  }
   mask_ = std::make_shared<torch::Tensor>();
 }
 
@@ -189,14 +194,14 @@ Documents Documents::per_forward() const {
 
 const torch::Tensor& Documents::mask() const {
   MEGATON_ASSERT(defined(), "the mask of no documents");
-  if (!mask_->defined()) *mask_ = document_mask(ids_);  // [b, 1, s, s]
+  if (!mask_->defined()) *mask_ = document_mask(ids_, prefix_);  // [b, 1, s, s]
   return *mask_;
 }
 
 bool uses_varlen(const torch::Tensor& q, const AttentionOptions& o) {
   const int64_t d = q.size(-1);
   return compat::kHasVarlenFlash && o.use_fused && o.use_varlen && o.documents.defined() && q.is_cuda() && is_half(q) &&
-         !o.alibi.defined() && d % 8 == 0 && d <= 256;
+         !o.documents.has_prefix() && !o.alibi.defined() && d % 8 == 0 && d <= 256;
 }
 
 bool uses_alibi_fold(const torch::Tensor& q, const AttentionOptions& o) {
@@ -205,10 +210,11 @@ bool uses_alibi_fold(const torch::Tensor& q, const AttentionOptions& o) {
          alibi_fold_fits(q.scalar_type() == torch::kFloat16, q.size(0), q.size(-1));
 }
 
-torch::Tensor document_mask(const torch::Tensor& document_ids) {
+torch::Tensor document_mask(const torch::Tensor& document_ids, const torch::Tensor& prefix) {
   const int64_t s = document_ids.size(1);
-  const torch::Tensor later =
+  torch::Tensor later =
       torch::ones({s, s}, torch::TensorOptions().dtype(torch::kBool).device(document_ids.device())).triu(1);  // j > i
+  if (prefix.defined()) later = later.logical_and(prefix.unsqueeze(2).logical_and(prefix.unsqueeze(1)).logical_not());
   return (document_ids.unsqueeze(2) != document_ids.unsqueeze(1)).logical_or(later).unsqueeze(1);  // [b, 1, s, s]
 }
 

@@ -31,20 +31,25 @@ class Documents {
   Documents() = default;  // none: plain causal attention
   /// From each token's document index in its sample, ids [b, s] int (non-decreasing along s), for attention on
   /// `device`. The ids are read on the host: pass host ids (pinned, for a GPU) where a device sync matters.
-  Documents(const torch::Tensor& ids, torch::Device device);
+  /// `prefix` [b, s] bool (or undefined): the tokens of each document's prefix, which attend to each other both ways
+  /// (prefix-LM, the non-causal decoder's inputs); a document's prefix tokens come first in it.
+  Documents(const torch::Tensor& ids, torch::Device device, const torch::Tensor& prefix = torch::Tensor());
   bool defined() const { return ids_.defined(); }
+  bool has_prefix() const { return prefix_.defined(); }
   const torch::Tensor& ids() const { return ids_; }                // [b, s] int64 on the device
+  const torch::Tensor& prefix() const { return prefix_; }          // [b, s] bool on the device, or undefined
   const torch::Tensor& cu_seqlens() const { return cu_seqlens_; }  // [n + 1] int32: document starts in [b * s], b * s
   int64_t max_length() const { return max_length_; }               // the longest document's token count
-  /// Megatron's mask of the documents, [b, 1, s, s] bool, true where query i may not attend to key j (j > i, or
-  /// another document): built on first use, once for all copies of this object.
+  /// Megatron's mask of the documents, [b, 1, s, s] bool, true where query i may not attend to key j (another
+  /// document, or j > i unless both are in the document's prefix): built on first use, once for all copies of this
+  /// object.
   const torch::Tensor& mask() const;
   /// The same documents with a mask of their own, not yet built: a micro-batch keeps its documents for the whole
   /// iteration, and each forward builds (and frees) its own mask.
   Documents per_forward() const;
 
  private:
-  torch::Tensor ids_, cu_seqlens_;
+  torch::Tensor ids_, cu_seqlens_, prefix_;
   int64_t max_length_ = 0;
   std::shared_ptr<torch::Tensor> mask_;  // the mask's cache, shared by copies (none without documents)
 };
@@ -78,7 +83,8 @@ struct AttentionOptions {
 
 /// Megatron's --reset-attention-mask mask from each token's document index within its sample, document_ids [b, s]
 /// int: [b, 1, s, s] bool, true where query i may not attend to key j (j > i, or another document).
-torch::Tensor document_mask(const torch::Tensor& document_ids);
+/// With `prefix` [b, s] bool: query i also attends to a later key j of its document when both are prefix tokens.
+torch::Tensor document_mask(const torch::Tensor& document_ids, const torch::Tensor& prefix = torch::Tensor());
 
 /// Whether causal_attention takes the variable-length path for these inputs and options.
 bool uses_varlen(const torch::Tensor& q, const AttentionOptions& o);

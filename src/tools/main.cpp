@@ -1,6 +1,7 @@
 // megaton: one binary, git-style subcommands. Errors are typed exceptions caught here, once (dist::guarded_run): the
 // lowest rank that hit an error prints it, and every rank exits with the error's documented code, so no rank is left
 // waiting in a collective (docs/errors.md lists the codes).
+#include <algorithm>
 #include <cstring>
 #include <iostream>
 #include <string>
@@ -20,6 +21,10 @@ const Subcommand kSubcommands[] = {
     {"preprocess", megaton::tools::run_preprocess, "tokenize JSONL text into Megatron .bin/.idx datasets"},
     {"merge-data", megaton::tools::run_merge_data, "concatenate preprocessed datasets"},
     {"train",      megaton::tools::run_train,      "pretrain a GPT with tensor, pipeline and data parallelism"},
+    {"pretrain-prefix-lm", megaton::tools::run_train, "pretrain a prefix language model (pretrain_prefix_lm.py)"},
+    {"finetune-t0", megaton::tools::run_train,     "fine-tune on packed prompts, causally (finetune_t0.py)"},
+    {"finetune-t0-non-causal", megaton::tools::run_train,
+     "fine-tune on packed prompts, inputs bidirectional (finetune_t0_non_causal_decoder.py)"},
     {"generate",   megaton::tools::run_generate,   "sample text from a checkpoint"},
     {"eval",       megaton::tools::run_eval,       "WikiText-103 perplexity, LAMBADA accuracy"},
     {"reshard",    megaton::tools::run_reshard,    "convert a checkpoint to another TP/PP layout or dtype"},
@@ -34,8 +39,10 @@ const Subcommand kSubcommands[] = {
 
 void print_usage(std::ostream& os) {
   os << "usage: megaton <command> [options]   (megaton <command> --help for its options)\n\ncommands:\n";
+  size_t width = 0;
+  for (const auto& s : kSubcommands) width = std::max(width, std::strlen(s.name));
   for (const auto& s : kSubcommands)
-    os << "  " << s.name << std::string(12 - std::strlen(s.name), ' ') << s.summary << "\n";
+    os << "  " << s.name << std::string(width + 2 - std::strlen(s.name), ' ') << s.summary << "\n";
   os << "\nalso installed: megaton-plot METRICS.jsonl   pictures of a run from its --metrics-file\n";
   os << "\nmegaton " << MEGATON_VERSION << "\n";
 }

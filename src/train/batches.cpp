@@ -5,6 +5,7 @@
 
 #include "core/error.h"
 #include "data/document_positions.h"
+#include "train/prompt_batches.h"
 
 namespace megaton::train {
 
@@ -13,6 +14,7 @@ model::MicroBatch make_micro_batch(const data::SampleDataset& ds, const std::vec
   const int64_t b = static_cast<int64_t>(indices.size()), stored = ds.seq_length();
   const int64_t s = o.seq_length > 0 ? std::min(o.seq_length, stored) : stored;  // tokens used of each sample
   MEGATON_CHECK(b > 0, InternalError, "empty micro-batch");
+  if (o.objective != data::Objective::kCausalLm) return make_prompt_micro_batch(ds, indices, s, o);
   // Pinned on a GPU run, so the one upload below is asynchronous: the host goes on queueing work meanwhile.
   const bool cuda = o.device.is_cuda();
   torch::Tensor samples =

@@ -10,12 +10,14 @@
 //                           forward builds Megatron's [b, 1, s, s] mask of them. None (the model's causal attention and
 //                           its fused causal kernels) when no sample of the micro-batch has an EOD before its last
 //                           token.
+// The prefix-LM and packed-prompt objectives make theirs in train/prompt_batches.h.
 #pragma once
 #include <torch/torch.h>
 
 #include <cstdint>
 #include <vector>
 
+#include "data/data_options.h"
 #include "data/sample_dataset.h"
 #include "model/micro_batch.h"
 
@@ -28,6 +30,13 @@ struct BatchOptions {
   int64_t eod = -1;  // end-of-document id (needed by the three flags above)
   torch::Device device = torch::kCPU;
   int64_t seq_length = 0;  // > 0: only each sample's first seq_length tokens (curriculum learning; train/curriculum.h)
+  data::Objective objective = data::Objective::kCausalLm;
+  bool loss_on_targets_only = false;  // prefix-LM, finetune-t0
+  bool reweight_loss = false;         // prefix-LM
+  bool norm_target_loss = false;      // packed prompts
+  int64_t pad = -1;                   // packed prompts: the padding id
+  uint32_t seed = 0;                  // prefix-LM: --seed (each sample's split points are drawn from it)
+  bool absolute_positions = true;     // learned position embeddings (packed prompts restart them per prompt)
 };
 
 /// The samples `indices` of `ds` as one micro-batch: tokens, labels [b, s] int64, loss_mask [b, s] fp32, and with the

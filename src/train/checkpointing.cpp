@@ -33,7 +33,9 @@ void TrainCheckpoints::load(TrainingProgress& progress) {
       progress.consumed_valid_samples = st.value("consumed_valid_samples", int64_t{0});
       progress.consumed_train_tokens = st.value("consumed_train_tokens", int64_t{0});
       // As Megatron: --no-load-optim skips the learning-rate scheduler too (the command line's schedule starts over).
-      if (lo.load_optim && st.contains("lr_scheduler")) p_.lr.load_state_dict(st["lr_scheduler"]);
+      // --reset-progress starts the command line's schedule over as well.
+      if (lo.load_optim && !c.reset_progress && st.contains("lr_scheduler"))
+        p_.lr.load_state_dict(st["lr_scheduler"]);
       if (r->optim_loaded && st.contains("optimizer")) p_.optimizer.load_scalar_state(st["optimizer"]);
     } catch (const nlohmann::json::exception& e) {
       throw CheckpointError(str(r->path, ": meta/state.json is malformed (", e.what(), ")"));
@@ -52,6 +54,10 @@ void TrainCheckpoints::load(TrainingProgress& progress) {
       rng_from_checkpoint(rng_state, p_.model.rng());
     else
       p_.log.warn0("checkpoint saved at another layout: dropout RNG states start fresh");
+  }
+  if (c.reset_progress) {  // the fork's --reset-progress: the run starts over on the loaded state
+    progress = TrainingProgress{};
+    p_.log.info0("--reset-progress: iteration and consumed samples start at 0");
   }
   last_saved_ = progress.iteration;
   p_.log.info0("loaded ", r->path, " at iteration ", progress.iteration, ", consumed samples ",

@@ -8,7 +8,7 @@ namespace megaton::train {
 TrainStep::TrainStep(Parts parts, Options options) : p_(parts), o_(std::move(options)) {}
 
 bool TrainStep::reads_data() const {
-  return p_.model.holds_embedding() || p_.model.holds_loss() || o_.reset_attention_mask;
+  return p_.model.holds_embedding() || p_.model.holds_loss() || o_.documents_on_every_stage;
 }
 
 StepOutcome TrainStep::run(const TrainingProgress& progress, bool log_point, int seq_length) {

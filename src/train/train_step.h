@@ -47,7 +47,7 @@ class TrainStep {
     int micro_batch_size = 0;
     BatchOptions batch;
     bool sync_tp_duplicated_parameters = false;
-    bool reset_attention_mask = false;  // every stage's layers read the documents' mask
+    bool documents_on_every_stage = false;  // every stage's layers read the documents (prefixes, prompts)
   };
   TrainStep(Parts parts, Options options);
 
@@ -56,7 +56,7 @@ class TrainStep {
   StepOutcome run(const TrainingProgress& progress, bool log_point, int seq_length);
 
   /// Whether this rank builds micro-batches from the samples: the first stage (tokens, positions) and the last
-  /// (labels, loss mask), and every stage with --reset-attention-mask (its layers take the documents' mask).
+  /// (labels, loss mask), and every stage with documents_on_every_stage (its layers read them).
   bool reads_data() const;
 
  private:

@@ -34,20 +34,28 @@ namespace megaton::train {
 
 namespace {
 
-// The vocabulary and end-of-document id: the tokenizer's, or --vocab-size for pre-tokenized data without tokenizer
-// files (EOD unknown: -1). UsageError where a flag needs what is missing.
-std::pair<int64_t, int64_t> vocabulary(const TrainConfig& c) {
-  int64_t vocab = c.vocab_size, eod = -1;
+// What training reads of the tokenizer: the vocabulary, the end-of-document id (-1 without tokenizer files: --vocab-size
+// for pre-tokenized data) and, for packed prompts, the padding id. UsageError where a flag needs what is missing.
+struct Vocabulary {
+  int64_t size = 0, eod = -1, pad = -1;
+};
+
+Vocabulary vocabulary(const TrainConfig& c) {
+  Vocabulary v;
+  v.size = c.vocab_size;
   if (!c.tokenizer.tokenizer_type.empty()) {
     auto tok = data::make_tokenizer(c.tokenizer);
-    vocab = tok->vocab_size();
-    eod = tok->eod();
+    v.size = tok->vocab_size();
+    v.eod = tok->eod();
+    if (c.data.packed()) v.pad = tok->pad();
   }
-  MEGATON_CHECK(vocab > 0, UsageError, "megaton train needs --tokenizer-type (with its files) or --vocab-size");
-  MEGATON_CHECK(!c.data.eod_mask_loss || eod >= 0, UsageError, "--eod-mask-loss needs a tokenizer (its EOD id)");
-  MEGATON_CHECK(!(c.data.reset_position_ids || c.data.reset_attention_mask) || eod >= 0, UsageError,
+  MEGATON_CHECK(v.size > 0, UsageError, "megaton train needs --tokenizer-type (with its files) or --vocab-size");
+  MEGATON_CHECK(!c.data.eod_mask_loss || v.eod >= 0, UsageError, "--eod-mask-loss needs a tokenizer (its EOD id)");
+  MEGATON_CHECK(!(c.data.reset_position_ids || c.data.reset_attention_mask) || v.eod >= 0, UsageError,
                 "--reset-position-ids / --reset-attention-mask need a tokenizer (its EOD id)");
-  return {vocab, eod};
+  MEGATON_CHECK(!c.data.packed() || v.pad >= 0, UsageError,
+                "packed prompts need a tokenizer with a padding token (--tokenizer-type PretrainedFromHF)");
+  return v;
 }
 
 // Megatron's argument listing: to `out` at --log-level info or below, and to --log-path DIR/args_<time>.txt.
@@ -101,7 +109,8 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
       throw UsageError("--fp16 on CPU: this LibTorch has no fp16 matrix multiply on CPU; use --bf16, or a GPU");
     }
   }
-  const auto [vocab, eod] = vocabulary(cfg_);
+  const Vocabulary words = vocabulary(cfg_);
+  const int64_t vocab = words.size, eod = words.eod;
   model::GptConfig gpt;
   gpt.model = cfg_.model;
   gpt.kernels = cfg_.kernels;
@@ -154,7 +163,7 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
                                       eval_runs * t.eval_iters * gbs, t.eval_iters * gbs};
   auto sets =
       data::build_train_valid_test_datasets(cfg_.data, cfg_.model.seq_length, static_cast<uint32_t>(t.seed), counts,
-                                            log_, groups_.rank == 0, [this] { groups_.world->barrier(); });
+                                            log_, groups_.rank == 0, [this] { groups_.world->barrier(); }, words.pad);
   train_ds_ = sets.train;
   MEGATON_CHECK(train_ds_ != nullptr, UsageError, "--split gives the train split no documents; nothing to train on");
 
@@ -166,8 +175,16 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
 
   so.micro_batch_size = t.micro_batch_size;
   so.batch = {cfg_.data.eod_mask_loss, cfg_.data.reset_position_ids, cfg_.data.reset_attention_mask, eod, device};
+  so.batch.objective = cfg_.data.objective;
+  so.batch.loss_on_targets_only = cfg_.data.loss_on_targets_only;
+  so.batch.reweight_loss = cfg_.data.reweight_loss;
+  so.batch.norm_target_loss = cfg_.data.norm_target_loss;
+  so.batch.pad = words.pad;
+  so.batch.seed = static_cast<uint32_t>(t.seed);
+  so.batch.absolute_positions = cfg_.model.position_embedding_type == "absolute";
   so.sync_tp_duplicated_parameters = p.sync_tp_duplicated_parameters;
-  so.reset_attention_mask = cfg_.data.reset_attention_mask;
+  // Every stage's attention reads the documents: --reset-attention-mask's, or the prefixes and prompts.
+  so.documents_on_every_stage = cfg_.data.reset_attention_mask || cfg_.data.objective != data::Objective::kCausalLm;
   step_ = std::make_unique<TrainStep>(
       TrainStep::Parts{*model_, *dp_, *optimizer_, *micro_, *train_ds_, groups_, timers_}, so);
   Validation::Options vo{t.micro_batch_size, t.eval_iters, so.batch, step_->reads_data()};
