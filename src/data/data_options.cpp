@@ -4,6 +4,20 @@
 
 namespace megaton::data {
 
+const char* objective_command(Objective o) {
+  switch (o) {
+    case Objective::kCausalLm:
+      return "train";
+    case Objective::kPrefixLm:
+      return "pretrain-prefix-lm";
+    case Objective::kPackedMtf:
+      return "finetune-t0";
+    case Objective::kPackedMtfNonCausal:
+      return "finetune-t0-non-causal";
+  }
+  return "train";
+}
+
 void DataOptions::validate() const {
   const DataOptions& d = *this;
   const bool mode2 = !d.train_weighted_split_paths.empty() || !d.train_weighted_split_paths_path.empty();

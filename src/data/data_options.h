@@ -16,6 +16,9 @@ enum class Objective {
   kPackedMtfNonCausal,  // megaton finetune-t0-non-causal: packed prompt pairs, inputs attend both ways
 };
 
+/// The megaton command that trains `o`: "train", "pretrain-prefix-lm", "finetune-t0" or "finetune-t0-non-causal".
+const char* objective_command(Objective o);
+
 struct DataOptions {
   std::vector<std::string> data_path;  // PREFIX, or W1 PREFIX1 W2 PREFIX2 ...
   std::string split;                   // "" -> "969, 30, 1"

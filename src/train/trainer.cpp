@@ -126,7 +126,8 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
   timers_.set_device_clock(device_clock(device));  // CUDA events on the GPU: timing never waits for the device
   groups_ = dist::build_process_groups(groups_.grid, backend, cfg_.dist.distributed_timeout_minutes * 60.0);
   log_.set_coords(groups_.coords.tp, groups_.coords.pp, groups_.coords.dp);
-  log_.info0("megaton train: ", groups_.grid.describe(), " on ", device.str());
+  log_.info0("megaton ", data::objective_command(cfg_.data.objective), ": ", groups_.grid.describe(), " on ",
+             device.str());
   stop_ = std::make_unique<StopConditions>(cfg_.loop, groups_);
   if (stop_->kill_switch_at_start()) {  // as the fork: exit before anything is loaded, saved or trained
     log_.info0("kill switch ", t.kill_switch_path, " found at start: exiting without training");

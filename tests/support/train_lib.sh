@@ -4,7 +4,8 @@
 #   make_synthetic_data DIR [EOD]    -> DIR/synth_text_document.{bin,idx}: 400 documents of learnable token patterns
 #                                       (tokens < 120), each ended by EOD (default 127)
 #   make_byte_tokenizer DIR          -> DIR/tokenizer.json: byte-level BPE, no merges, <|endoftext|> = 256 (vocab 257)
-#   run_train NP ARGS...             -> megaton train on NP ranks (mpirun --oversubscribe; NP=1 runs it directly)
+#   run_train NP ARGS...             -> megaton train on NP ranks (mpirun --oversubscribe; NP=1 runs it directly);
+#                                       TRAIN_COMMAND=finetune-t0 (etc.) runs another training command
 #   compare_losses A.jsonl B.jsonl TOL [FIRST_ITER]   -> fails unless lm_loss agrees within TOL at every iteration
 #   setup_work [EOD]                 -> $work: a scratch directory removed at exit, holding the synthetic dataset
 MEGATON="$BUILD/megaton"
@@ -78,9 +79,9 @@ run_train() {
   local np=$1
   shift
   if [ "$np" = 1 ]; then
-    "$MEGATON" train "$@"
+    "$MEGATON" "${TRAIN_COMMAND:-train}" "$@"
   else
-    "$MPIRUN" --oversubscribe --bind-to none -np "$np" "$MEGATON" train "$@"
+    "$MPIRUN" --oversubscribe --bind-to none -np "$np" "$MEGATON" "${TRAIN_COMMAND:-train}" "$@"
   fi
 }
 
