@@ -1,8 +1,8 @@
 #!/bin/bash
-# The prefix-LM and packed-prompt training commands end to end, on a synthetic prompt task (reverse a string of 3-6
-# letters: inputs "abc=", targets "cba" + EOD):
+# The prefix-LM and packed-prompt training commands end to end, on examples/finetune_t0's synthetic prompt task
+# (reverse a string of 3-6 letters: inputs "abc=", targets "cba" + EOD):
 #   * finetune-t0 with --loss-on-targets-only learns the task (greedy `megaton generate` answers >= 90% of held-out
-#     prompts) and without it does not (<= 30%) in the same 500 iterations;
+#     prompts) and without it does not (<= 30%) in the same 500 iterations (the example run twice);
 #   * finetune-t0 (with --norm-target-loss), finetune-t0-non-causal and pretrain-prefix-lm give the single-rank losses
 #     within 1e-5 at TP=2 x PP=2 and at DP=2 (fp32);
 #   * prefix-LM's losses differ from the causal objective's on the same samples, the non-causal decoder's from the
@@ -14,63 +14,28 @@ set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/support/train_lib.sh"
 setup_work 256  # $work, and the synthetic pretraining dataset (EOD 256) for the prefix-LM runs
-make_byte_tokenizer "$work/tok"
-python3 - "$work" <<'PY'
-import json, random, sys
-work = sys.argv[1]
-t = json.load(open(f"{work}/tok/tokenizer.json"))  # the byte tokenizer gains <pad> = 257
-t["added_tokens"].append({"id": 257, "content": "<pad>", "special": True})
-t["model"]["vocab"]["<pad>"] = 257
-json.dump(t, open(f"{work}/tok/tokenizer.json", "w"))
-json.dump({"eos_token": "<|endoftext|>", "pad_token": "<pad>"}, open(f"{work}/tok/tokenizer_config.json", "w"))
-for name, seed, n in (("train", 1, 3000), ("test", 2, 100)):
-    rng = random.Random(seed)
-    with open(f"{work}/{name}.jsonl", "w") as f:
-        for _ in range(n):
-            w = "".join(rng.choice("abcdefgh") for _ in range(rng.randint(3, 6)))
-            f.write(json.dumps({"inputs": w + "=", "targets": w[::-1]}) + "\n")
-with open(f"{work}/prompts.txt", "w") as f:
-    for line in open(f"{work}/test.jsonl"):
-        f.write(json.loads(line)["inputs"] + "\n")
-PY
-tok=(--tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$work/tok")
-"$MEGATON" preprocess --input "$work/train.jsonl" --output-prefix "$work/rev" --json-keys inputs "${tok[@]}" \
-  > "$work/pre.log" 2>&1 || { cat "$work/pre.log"; exit 1; }
-"$MEGATON" preprocess --input "$work/train.jsonl" --output-prefix "$work/rev" --json-keys targets --append-eod \
-  "${tok[@]}" > "$work/pre.log" 2>&1 || { cat "$work/pre.log"; exit 1; }
 
-model=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 "${tok[@]}")
-base=("${model[@]}" --data-path "$work/rev" --split 95,5,0 --global-batch-size 16 --hidden-dropout 0
-      --attention-dropout 0 --init-method-std 0.02 --seed 1234 --weight-decay 0.01 --clip-grad 1.0 --adam-beta2 0.95 --log-interval 1
-      --eval-interval 1000 --eval-iters 2 --device cpu --distributed-backend mpi)
-common=("${base[@]}" --micro-batch-size 16 --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 20)
-
-accuracy() {  # accuracy CHECKPOINT: the share of held-out prompts whose greedy answer is the reversed string
-  "$MEGATON" generate "${model[@]}" --load "$1" --greedy --out-seq-length 8 --micro-batch-size 16 --device cpu \
-    --sample-input-file "$work/prompts.txt" --sample-output-file "$work/answers.txt" > "$work/gen.log" 2>&1 ||
-    { cat "$work/gen.log"; exit 1; }
-  python3 - "$work/test.jsonl" "$work/answers.txt" <<'PY'
-import json, sys
-want = [json.loads(l)["targets"] for l in open(sys.argv[1])]
-got = [l[len("Megatron-LM:"):].rstrip("\n") for l in open(sys.argv[2]) if l.startswith("Megatron-LM:")]
-assert len(got) == len(want), f"{len(got)} answers for {len(want)} prompts"
-print(sum(g == w for g, w in zip(got, want)) / len(want))
-PY
-}
-
+# The example (examples/finetune_t0/run.sh: tokenizer with a pad token, prompt data, preprocess, finetune-t0, generate)
+# with and without --loss-on-targets-only.
 for v in targets all; do
-  flags=()
-  [ $v = targets ] && flags=(--loss-on-targets-only)
-  TRAIN_COMMAND=finetune-t0 run_train 1 "${common[@]}" "${flags[@]}" --train-iters 500 --save "$work/ck_$v" \
-    --save-interval 500 > "$work/ft_$v.log" 2>&1 || { tail -30 "$work/ft_$v.log"; exit 1; }
-  acc=$(accuracy "$work/ck_$v")
-  echo "finetune-t0, loss on $v: accuracy $acc"
+  loss=""
+  [ $v = targets ] && loss=--loss-on-targets-only
+  out=$(MEGATON="$MEGATON" LOSS_FLAGS="$loss" bash "$SRC/examples/finetune_t0/run.sh" "$work/ex_$v") ||
+    { echo "$out"; exit 1; }
+  acc=$(echo "$out" | sed -n 's/^accuracy: \([0-9.]*\) .*/\1/p')
+  echo "finetune-t0, loss on $v: $out"
   if [ $v = targets ]; then
     python3 -c "import sys; sys.exit(0 if $acc >= 0.9 else 1)" || { echo "FAIL: below 0.9"; exit 1; }
   else
     python3 -c "import sys; sys.exit(0 if $acc <= 0.3 else 1)" || { echo "FAIL: learned without targets-only"; exit 1; }
   fi
 done
+ex=$work/ex_targets
+tok=(--tokenizer-type PretrainedFromHF --tokenizer-name-or-path "$ex/tok")
+model=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 --max-position-embeddings 32 "${tok[@]}")
+base=("${model[@]}" --data-path "$ex/rev" --split 95,5,0 --global-batch-size 16 --hidden-dropout 0
+      --attention-dropout 0 --init-method-std 0.02 --seed 1234 --weight-decay 0.01 --clip-grad 1.0 --adam-beta2 0.95
+      --log-interval 1 --eval-interval 1000 --eval-iters 2 --device cpu --distributed-backend mpi)
 
 # Parity: the same losses at TP=2 x PP=2 and DP=2 as on one rank, for each objective.
 parity() {  # parity COMMAND NAME FLAGS...
@@ -114,7 +79,7 @@ differs "$work/mtfnc.1.jsonl" "$work/mtfc.jsonl" "finetune-t0-non-causal and fin
 TRAIN_COMMAND=finetune-t0 run_train 1 "${short[@]}" --load "$work/ck_plm" --finetune --train-iters 5 \
   > "$work/from_plm.log" 2>&1 || { tail -30 "$work/from_plm.log"; exit 1; }
 grep -q "iteration        5/       5" "$work/from_plm.log" || { tail "$work/from_plm.log"; exit 1; }
-TRAIN_COMMAND=finetune-t0 run_train 1 "${short[@]}" --load "$work/ck_targets" --reset-progress --train-iters 5 \
+TRAIN_COMMAND=finetune-t0 run_train 1 "${short[@]}" --load "$ex/checkpoints" --reset-progress --train-iters 5 \
   > "$work/reset.log" 2>&1 || { tail -30 "$work/reset.log"; exit 1; }
 grep -q -- "--reset-progress: iteration and consumed samples start at 0" "$work/reset.log" &&
   grep -q "iteration        5/       5 | consumed samples:           80 " "$work/reset.log" ||
