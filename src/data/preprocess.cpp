@@ -258,6 +258,14 @@ PreprocessStats preprocess_jsonl(const PreprocessOptions& opts, const Tokenizer&
           bool any = false;
           for (size_t k = 0; k < builders.size(); ++k) {
             const int64_t n = r.lengths[k][i];
+            if (n < 0 && builders.size() > 1) {
+              // Several keys (prompt inputs and targets) are read side by side, document i of each from line i: an
+              // empty text becomes an empty document, where Megatron's skip would shift the later lines' pairing.
+              builders[k]->add_item(r.tokens[k].data() + offs[k], 0);
+              builders[k]->end_document();
+              ++stats.empty_kept;
+              continue;
+            }
             if (n < 0) {
               ++stats.empty_skipped;
               continue;

@@ -29,6 +29,7 @@ struct PreprocessStats {
   int64_t lines = 0;
   int64_t documents = 0;                 // lines that produced at least one non-empty item
   int64_t empty_skipped = 0;             // (line, key) pairs whose text tokenized to nothing: no item, as in Megatron
+  int64_t empty_kept = 0;                // the same with several --json-keys: an empty document keeps the keys aligned
   int64_t blank_lines = 0;               // whitespace-only lines, ignored
   int64_t bad_lines = 0;                 // malformed lines skipped under --skip-bad-lines
   std::vector<int64_t> first_bad_lines;  // up to 10 line numbers

@@ -59,6 +59,9 @@ int run_preprocess(int argc, const char* const* argv) {
                 s.seconds, s.documents / secs, s.bytes / 1e6 / secs, s.tokens / secs);
   log.info("preprocess: done: ", s.documents, " documents, ", s.tokens, " tokens, ", rates);
   if (s.empty_skipped) log.info("preprocess: ", s.empty_skipped, " empty texts produced no item (as in Megatron)");
+  if (s.empty_kept)
+    log.info("preprocess: ", s.empty_kept, " empty texts produced empty documents (so that the keys' datasets stay ",
+             "aligned line by line)");
   if (s.blank_lines) log.info("preprocess: ", s.blank_lines, " blank lines ignored");
   if (s.bad_lines) {
     std::string first;

@@ -222,6 +222,31 @@ TEST(DataPreprocess, RepairsInvalidUtf8AndLoneSurrogates) {
   EXPECT_NE(p.parse(num, v).find("not a string"), std::string::npos);
 }
 
+TEST(DataPreprocess, PromptKeysStayAlignedAcrossEmptyTexts) {
+  // Prompt pairs (--json-keys inputs targets): an empty input on one line and an empty target on another must not
+  // shift the pairing of the lines between them, as Megatron's skip would (its counts would even agree).
+  Fixture f;
+  testing::write_file(f.dir / "prompts.jsonl", R"({"inputs": "the", "targets": "and"}
+{"inputs": "", "targets": "cat"}
+{"inputs": "dog", "targets": "the"}
+{"inputs": "an", "targets": ""}
+)");
+  const Logger log(0, 1, LogLevel::kWarning);
+  PreprocessOptions o = jsonl_options(f.dir, "prompts.jsonl");
+  o.json_keys = {"inputs", "targets"};
+  const auto s = preprocess_jsonl(o, *f.tok, log);
+  EXPECT_EQ(s.empty_kept, 2);
+  EXPECT_EQ(s.empty_skipped, 0);
+  const MMapIndexedDataset in((f.dir / "out_inputs_document").string()), tg((f.dir / "out_targets_document").string());
+  ASSERT_EQ(in.size(), 4u);
+  ASSERT_EQ(tg.size(), 4u);
+  EXPECT_EQ(in.item_size(1), 0);
+  EXPECT_EQ(tg.item_size(3), 0);
+  const std::vector<int64_t> dog = in.get(2), the = tg.get(2);
+  EXPECT_EQ(f.tok->decode(std::vector<int32_t>(dog.begin(), dog.end())), "dog");
+  EXPECT_EQ(f.tok->decode(std::vector<int32_t>(the.begin(), the.end())), "the");
+}
+
 TEST(DataPreprocess, DuplicateKeyTakesTheLastValueAsPython) {
   JsonLineParser p({"text", "id"});
   std::vector<std::string_view> v;
