@@ -10,13 +10,13 @@ struct CheckpointOptions {
   std::string save;
   std::string load;
   int64_t save_interval = 0;
-  bool save_optim = true;  // --no-save-optim clears
-  bool save_rng = true;    // --no-save-rng clears
-  bool load_optim = true;  // --no-load-optim clears
-  bool load_rng = true;    // --no-load-rng clears
-  bool finetune = false;   // load weights only and start at iteration 0
+  bool save_optim = true;       // --no-save-optim clears
+  bool save_rng = true;         // --no-save-rng clears
+  bool load_optim = true;       // --no-load-optim clears
+  bool load_rng = true;         // --no-load-rng clears
+  bool finetune = false;        // load weights only and start at iteration 0
   bool reset_progress = false;  // --reset-progress: load as usual, then start at iteration 0, no samples consumed
-  int keep_last = 0;       // 0: keep every checkpoint
+  int keep_last = 0;            // 0: keep every checkpoint
 
   /// UsageError: --save without --save-interval > 0, a negative --keep-last.
   void validate() const;

@@ -53,8 +53,7 @@ bool parse_train_command(int argc, const char* const* argv, int world_size, trai
   d.add(extra);
   f.bind(d);
   std::vector<std::string> arguments;
-  if (!parse_args(command->name, command->summary, argc, argv, d, help_out, "", nullptr, &arguments))
-    return false;
+  if (!parse_args(command->name, command->summary, argc, argv, d, help_out, "", nullptr, &arguments)) return false;
   MEGATON_CHECK(!f.compat.inference, UsageError,
                 "--inference is for generation and evaluation (no optimizer state); megaton train cannot train without "
                 "one: use megaton generate or megaton eval");

@@ -28,9 +28,9 @@ struct DataOptions {
   bool reset_attention_mask = false;
   bool eod_mask_loss = false;
   Objective objective = Objective::kCausalLm;
-  bool loss_on_targets_only = false;  // prefix-LM: no loss on the prefix; finetune-t0: no loss on the inputs
-  bool reweight_loss = false;         // --reweight-loss-based-on-position-frequency (prefix-LM)
-  bool norm_target_loss = false;      // --norm-target-loss (packed prompts): each target's tokens weigh 1 in total
+  bool loss_on_targets_only = false;       // prefix-LM: no loss on the prefix; finetune-t0: no loss on the inputs
+  bool reweight_loss = false;              // --reweight-loss-based-on-position-frequency (prefix-LM)
+  bool norm_target_loss = false;           // --norm-target-loss (packed prompts): each target's tokens weigh 1 in total
   bool mmap_warmup = false;                // read each dataset's files once before training (--mmap-warmup)
   std::string dataloader_type = "single";  // Megatron's sampler names; only "single" (in order) is implemented
   // Mode 2: groups "NAME: W1 S1:E1 P1, W2 S2:E2 P2" (data/weighted_split_paths.h); exclusive with data_path/split.

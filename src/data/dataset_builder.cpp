@@ -180,11 +180,11 @@ TrainValidTestDatasets build_data_path(const Build& c, const std::array<int64_t,
 }
 
 TrainValidTestDatasets build_all(const Build& c, const std::array<int64_t, 3>& num_samples) {
-  MEGATON_CHECK(c.args.data_impl == "mmap" || c.args.data_impl == "infer", UsageError, "--data-impl ",
-                c.args.data_impl, " is not supported (mmap)");
+  MEGATON_CHECK(c.args.data_impl == "mmap" || c.args.data_impl == "infer", UsageError, "--data-impl ", c.args.data_impl,
+                " is not supported (mmap)");
   MEGATON_CHECK(!c.args.packed() || c.pad_id >= 0, InternalError, "packed prompt rows without a padding id");
-  TrainValidTestDatasets r = c.args.uses_weighted_split_paths() ? build_weighted_split_paths(c, num_samples)
-                                                                : build_data_path(c, num_samples);
+  TrainValidTestDatasets r =
+      c.args.uses_weighted_split_paths() ? build_weighted_split_paths(c, num_samples) : build_data_path(c, num_samples);
   if (r.valid_groups.empty() && r.valid) r.valid_groups.push_back({"", r.valid});
   if (r.test_groups.empty() && r.test) r.test_groups.push_back({"", r.test});
   return r;

@@ -34,8 +34,7 @@ void TrainCheckpoints::load(TrainingProgress& progress) {
       progress.consumed_train_tokens = st.value("consumed_train_tokens", int64_t{0});
       // As Megatron: --no-load-optim skips the learning-rate scheduler too (the command line's schedule starts over).
       // --reset-progress starts the command line's schedule over as well.
-      if (lo.load_optim && !c.reset_progress && st.contains("lr_scheduler"))
-        p_.lr.load_state_dict(st["lr_scheduler"]);
+      if (lo.load_optim && !c.reset_progress && st.contains("lr_scheduler")) p_.lr.load_state_dict(st["lr_scheduler"]);
       if (r->optim_loaded && st.contains("optimizer")) p_.optimizer.load_scalar_state(st["optimizer"]);
     } catch (const nlohmann::json::exception& e) {
       throw CheckpointError(str(r->path, ": meta/state.json is malformed (", e.what(), ")"));

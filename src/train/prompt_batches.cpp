@@ -27,9 +27,9 @@ model::MicroBatch prefix_lm_batch(const data::SampleDataset& ds, const std::vect
   const bool cuda = o.device.is_cuda();
   torch::Tensor samples = host_empty({b, stored + 1}, torch::kInt64, cuda);  // [b, S + 1]
   torch::Tensor loss = host_empty({b, s}, torch::kFloat32, cuda);            // [b, s]
-  torch::Tensor position = host_empty({b, s}, torch::kInt64, cuda);         // [b, s]
-  torch::Tensor document = host_empty({b, s}, torch::kInt64, cuda);         // [b, s]
-  torch::Tensor prefix = host_empty({b, s}, torch::kBool, cuda);            // [b, s]
+  torch::Tensor position = host_empty({b, s}, torch::kInt64, cuda);          // [b, s]
+  torch::Tensor document = host_empty({b, s}, torch::kInt64, cuda);          // [b, s]
+  torch::Tensor prefix = host_empty({b, s}, torch::kBool, cuda);             // [b, s]
   data::PrefixLmOptions po;
   po.reset_position_ids = o.reset_position_ids;
   po.reset_attention_mask = o.reset_attention_mask;
@@ -74,9 +74,9 @@ model::MicroBatch packed_batch(const data::SampleDataset& ds, const std::vector<
   const bool non_causal = o.objective == data::Objective::kPackedMtfNonCausal;
   torch::Tensor samples = host_empty({b, stored + 1}, torch::kInt64, cuda);  // [b, S + 1]
   torch::Tensor loss = host_empty({b, s}, torch::kFloat32, cuda);            // [b, s]
-  torch::Tensor position = host_empty({b, s}, torch::kInt64, cuda);         // [b, s]
-  torch::Tensor document = host_empty({b, s}, torch::kInt64, cuda);         // [b, s]
-  torch::Tensor prefix = host_empty({b, s}, torch::kBool, cuda);            // [b, s]
+  torch::Tensor position = host_empty({b, s}, torch::kInt64, cuda);          // [b, s]
+  torch::Tensor document = host_empty({b, s}, torch::kInt64, cuda);          // [b, s]
+  torch::Tensor prefix = host_empty({b, s}, torch::kBool, cuda);             // [b, s]
   std::vector<int64_t> segment(static_cast<size_t>(stored + 1));
   std::vector<uint8_t> is_inputs(static_cast<size_t>(stored + 1));
   for (int64_t i = 0; i < b; ++i) {
@@ -116,8 +116,8 @@ model::MicroBatch packed_batch(const data::SampleDataset& ds, const std::vector<
 
 }  // namespace
 
-model::MicroBatch make_prompt_micro_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices,
-                                          int64_t s, const BatchOptions& o) {
+model::MicroBatch make_prompt_micro_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices, int64_t s,
+                                          const BatchOptions& o) {
   switch (o.objective) {
     case data::Objective::kPrefixLm:
       return prefix_lm_batch(ds, indices, s, o);

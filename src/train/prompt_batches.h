@@ -21,8 +21,8 @@
 namespace megaton::train {
 
 /// The samples `indices` of `ds`, their first s tokens, as one micro-batch of o.objective (not kCausalLm).
-model::MicroBatch make_prompt_micro_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices,
-                                          int64_t s, const BatchOptions& o);
+model::MicroBatch make_prompt_micro_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices, int64_t s,
+                                          const BatchOptions& o);
 
 /// The fork's fast_normalize over a flattened loss mask: each run of equal consecutive values is divided by the
 /// run's length (a run of n loss tokens weighs 1 in total; zeros stay zero). Runs continue across rows, as in the

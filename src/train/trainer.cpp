@@ -34,8 +34,9 @@ namespace megaton::train {
 
 namespace {
 
-// What training reads of the tokenizer: the vocabulary, the end-of-document id (-1 without tokenizer files: --vocab-size
-// for pre-tokenized data) and, for packed prompts, the padding id. UsageError where a flag needs what is missing.
+// What training reads of the tokenizer: the vocabulary, the end-of-document id (-1 without tokenizer files:
+// --vocab-size for pre-tokenized data) and, for packed prompts, the padding id. UsageError where a flag needs what is
+// missing.
 struct Vocabulary {
   int64_t size = 0, eod = -1, pad = -1;
 };
@@ -162,9 +163,9 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
   const int64_t eval_runs = t.eval_interval > 0 ? train_iters_ / t.eval_interval + 1 : 1;
   const std::array<int64_t, 3> counts{t.train_samples > 0 ? t.train_samples : train_iters_ * gbs,
                                       eval_runs * t.eval_iters * gbs, t.eval_iters * gbs};
-  auto sets =
-      data::build_train_valid_test_datasets(cfg_.data, cfg_.model.seq_length, static_cast<uint32_t>(t.seed), counts,
-                                            log_, groups_.rank == 0, [this] { groups_.world->barrier(); }, words.pad);
+  auto sets = data::build_train_valid_test_datasets(
+      cfg_.data, cfg_.model.seq_length, static_cast<uint32_t>(t.seed), counts, log_, groups_.rank == 0,
+      [this] { groups_.world->barrier(); }, words.pad);
   train_ds_ = sets.train;
   MEGATON_CHECK(train_ds_ != nullptr, UsageError, "--split gives the train split no documents; nothing to train on");
 

@@ -27,9 +27,7 @@ class MemoryDataset : public data::SampleDataset {
   void add(const data::PackedRow& r) { rows_.push_back(r), packed_ = true; }
   int64_t size() const override { return static_cast<int64_t>(rows_.size()); }
   int seq_length() const override { return s_; }
-  void get(int64_t i, int64_t* out) const override {
-    std::copy(rows_[i].tokens.begin(), rows_[i].tokens.end(), out);
-  }
+  void get(int64_t i, int64_t* out) const override { std::copy(rows_[i].tokens.begin(), rows_[i].tokens.end(), out); }
   bool packed() const override { return packed_; }
   void get_packed(int64_t i, int64_t* t, int64_t* seg, uint8_t* in) const override {
     get(i, t);
@@ -81,8 +79,8 @@ void expect_prefix_lm_batch(bool per_document, bool targets_only, bool reweight)
     // The fork draws from random.seed(seed); megaton from random.seed((seed << 32) + sample).
     data::PythonRandom rng((uint64_t{1234} << 32) + static_cast<uint64_t>(indices[r]));
     const auto split = data::prefix_lm_indices(tokens, kEod, per_document, rng);
-    const data::PrefixLmMasks m = data::prefix_lm_masks(tokens, kEod, split, {per_document, per_document, true,
-                                                                              targets_only, reweight, true});
+    const data::PrefixLmMasks m =
+        data::prefix_lm_masks(tokens, kEod, split, {per_document, per_document, true, targets_only, reweight, true});
     for (int64_t q = 0; q < s; ++q) {
       EXPECT_FLOAT_EQ(mb.loss_mask[r][q].item<float>(), m.loss_mask[q]) << "row " << r << " position " << q;
       if (per_document) {
@@ -95,9 +93,15 @@ void expect_prefix_lm_batch(bool per_document, bool targets_only, bool reweight)
   }
 }
 
-TEST(PromptBatches, PrefixLmPerRowEqualsTheForksMasks) { expect_prefix_lm_batch(false, true, false); }
-TEST(PromptBatches, PrefixLmPerDocumentEqualsTheForksMasks) { expect_prefix_lm_batch(true, true, true); }
-TEST(PromptBatches, PrefixLmWithLossOnEveryToken) { expect_prefix_lm_batch(true, false, false); }
+TEST(PromptBatches, PrefixLmPerRowEqualsTheForksMasks) {
+  expect_prefix_lm_batch(false, true, false);
+}
+TEST(PromptBatches, PrefixLmPerDocumentEqualsTheForksMasks) {
+  expect_prefix_lm_batch(true, true, true);
+}
+TEST(PromptBatches, PrefixLmWithLossOnEveryToken) {
+  expect_prefix_lm_batch(true, false, false);
+}
 
 TEST(PromptBatches, PrefixLmSplitsDependOnTheSampleNotTheBatch) {
   const int s = 16;
