@@ -8,12 +8,14 @@
 #   5. `megaton generate --greedy` answers the held-out prompts; the share answered right is printed.
 #
 # usage: examples/finetune_t0/run.sh WORK_DIR [more finetune-t0 flags]
-#   MEGATON=path/to/megaton (default: megaton on PATH); LOSS_FLAGS (default --loss-on-targets-only) are the loss flags.
+#   MEGATON=path/to/megaton (default: megaton on PATH); LOSS_FLAGS (default --loss-on-targets-only) are the loss flags;
+#   DEVICE=cuda trains and generates on the GPU (default cpu).
 set -euo pipefail
 work=${1:?usage: run.sh WORK_DIR [finetune-t0 flags]}
 shift
 MEGATON=${MEGATON:-megaton}
 LOSS_FLAGS=${LOSS_FLAGS---loss-on-targets-only}
+DEVICE=${DEVICE:-cpu}
 mkdir -p "$work/tok"
 
 python3 - "$work" <<'PY'
@@ -56,11 +58,11 @@ model=(--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 32 -
   --micro-batch-size 16 --global-batch-size 16 --train-iters 500 \
   --lr 3e-3 --min-lr 3e-4 --lr-decay-style cosine --lr-warmup-iters 20 --weight-decay 0.01 --clip-grad 1.0 \
   --adam-beta2 0.95 --hidden-dropout 0 --attention-dropout 0 --init-method-std 0.02 --seed 1234 \
-  --log-interval 100 --eval-interval 250 --eval-iters 2 --device cpu \
+  --log-interval 100 --eval-interval 250 --eval-iters 2 --device "$DEVICE" \
   --save "$work/checkpoints" --save-interval 500 "$@" > "$work/finetune.log" 2>&1 ||
   { tail -20 "$work/finetune.log"; exit 1; }
 
-"$MEGATON" generate "${model[@]}" --load "$work/checkpoints" --device cpu --greedy --out-seq-length 8 \
+"$MEGATON" generate "${model[@]}" --load "$work/checkpoints" --device "$DEVICE" --greedy --out-seq-length 8 \
   --micro-batch-size 16 --sample-input-file "$work/prompts.txt" --sample-output-file "$work/answers.txt" \
   > "$work/generate.log" 2>&1 || { tail -20 "$work/generate.log"; exit 1; }
 

@@ -11,12 +11,18 @@ namespace megaton::model {
 namespace {
 
 // The sizes TP splits and the layers PP spreads, against TP x PP.
-void check_tp_pp(const GptOptions& m, int tp, int pp) {
+// A DeepSpeed type partition (--pp-partition-method type:REGEX) may leave a stage without transformer layers (BLOOMZ's
+// 70 layers over 72 stages put the embedding alone on the first stage, the LM head alone on the last).
+bool type_partition(const std::string& method) {
+  return method.rfind("type:", 0) == 0;
+}
+
+void check_tp_pp(const GptOptions& m, int tp, int pp, const std::string& partition_method) {
   MEGATON_CHECK(m.num_attention_heads % tp == 0, UsageError, "--num-attention-heads (", m.num_attention_heads,
                 ") must be divisible by --tensor-model-parallel-size (", tp, ")");
   MEGATON_CHECK(m.ffn_hidden_size % tp == 0, UsageError, "--ffn-hidden-size (", m.ffn_hidden_size,
                 ") must be divisible by --tensor-model-parallel-size (", tp, ")");
-  MEGATON_CHECK(m.num_layers >= pp, UsageError, "--num-layers (", m.num_layers,
+  MEGATON_CHECK(m.num_layers >= pp || type_partition(partition_method), UsageError, "--num-layers (", m.num_layers,
                 ") must be >= --pipeline-model-parallel-size (", pp, ")");
 }
 
@@ -31,7 +37,7 @@ void validate_gpt_config(const GptConfig& c, int tp, int pp) {
       m.ffn_hidden_size, " must all be > 0 (call GptOptions::validate first)");
   MEGATON_CHECK(c.vocab_size > 0 && c.padded_vocab_size >= c.vocab_size, UsageError, "padded vocabulary (",
                 c.padded_vocab_size, ") must be >= the vocabulary (", c.vocab_size, ") and > 0");
-  check_tp_pp(m, tp, pp);
+  check_tp_pp(m, tp, pp, c.pp_partition_method);
   MEGATON_CHECK(c.padded_vocab_size % tp == 0, UsageError, "padded vocabulary (", c.padded_vocab_size,
                 ") must be divisible by --tensor-model-parallel-size (", tp, ")");
   if (c.position_type() == PositionType::kRotary)
@@ -48,7 +54,7 @@ void validate_gpt_config(const GptConfig& c, int tp, int pp) {
 
 void check_layout(const GptOptions& m, const parallel::ParallelOptions& p) {
   const int tp = p.tensor_model_parallel_size, pp = p.pipeline_model_parallel_size;
-  check_tp_pp(m, tp, pp);
+  check_tp_pp(m, tp, pp, p.pp_partition_method);
   if (p.interleaved())
     MEGATON_CHECK(m.num_layers % (pp * p.num_layers_per_virtual_pipeline_stage) == 0, UsageError, "--num-layers (",
                   m.num_layers,
@@ -84,20 +90,17 @@ nlohmann::json architecture_json(const GptConfig& c) {
 
 std::vector<int> partition_layers(const GptConfig& c, int pp) {
   const int L = c.model.num_layers;
+  const std::string& method = c.pp_partition_method;
+  if (type_partition(method) && pp > 1) {
+    // As DeepSpeed places them: a stage may hold no transformer layer (only the embedding, the final LayerNorm and
+    // LM head, or nothing: it passes its input on).
+    const bool half = c.dtype == torch::kFloat16 || c.dtype == torch::kBFloat16;
+    return deepspeed_type_partition(method, L, pp, half);
+  }
   MEGATON_CHECK(L >= pp, UsageError, "--num-layers (", L, ") must be >= --pipeline-model-parallel-size (", pp, ")");
   std::vector<int> out(pp, L / pp);
   for (int i = 0; i < L % pp; ++i) out[i] += 1;
-  const std::string& method = c.pp_partition_method;
   if (method == "uniform" || pp == 1) return out;
-  if (method.rfind("type:", 0) == 0) {
-    const bool half = c.dtype == torch::kFloat16 || c.dtype == torch::kBFloat16;
-    out = deepspeed_type_partition(method, L, pp, half);
-    for (int s = 0; s < pp; ++s)
-      MEGATON_CHECK(out[static_cast<size_t>(s)] > 0, UsageError, "--pp-partition-method ", method, ": DeepSpeed's ",
-                    "partition of ", L, " layers over ", pp, " stages leaves stage ", s,
-                    " without a transformer layer, which megaton's pipeline needs; use fewer stages or another method");
-    return out;
-  }
   MEGATON_CHECK(method == "parameters", UsageError, "--pp-partition-method: expected uniform|parameters|type:*, got '",
                 method, "'");
   const auto& m = c.model;

@@ -1,6 +1,7 @@
 #!/bin/bash
 # End-to-end: BigScience's pretrain_gpt.py command lines (the train/ scripts of bigscience-workshop/bigscience, their
-# variables filled in) run unchanged through `megaton train --dry-run`, and every flag of Megatron-DeepSpeed's
+# variables filled in) run unchanged through `megaton train --dry-run` (tr13's finetune_t0.py line through
+# `megaton finetune-t0 --dry-run`), and every flag of Megatron-DeepSpeed's
 # megatron/arguments.py is recognised: accepted, or refused by name with the reason where megaton would run differently.
 #   $1 = build dir, $2 = source dir
 set -euo pipefail
@@ -16,6 +17,7 @@ ds_json() {  # MICRO GLOBAL STAGE PRECISION_BLOCK
 }
 fp16='"fp16": {"enabled": true, "loss_scale": 0, "loss_scale_window": 500, "hysteresis": 2, "min_loss_scale": 1, "initial_scale_power": 12}'
 ds_json 2 2048 0 '"bf16": {"enabled": true}' > "$work/ds_tr11.json"
+ds_json 1 2048 0 '"bf16": {"enabled": true}' > "$work/ds_tr13.json"
 ds_json 1 1024 1 "$fp16" > "$work/ds_tr1.json"
 ds_json 1 2048 1 "$fp16" > "$work/ds_tr8.json"
 ds_json 1 512 1 "$fp16" > "$work/ds_tr3m.json"
@@ -24,12 +26,12 @@ ck="$work/checkpoints" tb="$work/tensorboard"
 
 # World sizes are chosen so that each ramp-up's batch sizes divide by micro-batch x DP (the fork asserts that at the
 # first iteration; megaton refuses it up front).
-dry_run() {  # NAME WORLD EXPECT ARGS...: exit 0, and the layout line EXPECT in the output
+dry_run() {  # NAME WORLD EXPECT ARGS...: exit 0, and the layout line EXPECT in the output (COMMAND: not train)
   local name="$1" world="$2" expect="$3"
   shift 3
-  if ! "$megaton" train --dry-run --world-size "$world" "$@" > "$work/$name.out" 2>&1; then
+  if ! "$megaton" "${COMMAND:-train}" --dry-run --world-size "$world" "$@" > "$work/$name.out" 2>&1; then
     cat "$work/$name.out" >&2
-    fail "$name: megaton train --dry-run refused the script's command line"
+    fail "$name: megaton ${COMMAND:-train} --dry-run refused the script's command line"
   fi
   grep -qF "$expect" "$work/$name.out" || { cat "$work/$name.out" >&2; fail "$name: expected '$expect'"; }
   echo "ok: $name"
@@ -55,6 +57,24 @@ dry_run tr11-176B-ml 384 "parallel layout: TP=4 x PP=12 x DP=8 = 384 ranks" \
   --valid-weighted-split-paths-path "$work/valid-splits.txt" --num-workers 2 --valid-num-workers 0 --data-impl mmap \
   --distributed-backend nccl --deepspeed --deepspeed_config "$work/ds_tr11.json" --zero-stage 0 \
   --deepspeed-activation-checkpointing
+
+# train/tr13-mtf (BLOOMZ: BLOOM-176B fine-tuned on xP3 with finetune_t0.py), 36 nodes of 8 GPUs.
+COMMAND=finetune-t0 dry_run tr13-176B-ml-xp3 288 "parallel layout: TP=1 x PP=72 x DP=4 = 288 ranks" \
+  --universal-checkpoint --tensor-model-parallel-size 1 --pipeline-model-parallel-size 72 \
+  --pp-partition-method 'type:transformer|embedding' --num-layers 70 --hidden-size 14336 --num-attention-heads 112 \
+  --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 1 --global-batch-size 2048 \
+  --train-samples 6_348_800 --tokenizer-type PretrainedFromHF --tokenizer-name-or-path bigscience/tokenizer \
+  --init-method-std 0.0048 --embed-layernorm --sync-tp-duplicated-parameters --bf16 --seed 42 \
+  --position-embedding-type alibi --checkpoint-activations --abort-on-unmet-fused-kernel-constraints \
+  --kill-switch-path "$work/kill-switch-tr13-176B-mtf" --pad-vocab-size-to 250880 \
+  --optimizer adam --adam-beta1 0.9 --adam-beta2 0.95 --adam-eps 1e-8 --lr 2e-5 --lr-decay-style constant \
+  --lr-warmup-samples 0 --clip-grad 1.0 --weight-decay 1e-4 --no-load-optim --norm-target-loss --reset-progress \
+  --exit-duration-in-mins 5990 --log-interval 1 --save-interval 5 --eval-interval 250 --eval-iters 1 \
+  --tensorboard-dir "$tb" --tensorboard-queue-size 5 --log-timers-to-tensorboard --log-batch-size-to-tensorboard \
+  --log-validation-ppl-to-tensorboard --save "$ck" --load "$ck" \
+  --train-weighted-split-paths-path "$work/xp3_train.txt" --valid-weighted-split-paths-path "$work/xp3_valid.txt" \
+  --dataloader-type single --data-impl mmap --distributed-backend nccl \
+  --deepspeed --deepspeed_config "$work/ds_tr13.json" --zero-stage 0 --deepspeed-activation-checkpointing
 
 # train/tr1-13B-base/tr1-13B-round1.slurm: --clip-grad given twice (the last wins); --codecarbon-dir.
 dry_run tr1-13B-round1 128 "parallel layout: TP=2 x PP=4 x DP=16 = 128 ranks" \

@@ -23,7 +23,7 @@ TEST(ModelDeepSpeedPartition, BloomsTransformerAndEmbeddingSplit) {
   EXPECT_EQ(deepspeed_type_partition("type:Transformer", 40, 4, true), (std::vector<int>{10, 10, 10, 10}));
 }
 
-TEST(ModelDeepSpeedPartition, EmptyStagesAndBadPatternsAreRefused) {
+TEST(ModelDeepSpeedPartition, StagesWithoutTransformerLayersAsDeepSpeedPlacesThem) {
   // 24 layers over 8 stages by transformer|embedding: DeepSpeed's old partition leaves the last stage no layer.
   EXPECT_EQ(deepspeed_type_partition("type:transformer|embedding", 24, 8, true),
             (std::vector<int>{3, 4, 4, 4, 4, 4, 1, 0}));
@@ -31,6 +31,13 @@ TEST(ModelDeepSpeedPartition, EmptyStagesAndBadPatternsAreRefused) {
   c.model.num_layers = 24;
   c.dtype = torch::kBFloat16;
   c.pp_partition_method = "type:transformer|embedding";
-  EXPECT_THROW(megaton::model::partition_layers(c, 8), megaton::UsageError);
+  EXPECT_EQ(megaton::model::partition_layers(c, 8), (std::vector<int>{3, 4, 4, 4, 4, 4, 1, 0}));
+  // BLOOMZ (tr13): 70 layers over 72 stages, the embedding alone first and the LM head alone last.
+  c.model.num_layers = 70;
+  std::vector<int> bloomz(72, 1);
+  bloomz.front() = bloomz.back() = 0;
+  EXPECT_EQ(megaton::model::partition_layers(c, 72), bloomz);
+  c.pp_partition_method = "uniform";  // other methods still need a layer per stage
+  EXPECT_THROW(megaton::model::partition_layers(c, 72), megaton::UsageError);
   EXPECT_THROW(deepspeed_type_partition("type:transformer(", 4, 2, true), megaton::UsageError);
 }

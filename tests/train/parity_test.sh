@@ -1,5 +1,6 @@
 #!/bin/bash
-# megaton train at TP x PP x DP = 2x2x2, PP=4, DP=4 (with and without ZeRO-1) reproduces the loss curve of the
+# megaton train at TP x PP x DP = 2x2x2, PP=4, PP=6 with stages of no transformer layer (DeepSpeed's type partition),
+# DP=4 (with and without ZeRO-1) reproduces the loss curve of the
 # single-rank run for 20 iterations within 1e-5 (fp32, same seed and data; global batch 16 in every layout); so does
 # TP=2 with --sync-tp-duplicated-parameters. --log-params-norm gives the single rank's value at 2x2x2 and with ZeRO-1
 # (each parameter counted once, shards summed); --log-num-zeros-in-grad is logged (its counting rule is checked by
@@ -62,6 +63,11 @@ PY
 check tp2pp2dp2 8 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 "${norms[@]}"
 same_norms tp2pp2dp2
 check pp4 4 --pipeline-model-parallel-size 4
+# DeepSpeed's type partition of 4 layers over 6 stages: the embedding alone on the first, the LM head alone on the last.
+check pp6-embedding-stages 6 --pipeline-model-parallel-size 6 --pp-partition-method 'type:transformer|embedding'
+"$MEGATON" train "${common[@]}" --pipeline-model-parallel-size 6 --pp-partition-method 'type:transformer|embedding' \
+  --dry-run --world-size 6 > "$work/pp6.plan" 2>&1
+grep -q "layers per stage: 0 1 1 1 1 0" "$work/pp6.plan" || { echo "expected 0 1 1 1 1 0"; cat "$work/pp6.plan"; exit 1; }
 check dp4 4
 check tp2-sync-tp-duplicated 2 --tensor-model-parallel-size 2 --sync-tp-duplicated-parameters
 check dp4zero1 4 --zero-stage 1 "${norms[@]}"
