@@ -17,6 +17,7 @@ struct CheckpointOptions {
   bool finetune = false;        // load weights only and start at iteration 0
   bool reset_progress = false;  // --reset-progress: load as usual, then start at iteration 0, no samples consumed
   int keep_last = 0;            // 0: keep every checkpoint
+  bool async_save = false;      // --async-save: copy the state to host memory, write it on a thread of its own
 
   /// UsageError: --save without --save-interval > 0, a negative --keep-last.
   void validate() const;

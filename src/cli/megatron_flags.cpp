@@ -255,6 +255,9 @@ void MegatronFlags::bind(po::options_description& d) {
        "start at iteration 0 with no samples consumed, loading weights (and the optimizer and RNG states unless "
        "--no-load-optim / --no-load-rng)")
       ("keep-last", val(c.keep_last), "keep only the newest K checkpoints; 0 = all")
+      ("async-save", po::bool_switch(&c.async_save),
+       "training waits only while the state is copied to host memory; the checkpoint is written on a thread of its "
+       "own, as atomically as a synchronous save, and waited for before the next save and at the end")
       ("universal-checkpoint", po::bool_switch(),
        "accepted: megaton's checkpoints load at any TP/PP/DP layout without conversion");
   data.add_options()

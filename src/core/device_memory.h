@@ -19,6 +19,9 @@ std::optional<DeviceMemory> device_memory(const torch::Device& device);
 /// for the CPU. Used to refuse, before allocating, a model whose weights and optimizer state cannot fit.
 int64_t device_capacity_bytes(const torch::Device& device);
 
+/// The host memory available to new allocations now (/proc/meminfo's MemAvailable), in bytes; -1 where unknown.
+int64_t host_available_bytes();
+
 /// The PCI bus id of a CUDA device ("0000:41:00.0"), by which NVML finds it whatever CUDA_VISIBLE_DEVICES says; ""
 /// for the CPU.
 std::string device_pci_bus_id(const torch::Device& device);

@@ -1,15 +1,29 @@
 #include "train/checkpointing.h"
 
+#include <chrono>
 #include <cstdio>
 
 #include "checkpoint/checkpoint.h"
+#include "core/format.h"
 #include "core/timer.h"
 #include "train/training_state.h"
 
 namespace megaton::train {
 
+namespace {
+
+double steady_seconds() {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
+}
+
+}  // namespace
+
 TrainCheckpoints::TrainCheckpoints(Parts parts, const TrainConfig& config, std::string job_id)
-    : p_(parts), config_(config), options_(config.checkpoint), job_id_(std::move(job_id)) {}
+    : p_(parts), config_(config), options_(config.checkpoint), job_id_(std::move(job_id)) {
+  if (options_.async_save && !options_.save.empty()) background_ = std::make_unique<checkpoint::BackgroundSave>();
+}
+
+TrainCheckpoints::~TrainCheckpoints() = default;
 
 void TrainCheckpoints::load(TrainingProgress& progress) {
   const auto& c = options_;
@@ -66,6 +80,10 @@ void TrainCheckpoints::load(TrainingProgress& progress) {
 void TrainCheckpoints::save(const TrainingProgress& progress) {
   const auto& c = options_;
   if (c.save.empty() || last_saved_ == progress.iteration) return;
+  if (background_ && background_->in_flight()) {
+    if (background_->iteration() == progress.iteration) return;  // this state is being written already
+    finish();
+  }
   Timer took;  // host clock: the save is host work (device-to-host copies and file writes)
   took.start();
   checkpoint::CheckpointState st;
@@ -86,6 +104,39 @@ void TrainCheckpoints::save(const TrainingProgress& progress) {
   so.refuse_nonfinite = true;  // a diverged state never replaces a finite checkpoint
   const checkpoint::OptimState optim_state = to_checkpoint_optim(p_.optimizer.state_dict());  // collective (ZeRO)
   const checkpoint::RngState rng_state = rng_to_checkpoint(p_.model.rng());
+  if (background_) {
+    // The snapshot: every tensor copied into host buffers of its own, which training no longer touches.
+    size_t k = 0;
+    bool cuda = false;
+    const auto to_host = [&](const torch::Tensor& t) {
+      cuda = cuda || t.is_cuda();
+      if (k == host_.size() || !host_[k].sizes().equals(t.sizes()) || host_[k].scalar_type() != t.scalar_type())
+        (k == host_.size() ? host_.emplace_back() : host_[k]) =
+            torch::empty(t.sizes(), torch::TensorOptions().dtype(t.scalar_type()).pinned_memory(t.is_cuda()));
+      torch::Tensor& h = host_[k++];
+      h.copy_(t.detach(), /*non_blocking=*/t.is_cuda());
+      return h;
+    };
+    parallel::ParamList params = p_.model.params();
+    for (auto& pi : params) pi.param = to_host(pi.param);
+    checkpoint::OptimState optim = optim_state;
+    for (auto& [state, tensors] : optim)
+      for (auto& [name, t] : tensors) t = to_host(t);
+    checkpoint::RngState rng = rng_state;
+    for (auto& [name, t] : rng) t = to_host(t);
+    if (cuda) torch::cuda::synchronize();
+    const double blocked = took.elapsed();
+    background_started_ = steady_seconds();
+    const dist::ProcessGroups* groups = &p_.groups;
+    const Logger* log = &p_.log;
+    background_->start(progress.iteration, [=] {
+      return checkpoint::save_checkpoint(c.save, st, params, so.save_optim ? &optim : nullptr,
+                                         so.save_rng ? &rng : nullptr, *groups, so, *log);
+    });
+    p_.log.info0("checkpoint of iteration ", progress.iteration, ": the state copied to host memory in ",
+                 fixed(blocked * 1e3, 1), " ms; writing it in the background");
+    return;
+  }
   const std::string dir =
       checkpoint::save_checkpoint(c.save, st, p_.model.params(), so.save_optim ? &optim_state : nullptr,
                                   so.save_rng ? &rng_state : nullptr, p_.groups, so, p_.log);
@@ -93,6 +144,22 @@ void TrainCheckpoints::save(const TrainingProgress& progress) {
   char ms[32];
   std::snprintf(ms, sizeof ms, "%.1f", took.elapsed() * 1e3);
   p_.log.info0("saved checkpoint at iteration ", progress.iteration, " to ", dir, " (", ms, " ms)");
+}
+
+void TrainCheckpoints::poll() {
+  if (!background_) return;
+  if (const auto dir = background_->poll()) finished(*dir);
+}
+
+void TrainCheckpoints::finish() {
+  if (!background_ || !background_->in_flight()) return;
+  finished(background_->wait());
+}
+
+void TrainCheckpoints::finished(const std::string& dir) {
+  last_saved_ = background_->iteration();
+  p_.log.info0("saved checkpoint at iteration ", last_saved_, " to ", dir, " (written in the background in ",
+               fixed(steady_seconds() - background_started_, 2), " s)");
 }
 
 }  // namespace megaton::train

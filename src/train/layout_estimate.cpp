@@ -147,6 +147,11 @@ std::string describe_layout(const TrainConfig& config, int64_t vocab, int64_t V)
                 static_cast<long long>(e.params_on_rank), e.weights_gib, e.grads_gib, e.optimizer_gib,
                 e.activations_gib, e.total_gib());
   os << buf;
+  if (config.checkpoint.async_save) {
+    std::snprintf(buf, sizeof(buf), "--async-save: %.2f GiB of host memory per rank for the state's copy\n",
+                  e.weights_gib + e.optimizer_gib);
+    os << buf;
+  }
   std::snprintf(buf, sizeof(buf), "model FLOPs per iteration: %.4g (%.2f PFLOP), %.4g per GPU\n", flops, flops / 1e15,
                 flops / p.world_size);
   os << buf;

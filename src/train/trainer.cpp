@@ -313,6 +313,7 @@ int Trainer::run() {
       iteration_log_->flush();
       validation_->run(progress_);
     }
+    checkpoints_->poll();  // --async-save: a background save ended (or failed) on every rank
     const int64_t save_interval = cfg_.checkpoint.save_interval;
     if (save_interval > 0 && progress_.iteration % save_interval == 0) {
       iteration_log_->flush();
@@ -327,6 +328,7 @@ int Trainer::run() {
   if (!checkpoints_->saving() && stop != StopReason::kNone)
     log_.warn0("stopping early without --save: no checkpoint is written");
   checkpoints_->save(progress_);
+  checkpoints_->finish();  // --async-save: the last checkpoint is on disk before the job ends
   if (codecarbon_) codecarbon_->flush(progress_.iteration);
   // The token budget is a normal end (final evaluation and save), the same on every rank: Megatron-DeepSpeed's loop
   // condition `consumed_train_tokens < train_tokens`.
@@ -365,6 +367,17 @@ void Trainer::refuse_if_state_cannot_fit(int64_t padded_vocab, const torch::Devi
                 cfg_.model.hidden_size, ", --max-position-embeddings ", cfg_.model.max_position_embeddings,
                 ", padded vocabulary ", padded_vocab, "), more than the ", fixed(capacity_gib, 1), " GiB of ",
                 device.str(), "; use a smaller model or more tensor/pipeline-parallel ranks");
+  // --async-save copies this rank's weights and optimizer state to host memory at each save.
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  const int node_ranks = std::max(1, env_.local_size);
+  const double host_gib = (m.weights_gib + m.optimizer_gib) * node_ranks;
+  const int64_t available = host_available_bytes();
+  MEGATON_CHECK(!cfg_.checkpoint.async_save || cfg_.checkpoint.save.empty() || available < 0 ||
+                    host_gib <= 0.9 * static_cast<double>(available) / gib,
+                UsageError, "--async-save: the host copies of the state need ", fixed(host_gib, 1),
+                " GiB on this node (", fixed(m.weights_gib + m.optimizer_gib, 2), " GiB for each of its ", node_ranks,
+                " ranks), more than the ", fixed(static_cast<double>(available) / gib, 1),
+                " GiB of host memory available; leave --async-save out");
   // The activation estimate is approximate: only a request far beyond the device is refused here.
   MEGATON_CHECK(m.total_gib() <= 4 * capacity_gib, UsageError, "the model needs about ", fixed(m.total_gib(), 1),
                 " GiB per rank with its activations (--seq-length ", cfg_.model.seq_length, ", --micro-batch-size ",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A full disk during a multi-rank save: every rank learns of the failed write and the job exits with the checkpoint
 # error code (4) instead of hanging in HDF5's collectives; the partial temporary directory is removed; the previous
-# checkpoint and the tracker stay, and load. The "full disk" is tests/support/fault_injection.c (LD_PRELOAD): each
+# checkpoint and the tracker stay, and load; also when the save runs in the background (--async-save). The "full disk" is tests/support/fault_injection.c (LD_PRELOAD): each
 # rank may write a budget of bytes under the save directory, enough for the first save and not the second.
 set -euo pipefail
 BUILD=$1 SRC=$2
@@ -30,7 +30,7 @@ full_save() {
   set +e
   timeout 300 "$MPIRUN" --oversubscribe --bind-to none -np 2 -x LD_PRELOAD="$PRELOAD" \
     -x MEGATON_FAULT_ENOSPC_DIR="$work/ckpt" "${envs[@]}" \
-    "$MEGATON" train "${args[@]}" --distributed-timeout-minutes 0.5 --save "$work/ckpt" > "$work/full.log" 2>&1
+    "$MEGATON" train "${args[@]}" "${extra[@]}" --distributed-timeout-minutes 0.5 --save "$work/ckpt" > "$work/full.log" 2>&1
   local rc=$?
   set -e
   [ $rc -ne 124 ] || fail "$name: the job hung (killed by timeout)"
@@ -46,6 +46,7 @@ full_save() {
   echo "$name: exit 4, iteration 2 intact"
 }
 
+extra=()
 # The space check before writing catches it: each rank's budget holds one reservation of the whole file, not two.
 full_save "space check" MEGATON_FAULT_ENOSPC_AFTER=$((size * 5 / 4))
 n=$(grep -o "checkpoint error: .*saving iteration 4 .* failed: the checkpoint needs" "$work/full.log" | wc -l)
@@ -53,6 +54,10 @@ n=$(grep -o "checkpoint error: .*saving iteration 4 .* failed: the checkpoint ne
 # The disk fills up in the middle of the write (the space check passes): every rank fails with it, or the I/O watchdog
 # ends a job whose ranks HDF5 left waiting.
 full_save "mid-write" MEGATON_FAULT_ENOSPC_AFTER=$((size * 3 / 4)) MEGATON_FAULT_FALLOCATE_OK=1
+# The same during a background write (--async-save): the job fails at the iteration where both ranks have seen it end.
+extra=(--async-save)
+full_save "async mid-write" MEGATON_FAULT_ENOSPC_AFTER=$((size * 3 / 4)) MEGATON_FAULT_FALLOCATE_OK=1
+extra=()
 # The disk fills up during HDF5's metadata flush, inside its own collectives: the I/O watchdog ends the job after
 # --distributed-timeout-minutes (0.5 here).
 full_save "metadata flush" MEGATON_FAULT_ENOSPC_AFTER=$((size)) MEGATON_FAULT_FALLOCATE_OK=1
