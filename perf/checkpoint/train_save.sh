@@ -1,0 +1,51 @@
+#!/bin/bash
+# perf/checkpoint/train_save.sh: what a checkpoint costs `megaton train` on a GPU node, synchronous against
+# --async-save, beside the disk's own sequential write speed, in one run.
+#   GPT 1.3B (24 x 2048, seq 2048, micro-batch 8, bf16 with fp32 master weights and Adam: 18.4 GB of state), random
+#   tokens, 30 iterations, a save every 10 (iterations 10, 20, 30), --keep-last 1. For each mode: the time the loop was
+#   blocked per save (synchronous: the save; async: the copy to host memory), the background write time, and the
+#   seconds per iteration of the whole run against a run without saves. The disk: `dd` of 8 GiB with fdatasync.
+#   bash perf/checkpoint/train_save.sh [BUILD_DIR (build-gpu)] [DIR (a directory on the disk to measure; ./ckpt-bench)]
+set -euo pipefail
+src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+build=$(realpath -m "${1:-$src/build-gpu}")
+dir=$(realpath -m "${2:-$PWD/ckpt-bench}")
+mkdir -p "$dir"
+trap 'rm -rf "$dir"' EXIT
+dd_line=$(dd if=/dev/zero of="$dir/dd.bin" bs=64M count=128 conv=fdatasync 2>&1 | tail -1)
+rm -f "$dir/dd.bin"
+echo "disk ($dir): dd 8 GiB with fdatasync: $dd_line"
+python3 "$src/perf/gpu/synth_data.py" "$dir/synth_text_document" > /dev/null
+args=(--vocab-size 50257 --data-path "$dir/synth_text_document" --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
+      --eval-interval 100000 --eval-iters 1 --device cuda --distributed-backend nccl --seed 1234 --hidden-dropout 0
+      --attention-dropout 0 --train-iters 30 --log-interval 5 --num-layers 24 --hidden-size 2048
+      --num-attention-heads 16 --seq-length 2048 --max-position-embeddings 2048 --micro-batch-size 8
+      --global-batch-size 8)
+run() {  # run NAME ARGS...
+  local name=$1
+  shift
+  rm -rf "$dir/save"
+  "$build/megaton" train "${args[@]}" "$@" > "$dir/$name.log" 2>&1 || { tail -20 "$dir/$name.log"; exit 1; }
+  cp "$dir/$name.log" "${OUT:-/tmp}/train_save_$name.log" 2> /dev/null || true
+}
+run none
+run sync --save "$dir/save" --save-interval 10 --keep-last 1
+run async --save "$dir/save" --save-interval 10 --keep-last 1 --async-save
+python3 - "$dir" <<'PY'
+import re, sys
+d = sys.argv[1]
+def per_iter(name):
+    m = re.search(r"summary: .* in ([0-9.]+) s \(([0-9.]+) s/iteration", open(f"{d}/{name}.log").read())
+    return float(m.group(1)), float(m.group(2))
+def ms(pattern, name):
+    return [float(x) / 1e3 for x in re.findall(pattern, open(f"{d}/{name}.log").read())]
+sync_block = ms(r"saved checkpoint at iteration \d+ to \S+ \(([0-9.]+) ms\)", "sync")
+async_block = ms(r"copied to host memory in ([0-9.]+) ms", "async")
+async_write = [float(x) for x in re.findall(r"written in the background in ([0-9.]+) s", open(f"{d}/async.log").read())]
+gb = [float(x) for x in re.findall(r"saved checkpoint \S+ \(iteration \d+, \d+ tensors, ([0-9.]+) GB", open(f"{d}/sync.log").read())]
+print(f"checkpoint: {gb[0] if gb else float('nan'):.2f} GB")
+print(f"{'run':10} {'total s':>9} {'s/iter':>8} {'blocked per save (s)':>30} {'background write (s)':>26}")
+for name, block, write in (("none", [], []), ("sync", sync_block, []), ("async", async_block, async_write)):
+    total, it = per_iter(name)
+    print(f"{name:10} {total:9.1f} {it:8.3f} {' '.join(f'{b:.2f}' for b in block):>30} {' '.join(f'{w:.1f}' for w in write):>26}")
+PY
