@@ -106,25 +106,10 @@ void TrainCheckpoints::save(const TrainingProgress& progress) {
   const checkpoint::RngState rng_state = rng_to_checkpoint(p_.model.rng());
   if (background_) {
     // The snapshot: every tensor copied into host buffers of its own, which training no longer touches.
-    size_t k = 0;
-    bool cuda = false;
-    const auto to_host = [&](const torch::Tensor& t) {
-      cuda = cuda || t.is_cuda();
-      if (k == host_.size() || !host_[k].sizes().equals(t.sizes()) || host_[k].scalar_type() != t.scalar_type())
-        (k == host_.size() ? host_.emplace_back() : host_[k]) =
-            torch::empty(t.sizes(), torch::TensorOptions().dtype(t.scalar_type()).pinned_memory(t.is_cuda()));
-      torch::Tensor& h = host_[k++];
-      h.copy_(t.detach(), /*non_blocking=*/t.is_cuda());
-      return h;
-    };
     parallel::ParamList params = p_.model.params();
-    for (auto& pi : params) pi.param = to_host(pi.param);
     checkpoint::OptimState optim = optim_state;
-    for (auto& [state, tensors] : optim)
-      for (auto& [name, t] : tensors) t = to_host(t);
     checkpoint::RngState rng = rng_state;
-    for (auto& [name, t] : rng) t = to_host(t);
-    if (cuda) torch::cuda::synchronize();
+    to_host(params, optim, rng, /*copy=*/true);
     const double blocked = took.elapsed();
     background_started_ = steady_seconds();
     const dist::ProcessGroups* groups = &p_.groups;
@@ -144,6 +129,40 @@ void TrainCheckpoints::save(const TrainingProgress& progress) {
   char ms[32];
   std::snprintf(ms, sizeof ms, "%.1f", took.elapsed() * 1e3);
   p_.log.info0("saved checkpoint at iteration ", progress.iteration, " to ", dir, " (", ms, " ms)");
+}
+
+void TrainCheckpoints::to_host(parallel::ParamList& params, checkpoint::OptimState& optim, checkpoint::RngState& rng,
+                               bool copy) {
+  size_t k = 0;
+  bool cuda = false;
+  const auto host = [&](torch::Tensor& t) {
+    cuda = cuda || t.is_cuda();
+    if (k == host_.size() || !host_[k].sizes().equals(t.sizes()) || host_[k].scalar_type() != t.scalar_type())
+      (k == host_.size() ? host_.emplace_back() : host_[k]) =
+          torch::empty(t.sizes(), torch::TensorOptions().dtype(t.scalar_type()).pinned_memory(t.is_cuda()));
+    torch::Tensor& h = host_[k++];
+    if (copy) h.copy_(t.detach(), /*non_blocking=*/t.is_cuda());
+    t = h;
+  };
+  for (auto& pi : params) host(pi.param);
+  for (auto& [state, tensors] : optim)
+    for (auto& [name, t] : tensors) host(t);
+  for (auto& [name, t] : rng) host(t);
+  if (cuda && copy) torch::cuda::synchronize();
+}
+
+void TrainCheckpoints::reserve_host_memory() {
+  if (!background_) return;
+  Timer took;
+  took.start();
+  parallel::ParamList params = p_.model.params();
+  checkpoint::OptimState optim = to_checkpoint_optim(p_.optimizer.state_dict());  // collective (ZeRO)
+  checkpoint::RngState rng = rng_to_checkpoint(p_.model.rng());
+  to_host(params, optim, rng, /*copy=*/false);
+  double bytes = 0;
+  for (const auto& t : host_) bytes += static_cast<double>(t.numel() * t.element_size());
+  p_.log.info0("--async-save: ", gigabytes(bytes), " of host memory for the state's copy reserved in ",
+               fixed(took.elapsed(), 2), " s");
 }
 
 void TrainCheckpoints::poll() {

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "checkpoint/background_save.h"
+#include "checkpoint/checkpoint.h"
 #include "checkpoint/checkpoint_options.h"
 #include "core/log.h"
 #include "dist/process_groups.h"
@@ -41,6 +42,9 @@ class TrainCheckpoints {
   /// --save: a checkpoint of the state after progress.iteration (collective), unless that iteration is already saved.
   /// With --async-save it waits for the save in flight, then starts this one.
   void save(const TrainingProgress& progress);
+  /// --async-save: allocates the host buffers of the state's copy now (pinned memory takes seconds to allocate), so
+  /// that the first save blocks no longer than the others. Collective (the optimizer state is gathered as a save does).
+  void reserve_host_memory();
   /// Every iteration (collective): a background save that every rank has finished is logged, or its error thrown.
   void poll();
   /// Waits for a background save in flight (collective): the end of training.
@@ -60,6 +64,9 @@ class TrainCheckpoints {
   double background_started_ = 0;                           // when the save in flight started (steady seconds)
 
   void finished(const std::string& dir);  // logs the background save that ended
+  // Points the tensors of a save at host buffers of host_ (allocated where missing or of another shape), copying the
+  // values unless `copy` is false; waits for the device's copies.
+  void to_host(parallel::ParamList& params, checkpoint::OptimState& optim, checkpoint::RngState& rng, bool copy);
 };
 
 }  // namespace megaton::train

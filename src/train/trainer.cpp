@@ -194,6 +194,7 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
   checkpoints_ = std::make_unique<TrainCheckpoints>(TrainCheckpoints::Parts{*model_, *optimizer_, *lr_, groups_, log_},
                                                     cfg_, env_.job_id);
   checkpoints_->load(progress_);
+  checkpoints_->reserve_host_memory();
   optimizer_->set_lr(lr_->lr());
 }
 

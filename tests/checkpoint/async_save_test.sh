@@ -24,6 +24,7 @@ run sync --save "$work/sync"
 run async --save "$work/async" --async-save
 grep -q "the state copied to host memory in .* ms; writing it in the background" "$work/async.log" ||
   fail "no word of the background save"
+grep -q "of host memory for the state's copy reserved in" "$work/async.log" || fail "no host memory reserved"
 grep -q "saved checkpoint at iteration 8 to .* (written in the background in" "$work/async.log" ||
   fail "the last background save was not waited for"
 echo -n "losses, async vs sync: "
@@ -48,9 +49,9 @@ echo -n "resumed at 2 vs straight: "
 compare_losses "$work/sync.jsonl" "$work/second.jsonl" 0 3
 
 # Training goes on during the write; a kill mid-write keeps the previous checkpoint.
-"$MPIRUN" --oversubscribe --bind-to none -np 2 -x LD_PRELOAD="$BUILD/tests/megaton_fault_injection.so" \
+("$MPIRUN" --oversubscribe --bind-to none -np 2 -x LD_PRELOAD="$BUILD/tests/megaton_fault_injection.so" \
   -x MEGATON_FAULT_STALL_PATH="*/iter_0000004.tmp-*/model_optim.h5" \
-  "$MEGATON" train "${args[@]}" --save "$work/held" --async-save > "$work/held.log" 2>&1 &
+  "$MEGATON" train "${args[@]}" --save "$work/held" --async-save > "$work/held.log" 2>&1) &
 job=$!
 until grep -q "iteration        5/" "$work/held.log"; do
   kill -0 $job 2> /dev/null || { tail -30 "$work/held.log"; fail "the held run ended"; }
