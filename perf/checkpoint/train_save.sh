@@ -6,6 +6,7 @@
 #   blocked per save (synchronous: the save; async: the copy to host memory), the background write time, and the
 #   seconds per iteration of the whole run against a run without saves. The disk: `dd` of 8 GiB with fdatasync.
 #   bash perf/checkpoint/train_save.sh [BUILD_DIR (build-gpu)] [DIR (a directory on the disk to measure; ./ckpt-bench)]
+#   MODES (default "none sync async") picks the runs.
 set -euo pipefail
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build=$(realpath -m "${1:-$src/build-gpu}")
@@ -28,24 +29,36 @@ run() {  # run NAME ARGS...
   "$build/megaton" train "${args[@]}" "$@" > "$dir/$name.log" 2>&1 || { tail -20 "$dir/$name.log"; exit 1; }
   cp "$dir/$name.log" "${OUT:-/tmp}/train_save_$name.log" 2> /dev/null || true
 }
-run none
-run sync --save "$dir/save" --save-interval 10 --keep-last 1
-run async --save "$dir/save" --save-interval 10 --keep-last 1 --async-save
-python3 - "$dir" <<'PY'
-import re, sys
-d = sys.argv[1]
+MODES=${MODES:-none sync async}
+for m in $MODES; do
+  case $m in
+    none) run none ;;
+    sync) run sync --save "$dir/save" --save-interval 10 --keep-last 1 ;;
+    async) run async --save "$dir/save" --save-interval 10 --keep-last 1 --async-save ;;
+  esac
+done
+python3 - "$dir" $MODES <<'PY'
+import os, re, sys
+d, modes = sys.argv[1], sys.argv[2:]
 def per_iter(name):
     m = re.search(r"summary: .* in ([0-9.]+) s \(([0-9.]+) s/iteration", open(f"{d}/{name}.log").read())
     return float(m.group(1)), float(m.group(2))
 def ms(pattern, name):
     return [float(x) / 1e3 for x in re.findall(pattern, open(f"{d}/{name}.log").read())]
-sync_block = ms(r"saved checkpoint at iteration \d+ to \S+ \(([0-9.]+) ms\)", "sync")
-async_block = ms(r"copied to host memory in ([0-9.]+) ms", "async")
-async_write = [float(x) for x in re.findall(r"written in the background in ([0-9.]+) s", open(f"{d}/async.log").read())]
-gb = [float(x) for x in re.findall(r"saved checkpoint \S+ \(iteration \d+, \d+ tensors, ([0-9.]+) GB", open(f"{d}/sync.log").read())]
-print(f"checkpoint: {gb[0] if gb else float('nan'):.2f} GB")
+def found(pattern, name):
+    return [float(x) for x in re.findall(pattern, open(f"{d}/{name}.log").read())] if name in modes else []
+sync_block = [x / 1e3 for x in found(r"saved checkpoint at iteration \d+ to \S+ \(([0-9.]+) ms\)", "sync")]
+async_block = [x / 1e3 for x in found(r"copied to host memory in ([0-9.]+) ms", "async")]
+async_write = found(r"written in the background in ([0-9.]+) s", "async")
+reserve = found(r"of host memory for the state's copy reserved in ([0-9.]+) s", "async")
+gb = found(r"saved checkpoint \S+ \(iteration \d+, \d+ tensors, ([0-9.]+) GB", "sync") + \
+     found(r"saved checkpoint \S+ \(iteration \d+, \d+ tensors, ([0-9.]+) GB", "async")
+print(f"checkpoint: {gb[0] if gb else float('nan'):.2f} GB" +
+      (f"; --async-save reserved its pinned host memory at start in {reserve[0]:.1f} s" if reserve else ""))
 print(f"{'run':10} {'total s':>9} {'s/iter':>8} {'blocked per save (s)':>30} {'background write (s)':>26}")
 for name, block, write in (("none", [], []), ("sync", sync_block, []), ("async", async_block, async_write)):
+    if name not in modes:
+        continue
     total, it = per_iter(name)
     print(f"{name:10} {total:9.1f} {it:8.3f} {' '.join(f'{b:.2f}' for b in block):>30} {' '.join(f'{w:.1f}' for w in write):>26}")
 PY
