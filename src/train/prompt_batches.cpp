@@ -12,24 +12,38 @@ namespace megaton::train {
 
 namespace {
 
-// Host tensors, pinned on a GPU run so the uploads are asynchronous.
-torch::Tensor host_empty(std::vector<int64_t> shape, torch::ScalarType t, bool cuda) {
-  return torch::empty(shape, torch::TensorOptions().dtype(t).pinned_memory(cuda));
-}
-
-torch::Tensor to_device(const torch::Tensor& t, torch::Device d) {
-  return d.is_cuda() ? t.to(d, t.scalar_type(), /*non_blocking=*/true) : t;
-}
+// One micro-batch's host tensors, pinned on a GPU run so the uploads are asynchronous, and the micro-batch made of
+// them.
+struct HostBatch {
+  torch::Tensor samples, loss, position, document, prefix;  // [b, S + 1] int64; [b, s] fp32, int64, int64, bool
+  HostBatch(int64_t b, int64_t stored, int64_t s, bool cuda) {
+    const auto make = [&](std::vector<int64_t> shape, torch::ScalarType t) {
+      return torch::empty(shape, torch::TensorOptions().dtype(t).pinned_memory(cuda));
+    };
+    samples = make({b, stored + 1}, torch::kInt64);
+    loss = make({b, s}, torch::kFloat32);
+    position = make({b, s}, torch::kInt64);
+    document = make({b, s}, torch::kInt64);
+    prefix = make({b, s}, torch::kBool);
+  }
+  /// tokens and labels from the samples' first s + 1 tokens; position ids and prefixes only where asked.
+  model::MicroBatch micro_batch(int64_t s, torch::Device d, bool positions, bool prefixes) const {
+    const auto up = [&](const torch::Tensor& t) { return d.is_cuda() ? t.to(d, t.scalar_type(), true) : t; };
+    const torch::Tensor on_device = up(samples);
+    model::MicroBatch mb;
+    mb.tokens = on_device.narrow(1, 0, s).contiguous();  // [b, s]
+    mb.labels = on_device.narrow(1, 1, s).contiguous();  // [b, s]
+    mb.loss_mask = up(loss);                             // [b, s]
+    if (positions) mb.position_ids = up(position);
+    mb.documents = ops::Documents(document, d, prefixes ? prefix : torch::Tensor());
+    return mb;
+  }
+};
 
 model::MicroBatch prefix_lm_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices, int64_t s,
                                   const BatchOptions& o) {
   const int64_t b = static_cast<int64_t>(indices.size()), stored = ds.seq_length();
-  const bool cuda = o.device.is_cuda();
-  torch::Tensor samples = host_empty({b, stored + 1}, torch::kInt64, cuda);  // [b, S + 1]
-  torch::Tensor loss = host_empty({b, s}, torch::kFloat32, cuda);            // [b, s]
-  torch::Tensor position = host_empty({b, s}, torch::kInt64, cuda);          // [b, s]
-  torch::Tensor document = host_empty({b, s}, torch::kInt64, cuda);          // [b, s]
-  torch::Tensor prefix = host_empty({b, s}, torch::kBool, cuda);             // [b, s]
+  HostBatch h(b, stored, s, o.device.is_cuda());
   data::PrefixLmOptions po;
   po.reset_position_ids = o.reset_position_ids;
   po.reset_attention_mask = o.reset_attention_mask;
@@ -39,30 +53,23 @@ model::MicroBatch prefix_lm_batch(const data::SampleDataset& ds, const std::vect
   po.attention_matrix = false;
   std::vector<int64_t> scratch(static_cast<size_t>(s));
   for (int64_t i = 0; i < b; ++i) {
-    int64_t* row = samples.data_ptr<int64_t>() + i * (stored + 1);
+    int64_t* row = h.samples.data_ptr<int64_t>() + i * (stored + 1);
     ds.get(indices[static_cast<size_t>(i)], row);
     const std::vector<int64_t> tokens(row, row + s);
     data::PythonRandom rng((static_cast<uint64_t>(o.seed) << 32) + static_cast<uint64_t>(indices[size_t(i)]));
     const std::vector<int64_t> split = data::prefix_lm_indices(tokens, o.eod, o.reset_attention_mask, rng);
     const data::PrefixLmMasks m = data::prefix_lm_masks(tokens, o.eod, split, po);
     const std::vector<uint8_t> in = data::prefix_lm_prefix_tokens(tokens, o.eod, split, o.reset_attention_mask);
-    std::copy(m.loss_mask.begin(), m.loss_mask.end(), loss.data_ptr<float>() + i * s);
-    std::copy(m.position_ids.begin(), m.position_ids.end(), position.data_ptr<int64_t>() + i * s);
-    std::copy(in.begin(), in.end(), prefix.data_ptr<bool>() + i * s);
-    int64_t* doc = document.data_ptr<int64_t>() + i * s;
+    std::copy(m.loss_mask.begin(), m.loss_mask.end(), h.loss.data_ptr<float>() + i * s);
+    std::copy(m.position_ids.begin(), m.position_ids.end(), h.position.data_ptr<int64_t>() + i * s);
+    std::copy(in.begin(), in.end(), h.prefix.data_ptr<bool>() + i * s);
+    int64_t* doc = h.document.data_ptr<int64_t>() + i * s;
     if (o.reset_attention_mask)
       data::document_positions(tokens.data(), s, o.eod, scratch.data(), doc);
     else
       std::fill(doc, doc + s, 0);
   }
-  const torch::Tensor on_device = to_device(samples, o.device);
-  model::MicroBatch mb;
-  mb.tokens = on_device.narrow(1, 0, s).contiguous();  // [b, s]
-  mb.labels = on_device.narrow(1, 1, s).contiguous();  // [b, s]
-  mb.loss_mask = to_device(loss, o.device);            // [b, s]
-  if (o.reset_position_ids) mb.position_ids = to_device(position, o.device);
-  mb.documents = ops::Documents(document, o.device, prefix);
-  return mb;
+  return h.micro_batch(s, o.device, o.reset_position_ids, /*prefixes=*/true);
 }
 
 model::MicroBatch packed_batch(const data::SampleDataset& ds, const std::vector<int64_t>& indices, int64_t s,
@@ -70,22 +77,17 @@ model::MicroBatch packed_batch(const data::SampleDataset& ds, const std::vector<
   MEGATON_CHECK(ds.packed(), InternalError, "a packed-prompt objective over unpacked samples");
   MEGATON_CHECK(o.pad >= 0, InternalError, "packed prompts without a padding id");
   const int64_t b = static_cast<int64_t>(indices.size()), stored = ds.seq_length();
-  const bool cuda = o.device.is_cuda();
   const bool non_causal = o.objective == data::Objective::kPackedMtfNonCausal;
-  torch::Tensor samples = host_empty({b, stored + 1}, torch::kInt64, cuda);  // [b, S + 1]
-  torch::Tensor loss = host_empty({b, s}, torch::kFloat32, cuda);            // [b, s]
-  torch::Tensor position = host_empty({b, s}, torch::kInt64, cuda);          // [b, s]
-  torch::Tensor document = host_empty({b, s}, torch::kInt64, cuda);          // [b, s]
-  torch::Tensor prefix = host_empty({b, s}, torch::kBool, cuda);             // [b, s]
+  HostBatch h(b, stored, s, o.device.is_cuda());
   std::vector<int64_t> segment(static_cast<size_t>(stored + 1));
   std::vector<uint8_t> is_inputs(static_cast<size_t>(stored + 1));
   for (int64_t i = 0; i < b; ++i) {
-    int64_t* row = samples.data_ptr<int64_t>() + i * (stored + 1);
+    int64_t* row = h.samples.data_ptr<int64_t>() + i * (stored + 1);
     ds.get_packed(indices[static_cast<size_t>(i)], row, segment.data(), is_inputs.data());
-    float* lm = loss.data_ptr<float>() + i * s;
-    int64_t* pos = position.data_ptr<int64_t>() + i * s;
-    int64_t* doc = document.data_ptr<int64_t>() + i * s;
-    bool* pre = prefix.data_ptr<bool>() + i * s;
+    float* lm = h.loss.data_ptr<float>() + i * s;
+    int64_t* pos = h.position.data_ptr<int64_t>() + i * s;
+    int64_t* doc = h.document.data_ptr<int64_t>() + i * s;
+    bool* pre = h.prefix.data_ptr<bool>() + i * s;
     for (int64_t t = 0; t < s; ++t) {
       const int64_t token = row[t], label = row[t + 1];
       const bool target_label = is_inputs[static_cast<size_t>(t + 1)] == 0;
@@ -103,15 +105,8 @@ model::MicroBatch packed_batch(const data::SampleDataset& ds, const std::vector<
       pre[t] = non_causal && seg != 0 && is_inputs[static_cast<size_t>(t)] != 0;
     }
   }
-  if (o.norm_target_loss) normalize_per_target(loss.data_ptr<float>(), b * s);
-  const torch::Tensor on_device = to_device(samples, o.device);
-  model::MicroBatch mb;
-  mb.tokens = on_device.narrow(1, 0, s).contiguous();  // [b, s]
-  mb.labels = on_device.narrow(1, 1, s).contiguous();  // [b, s]
-  mb.loss_mask = to_device(loss, o.device);            // [b, s]
-  if (o.absolute_positions) mb.position_ids = to_device(position, o.device);
-  mb.documents = non_causal ? ops::Documents(document, o.device, prefix) : ops::Documents(document, o.device);
-  return mb;
+  if (o.norm_target_loss) normalize_per_target(h.loss.data_ptr<float>(), b * s);
+  return h.micro_batch(s, o.device, o.absolute_positions, /*prefixes=*/non_causal);
 }
 
 }  // namespace
