@@ -1,5 +1,6 @@
 #!/bin/bash
-# --async-save (2 ranks, TP=2, saves every 2 iterations), against the synchronous save of the same run:
+# --async-save (2 ranks, TP=2, saves every 2 iterations), against the synchronous save of the same run (and --dry-run
+# states the host memory it takes):
 #   * the training losses are bit-identical, and every checkpoint holds the same tensors (inspect's CRC-32 of each)
 #     and the same training state;
 #   * a run resumed from an async checkpoint continues with the straight run's losses, bit for bit;
@@ -20,6 +21,9 @@ run() {  # run NAME ARGS...
   run_train 2 "${args[@]}" "$@" --metrics-file "$work/$name.jsonl" > "$work/$name.log" 2>&1 ||
     { tail -30 "$work/$name.log"; fail "$name"; }
 }
+# --dry-run states the host memory the copies take.
+"$MEGATON" train "${args[@]}" --save "$work/dry" --async-save --dry-run --world-size 2 > "$work/dry.log" 2>&1
+grep -q -- "--async-save: [0-9.]* GiB of host memory per rank" "$work/dry.log" || { cat "$work/dry.log"; fail "dry run"; }
 run sync --save "$work/sync"
 run async --save "$work/async" --async-save
 grep -q "the state copied to host memory in .* ms; writing it in the background" "$work/async.log" ||
