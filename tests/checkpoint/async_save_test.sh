@@ -55,7 +55,7 @@ compare_losses "$work/sync.jsonl" "$work/second.jsonl" 0 3
 # Training goes on during the write; a kill mid-write keeps the previous checkpoint.
 ("$MPIRUN" --oversubscribe --bind-to none -np 2 -x LD_PRELOAD="$BUILD/tests/megaton_fault_injection.so" \
   -x MEGATON_FAULT_STALL_PATH="*/iter_0000004.tmp-*/model_optim.h5" \
-  "$MEGATON" train "${args[@]}" --save "$work/held" --async-save > "$work/held.log" 2>&1; true) &
+  "$MEGATON" train "${args[@]}" --save "$work/held" --async-save > "$work/held.log" 2>&1; true) 2> /dev/null &
 job=$!
 until grep -q "iteration        5/" "$work/held.log"; do
   kill -0 $job 2> /dev/null || { tail -30 "$work/held.log"; fail "the held run ended"; }
