@@ -1,7 +1,8 @@
 #!/usr/bin/env node
 // Reference token ids from independent JavaScript tokenizers, for megaton's token-exactness tests.
 //   node encode_reference.js ENCODER INPUT.jsonl OUTPUT.jsonl [KEY]
-// ENCODER: gpt-3-encoder | js-tiktoken (GPT-2 BPE) | lenml-gpt2 | lenml-llama3 (HF tokenizer.json via @lenml).
+// ENCODER: gpt-3-encoder | js-tiktoken (GPT-2 BPE) | lenml-gpt2 | lenml-llama3 | lenml-llama2 (HF tokenizer.json via
+// @lenml).
 // INPUT is read as UTF-8 the WHATWG way (each maximal invalid subpart -> U+FFFD), each non-blank line is
 // JSON.parse'd and its KEY (default "text") encoded; OUTPUT gets one JSON array of ids per non-blank input line.
 // Empty texts give []. Packages come from data/downloaded/npm (data/fetch_gpt2_tokenizer.sh).
@@ -21,10 +22,13 @@ if (which === "gpt-3-encoder") {
   const { getEncoding } = require(path.join(mods, "js-tiktoken"));
   const enc = getEncoding("gpt2");
   encode = (t) => Array.from(enc.encode(t, [], []));  // no special tokens: text is plain text, as in Megatron
-} else if (which === "lenml-gpt2" || which === "lenml-llama3") {
-  const { fromPreTrained } = require(path.join(mods, "@lenml", which === "lenml-gpt2" ? "tokenizer-gpt2" : "tokenizer-llama3"));
+} else if (["lenml-gpt2", "lenml-llama3", "lenml-llama2"].includes(which)) {
+  const { fromPreTrained } = require(path.join(mods, "@lenml", "tokenizer-" + which.slice("lenml-".length)));
   const tok = fromPreTrained();
-  encode = (t) => Array.from(tok.encode(t, { add_special_tokens: true }));
+  // A lone surrogate becomes U+FFFD first, as megaton reads it (the UTF-8 round trip): a character-level tokenizer
+  // would otherwise see the surrogate itself, which no UTF-8 text can hold.
+  const wellFormed = (t) => Buffer.from(t, "utf8").toString("utf8");
+  encode = (t) => Array.from(tok.encode(wellFormed(t), { add_special_tokens: true }));
 } else {
   console.error(`unknown encoder ${which}`);
   process.exit(2);

@@ -1,5 +1,6 @@
 #include "data/bpe_model.h"
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <queue>
@@ -45,12 +46,13 @@ void PairMap::insert(int32_t a, int32_t b, Merge m) {
 // ~~~ BpeModel ~~~
 
 BpeModel::BpeModel(std::vector<std::string> tokens, const std::vector<std::pair<std::string, std::string>>& merges,
-                   const std::string& origin, bool ignore_merges)
-    : tokens_(std::move(tokens)), ignore_merges_(ignore_merges) {
+                   const std::string& origin, bool ignore_merges, const CharLevel* char_level)
+    : tokens_(std::move(tokens)), ignore_merges_(ignore_merges), char_level_(char_level != nullptr), origin_(origin) {
   ids_.reserve(tokens_.size() * 2);
   for (size_t id = 0; id < tokens_.size(); ++id)
     if (!tokens_[id].empty()) ids_.emplace(tokens_[id], static_cast<int32_t>(id));
-  for (int b = 0; b < 256; ++b) {
+  if (char_level_) chars_ = *char_level;
+  for (int b = 0; b < 256 && !char_level_; ++b) {
     const int32_t id = find(std::string_view(reinterpret_cast<const char*>(&b), 1));
     MEGATON_CHECK(id >= 0, DataError, origin, ": the vocabulary has no token for byte 0x", std::hex, b,
                   " (a byte-level BPE vocabulary must cover all 256 bytes)");
@@ -76,7 +78,7 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
   MEGATON_CHECK(word.size() <= kMaxWordBytes, DataError, "a word of ", word.size(),
                 " bytes without a break (longer than the ", kMaxWordBytes,
                 " bytes BPE accepts; real text has none): the line is refused");
-  if (word.size() == 1) {
+  if (word.size() == 1 && !char_level_) {
     out.push_back(byte_ids_[static_cast<unsigned char>(word[0])]);
     return;
   }
@@ -87,14 +89,46 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
       return;
     }
   }
-  std::vector<int32_t> syms(word.size());
-  for (size_t i = 0; i < word.size(); ++i) syms[i] = byte_ids_[static_cast<unsigned char>(word[i])];
+  std::vector<int32_t> syms;
+  if (char_level_) {
+    char_symbols(word, syms);
+  } else {
+    syms.resize(word.size());
+    for (size_t i = 0; i < word.size(); ++i) syms[i] = byte_ids_[static_cast<unsigned char>(word[i])];
+  }
   if (syms.size() <= 64) {
     merge_short(syms);
   } else {
     merge_long(syms);
   }
   out.insert(out.end(), syms.begin(), syms.end());
+}
+
+void BpeModel::char_symbols(std::string_view word, std::vector<int32_t>& syms) const {
+  bool last_unk = false;
+  for (size_t i = 0; i < word.size();) {
+    // One UTF-8 character (the text is valid UTF-8: tokenizers repair it first).
+    const auto lead = static_cast<unsigned char>(word[i]);
+    const size_t n = lead < 0x80 ? 1 : lead < 0xE0 ? 2 : lead < 0xF0 ? 3 : 4;
+    const std::string_view c = word.substr(i, std::min(n, word.size() - i));
+    i += c.size();
+    if (const int32_t id = find(c); id >= 0) {
+      syms.push_back(id);
+      last_unk = false;
+      continue;
+    }
+    bool bytes = true;
+    for (const char b : c) bytes = bytes && chars_.byte_fallback[static_cast<unsigned char>(b)] >= 0;
+    if (bytes) {
+      for (const char b : c) syms.push_back(chars_.byte_fallback[static_cast<unsigned char>(b)]);
+      last_unk = false;
+      continue;
+    }
+    MEGATON_CHECK(chars_.unk >= 0, DataError, origin_, ": the character '", std::string(c),
+                  "' is not in the vocabulary, which has neither byte fallback nor an unknown token");
+    if (!(chars_.fuse_unk && last_unk)) syms.push_back(chars_.unk);
+    last_unk = true;
+  }
 }
 
 void BpeModel::merge_short(std::vector<int32_t>& syms) const {

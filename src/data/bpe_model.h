@@ -50,11 +50,20 @@ class PairMap {
 
 class BpeModel {
  public:
+  /// SentencePiece-style BPE (Llama-2's tokenizer.json): a word's first symbols are its UTF-8 characters, not its
+  /// bytes; a character missing from the vocabulary becomes the byte tokens of its bytes (byte_fallback: "<0xXX>"),
+  /// else the unknown token (consecutive ones fused into one with fuse_unk).
+  struct CharLevel {
+    std::array<int32_t, 256> byte_fallback;  // the id of "<0xXX>" per byte, or -1 (no byte fallback)
+    int32_t unk = -1;
+    bool fuse_unk = false;
+  };
   /// `tokens[id]` is the raw byte string of token id (empty for ids that are not byte strings, e.g. specials);
   /// `merges` are byte-string pairs in rank order, `merge_lines[i]` the line (or index) each came from, for errors.
-  /// Throws DataError naming `origin` when a byte is missing from the vocabulary or a merge names unknown tokens.
+  /// Throws DataError naming `origin` when a byte is missing from the vocabulary (byte-level BPE) or a merge names
+  /// unknown tokens. With `char_level`, tokens and merges are the vocabulary's strings (UTF-8), symbols characters.
   BpeModel(std::vector<std::string> tokens, const std::vector<std::pair<std::string, std::string>>& merges,
-           const std::string& origin, bool ignore_merges = false);
+           const std::string& origin, bool ignore_merges = false, const CharLevel* char_level = nullptr);
 
   /// The longest pre-token encode_word accepts (bounds the memory one input line can take).
   static constexpr size_t kMaxWordBytes = size_t{1} << 20;
@@ -76,6 +85,11 @@ class BpeModel {
   std::array<int32_t, 256> byte_ids_{};
   PairMap merges_;
   bool ignore_merges_;
+  bool char_level_ = false;
+  CharLevel chars_{};
+  std::string origin_;
+
+  void char_symbols(std::string_view word, std::vector<int32_t>& syms) const;
 };
 
 /// Memoizes BpeModel::encode_word per distinct pre-token (the reference encoder's `cache`): an open-addressing table

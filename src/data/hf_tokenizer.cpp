@@ -1,6 +1,7 @@
 #include "data/hf_tokenizer.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -29,6 +30,12 @@ struct PreStep {
   bool invert = false;
   std::string literal;   // kSplitString
   int regex_index = -1;  // into Shared::regexes (kSplitRegex and ByteLevel with use_regex)
+};
+
+// A normalizer step: Prepend (text non-empty: `text` before it) or Replace (every `from` by `text`).
+struct NormStep {
+  enum Kind { kPrepend, kReplace } kind;
+  std::string from, text;
 };
 
 struct AddedToken {
@@ -63,6 +70,11 @@ struct HfTokenizer::Shared {
   std::array<bool, 256> added_first_byte{};
   std::unordered_map<int32_t, std::string> decode_extra;  // added tokens and non-byte-level vocab entries
   std::vector<int32_t> prefix_ids, suffix_ids;            // TemplateProcessing single
+  std::vector<NormStep> normalizers;                      // applied to the text between added tokens
+  bool char_level = false;           // SentencePiece-style BPE over characters (no ByteLevel pre-tokenizer)
+  std::vector<std::string> decoded;  // char_level: each vocabulary token as its decoder makes it
+  std::string strip_content;         // char_level: the decoder's Strip (of the whole decoded text)
+  size_t strip_start = 0, strip_stop = 0;
   int64_t vocab_size = 0;
   int32_t eod = -1;
   int32_t pad = -1;  // tokenizer_config.json's pad_token, or -1
@@ -77,6 +89,64 @@ Behavior parse_behavior(const std::string& b, const std::string& origin) {
   if (b == "MergedWithNext") return Behavior::kMergedWithNext;
   if (b == "Contiguous") return Behavior::kContiguous;
   throw DataError(str(origin, ": pre_tokenizer Split behavior '", b, "' is not supported"));
+}
+
+void add_normalizer(HfTokenizer::Shared& s, const json& j) {
+  const std::string type = j.value("type", "");
+  if (type == "Sequence") {
+    for (const auto& sub : j.at("normalizers")) add_normalizer(s, sub);
+  } else if (type == "Prepend") {
+    s.normalizers.push_back({NormStep::kPrepend, "", j.at("prepend").get<std::string>()});
+  } else if (type == "Replace" && j.at("pattern").contains("String")) {
+    const std::string from = j.at("pattern").at("String").get<std::string>();
+    MEGATON_CHECK(!from.empty(), DataError, s.origin, ": normalizer Replace with an empty String pattern");
+    s.normalizers.push_back({NormStep::kReplace, from, j.at("content").get<std::string>()});
+  } else {
+    throw DataError(str(s.origin, ": normalizer '", type, type == "Replace" ? "' with a Regex pattern" : "",
+                        "' is not supported (supported: Prepend, Replace of a String, Sequence of those)"));
+  }
+}
+
+// A SentencePiece-style decoder (Llama-2's: Replace, ByteFallback, Fuse, Strip) into s.decoded and s.strip_*, given
+// each vocabulary token's string.
+void set_char_decoder(HfTokenizer::Shared& s, const json& j, const std::vector<std::string>& keys) {
+  std::vector<std::pair<std::string, std::string>> replace;
+  bool byte_fallback = false;
+  std::vector<json> steps;
+  if (j.value("type", "") == "Sequence") {
+    for (const auto& d : j.at("decoders")) steps.push_back(d);
+  } else if (!j.is_null()) {
+    steps.push_back(j);
+  }
+  for (const json& d : steps) {
+    const std::string type = d.value("type", "");
+    if (type == "Replace" && d.at("pattern").contains("String")) {
+      replace.emplace_back(d.at("pattern").at("String").get<std::string>(), d.at("content").get<std::string>());
+    } else if (type == "ByteFallback") {
+      byte_fallback = true;
+    } else if (type == "Strip") {
+      s.strip_content = d.value("content", " ");
+      s.strip_start = d.value("start", size_t{0});
+      s.strip_stop = d.value("stop", size_t{0});
+    } else if (type != "Fuse") {
+      throw DataError(str(s.origin, ": decoder '", type,
+                          "' is not supported with a character-level BPE (supported: Replace, ByteFallback, Fuse, "
+                          "Strip)"));
+    }
+  }
+  s.decoded.resize(keys.size());
+  for (size_t id = 0; id < keys.size(); ++id) {
+    std::string t = keys[id];
+    unsigned byte = 0;
+    if (byte_fallback && t.size() == 6 && std::sscanf(t.c_str(), "<0x%2X>", &byte) == 1) {
+      t = std::string(1, static_cast<char>(byte));
+    } else {
+      for (const auto& [from, to] : replace)
+        for (size_t p = t.find(from); p != std::string::npos; p = t.find(from, p + to.size()))
+          t.replace(p, from.size(), to);
+    }
+    s.decoded[id] = std::move(t);
+  }
 }
 
 void add_pre_step(HfTokenizer::Shared& s, const json& j, bool& byte_level) {
@@ -187,20 +257,20 @@ HfTokenizer::HfTokenizer(const std::string& path)
                         "' is not supported (only BPE)");
           MEGATON_CHECK(m.value("dropout", json()).is_null() || m["dropout"] == 0, DataError, s->origin,
                         ": BPE dropout is not supported");
-          MEGATON_CHECK(!m.value("byte_fallback", false), DataError, s->origin, ": BPE byte_fallback is not supported");
           for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
             MEGATON_CHECK(!m.contains(k) || m[k].is_null() || m[k] == "", DataError, s->origin, ": BPE ", k,
                           " is not supported");
           const json& norm = j.value("normalizer", json());
-          MEGATON_CHECK(norm.is_null(), DataError, s->origin, ": normalizer '", norm.value("type", "?"),
-                        "' is not supported (only byte-level BPE tokenizers without a normalizer)");
+          if (!norm.is_null()) add_normalizer(*s, norm);
           bool byte_level = false;
           if (j.contains("pre_tokenizer") && !j["pre_tokenizer"].is_null())
             add_pre_step(*s, j["pre_tokenizer"], byte_level);
-          MEGATON_CHECK(byte_level, DataError, s->origin,
-                        ": no ByteLevel pre-tokenizer; only byte-level BPE tokenizer.json files are supported");
+          // Without a ByteLevel pre-tokenizer the BPE runs over characters, SentencePiece's way (Llama-2).
+          s->char_level = !byte_level;
+          MEGATON_CHECK(byte_level || m.value("byte_fallback", false) || m.contains("unk_token"), DataError, s->origin,
+                        ": a BPE without a ByteLevel pre-tokenizer needs byte_fallback or an unk_token");
 
-          // Vocabulary: byte-level keys -> raw bytes.
+          // Vocabulary: byte-level keys -> raw bytes (character-level: the keys as they are).
           std::vector<std::string> tokens;
           std::string bytes;
           for (const auto& [key, value] : m.at("vocab").items()) {
@@ -209,7 +279,9 @@ HfTokenizer::HfTokenizer(const std::string& path)
                           "; expected an integer in [0, ", kMaxTokenId, ")");
             const auto id = value.get<size_t>();
             if (tokens.size() <= id) tokens.resize(id + 1);
-            if (byte_level_to_bytes(key, bytes)) {
+            if (s->char_level) {
+              tokens[id] = key;
+            } else if (byte_level_to_bytes(key, bytes)) {
               tokens[id] = bytes;
             } else {
               s->decode_extra[static_cast<int32_t>(id)] = key;
@@ -232,12 +304,36 @@ HfTokenizer::HfTokenizer(const std::string& path)
                             "] is not a pair");
               l = mj[0].get<std::string>(), r = mj[1].get<std::string>();
             }
+            if (s->char_level) {
+              merges.emplace_back(l, r);
+              continue;
+            }
             MEGATON_CHECK(byte_level_to_bytes(l, a) && byte_level_to_bytes(r, b), DataError, s->origin, ": merges[",
                           k - 1, "] is not byte-level");
             merges.emplace_back(a, b);
           }
           s->vocab_size = static_cast<int64_t>(tokens.size());
-          s->model = std::make_unique<BpeModel>(std::move(tokens), merges, s->origin, m.value("ignore_merges", false));
+          BpeModel::CharLevel chars;
+          chars.byte_fallback.fill(-1);
+          if (s->char_level) {
+            set_char_decoder(*s, j.value("decoder", json()), tokens);
+            if (m.value("byte_fallback", false)) {
+              char key[8];
+              for (int byte = 0; byte < 256; ++byte) {
+                std::snprintf(key, sizeof key, "<0x%02X>", byte);
+                const auto it = std::find(tokens.begin(), tokens.end(), std::string(key));
+                chars.byte_fallback[byte] = it == tokens.end() ? -1 : static_cast<int32_t>(it - tokens.begin());
+              }
+            }
+            const json& unk = m.value("unk_token", json());
+            if (unk.is_string()) {
+              const auto it = std::find(tokens.begin(), tokens.end(), unk.get<std::string>());
+              chars.unk = it == tokens.end() ? -1 : static_cast<int32_t>(it - tokens.begin());
+            }
+            chars.fuse_unk = m.value("fuse_unk", false);
+          }
+          s->model = std::make_unique<BpeModel>(std::move(tokens), merges, s->origin, m.value("ignore_merges", false),
+                                                s->char_level ? &chars : nullptr);
 
           // Added tokens.
           std::unordered_map<std::string, int32_t> by_content;
@@ -379,6 +475,15 @@ void HfTokenizer::encode_segment(std::string_view text, std::vector<int32_t>& ou
   if (text.empty()) return;
   const Shared& s = *shared_;
   pieces_.assign(1, std::string(text));
+  for (const NormStep& n : s.normalizers) {
+    std::string& t = pieces_[0];
+    if (n.kind == NormStep::kPrepend) {
+      if (!t.empty()) t.insert(0, n.text);
+    } else {
+      for (size_t p = t.find(n.from); p != std::string::npos; p = t.find(n.from, p + n.text.size()))
+        t.replace(p, n.from.size(), n.text);
+    }
+  }
   std::vector<std::pair<size_t, size_t>> matches;
   for (const PreStep& step : s.steps) {
     next_pieces_.clear();
@@ -422,8 +527,14 @@ void HfTokenizer::encode_segment(std::string_view text, std::vector<int32_t>& ou
     }
     pieces_.swap(next_pieces_);
   }
-  for (const std::string& piece : pieces_)
-    if (!piece.empty()) cache_.encode_word(*s.model, piece, out);
+  for (const std::string& piece : pieces_) {
+    if (piece.empty()) continue;
+    if (s.char_level) {
+      s.model->encode_word(piece, out);  // whole segments: too many distinct ones to cache
+    } else {
+      cache_.encode_word(*s.model, piece, out);
+    }
+  }
 }
 
 std::string HfTokenizer::decode(const std::vector<int32_t>& ids) const {
@@ -437,7 +548,15 @@ std::string HfTokenizer::decode(const std::vector<int32_t>& ids) const {
     }
     MEGATON_CHECK(id >= 0 && static_cast<size_t>(id) < s.model->size() && !s.model->token_bytes(id).empty(), DataError,
                   "decode: token id ", id, " is not in ", s.origin);
-    out += s.model->token_bytes(id);
+    out += s.char_level ? s.decoded[static_cast<size_t>(id)] : s.model->token_bytes(id);
+  }
+  if (s.char_level && !s.strip_content.empty()) {  // the decoder's Strip of the fused text
+    for (size_t k = 0; k < s.strip_start && out.compare(0, s.strip_content.size(), s.strip_content) == 0; ++k)
+      out.erase(0, s.strip_content.size());
+    for (size_t k = 0; k < s.strip_stop && out.size() >= s.strip_content.size() &&
+                       out.compare(out.size() - s.strip_content.size(), s.strip_content.size(), s.strip_content) == 0;
+         ++k)
+      out.erase(out.size() - s.strip_content.size());
   }
   return out;
 }

@@ -1,10 +1,13 @@
-// Hugging Face `tokenizer.json` (the `tokenizers` library's serialization) for byte-level BPE models: GPT-2, BLOOM,
-// Llama-3, Qwen and GPT-4o style. Supported pieces (anything else is refused with a DataError naming the field):
+// Hugging Face `tokenizer.json` (the `tokenizers` library's serialization) for BPE models: byte-level (GPT-2, BLOOM,
+// Llama-3, Qwen and GPT-4o style) and SentencePiece-style over characters with byte fallback (Llama-2: no ByteLevel
+// pre-tokenizer). Supported pieces (anything else is refused with a DataError naming the field):
 //   added_tokens      matched in the raw text first (leftmost, longest), honouring lstrip/rstrip; emitted as their id
-//   normalizer        null
+//   normalizer        null, Prepend, Replace (String), Sequence of those: applied to the text between added tokens
 //   pre_tokenizer     ByteLevel {add_prefix_space, use_regex}, Split {pattern: Regex|String, behavior: Isolated|
 //                     Removed|MergedWithPrevious|MergedWithNext|Contiguous, invert}, Sequence of those
-//   model             BPE {vocab, merges ("a b" or ["a","b"]), ignore_merges}; no dropout/byte_fallback/suffixes
+//   model             BPE {vocab, merges ("a b" or ["a","b"]), ignore_merges, byte_fallback, unk_token, fuse_unk};
+//                     no dropout/suffixes
+//   decoder           (character-level) Replace, ByteFallback, Fuse, Strip
 //   post_processor    null, ByteLevel (no-op on ids), TemplateProcessing ("single" template: special tokens + $A)
 // eod() is the eos token of tokenizer_config.json (as Megatron's PretrainedFromHF: `eos_token_id`), else a known
 // end-of-text added token; pad() its pad_token.

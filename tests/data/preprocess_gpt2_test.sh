@@ -2,7 +2,7 @@
 # End-to-end: `megaton preprocess` must give token-for-token the ids of two independent npm GPT-2 encoders
 # (js-tiktoken and gpt-3-encoder) on tricky strings (contractions, whitespace runs, emoji, CJK, invalid UTF-8, lone
 # surrogates) and on 3000 real documents of the bundled corpus; 1 and 2 workers and .gz/.xz inputs give identical
-# files; merge-data of two halves equals preprocessing the whole; HF tokenizer.json (GPT-2, Llama-3) matches
+# files; merge-data of two halves equals preprocessing the whole; HF tokenizer.json (GPT-2, Llama-3, Llama-2) matches
 # @lenml/tokenizers; malformed input fails with file:line and leaves no output.   $1 = build dir, $2 = source dir
 set -euo pipefail
 build="$1"
@@ -51,8 +51,9 @@ cmp "$work/merged.bin" "$work/w1_text_document.bin" || fail "merged .bin differs
 cmp "$work/merged.idx" "$work/w1_text_document.idx" || fail "merged .idx differs"
 echo "ok: merge-data equals preprocessing the concatenation"
 
-# 4. HF tokenizer.json against @lenml/tokenizers (GPT-2 and Llama-3 byte-level BPE).
-for m in gpt2 llama3; do
+# 4. HF tokenizer.json against @lenml/tokenizers (GPT-2 and Llama-3 byte-level BPE, Llama-2 SentencePiece BPE with
+#    byte fallback).
+for m in gpt2 llama3 llama2; do
   "$megaton" preprocess --input "$work/in.jsonl" --output-prefix "$work/hf-$m" --tokenizer-type PretrainedFromHF \
     --tokenizer-name-or-path "$dl/hf/$m" --workers 2 --log-level warning
   python3 "$ref/dump_ids.py" "$work/hf-${m}_text_document" > "$work/hf-$m.jsonl"
