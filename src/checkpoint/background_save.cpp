@@ -15,12 +15,10 @@ BackgroundSave::BackgroundSave() {
 }
 
 BackgroundSave::~BackgroundSave() {
-  if (thread_.joinable()) {
-    if (std::uncaught_exceptions() > 0)
-      thread_.detach();  // the job is failing: its end (dist/job_error.h) ends the write too
-    else
-      thread_.join();
-  }
+  // Also while an exception unwinds: the other ranks' writing threads go on with this one whatever their training
+  // threads do, so the write completes (a rank that died stalls it until the I/O watchdog ends the job), and the
+  // job's end (dist/job_error.h) never finalises MPI under a writing thread.
+  if (thread_.joinable()) thread_.join();
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (!finalized && comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);

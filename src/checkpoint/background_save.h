@@ -26,7 +26,7 @@ class BackgroundSave {
   /// Collective over MPI_COMM_WORLD (duplicates it for the polls). UsageError when MPI was not initialised with
   /// MPI_THREAD_MULTIPLE.
   BackgroundSave();
-  /// Joins a write in flight; while an exception unwinds (the job is ending) it leaves the thread to the exit instead.
+  /// Joins a write in flight, also while an exception unwinds (the write completes; see the .cpp).
   ~BackgroundSave();
   BackgroundSave(const BackgroundSave&) = delete;
   BackgroundSave& operator=(const BackgroundSave&) = delete;

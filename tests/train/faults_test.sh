@@ -2,7 +2,8 @@
 # Faults during a 2-rank training job, each with its expected exit code and the checkpoint that must survive:
 #   read-only save directory   exit 4 at the first save, nothing written, no hang
 #   SIGTERM to every rank      the job saves where it stands and exits 0; that checkpoint is complete and loads
-#   SIGTERM during a save      the save completes, the job exits 0 without saving twice; the checkpoint is complete
+#   SIGTERM during a save      the save completes, the job exits 0 without saving twice; the checkpoint is complete;
+#                              with --async-save the stop waits for the background write, then saves where it stands
 #   one rank SIGKILLed         the job ends (no hang); the last published checkpoint is intact and resumes
 #   full disk mid-save         exit 4 on every rank; the previous checkpoint stands (tests/checkpoint/full_disk_test.sh)
 #   SIGKILL mid-save           the previous checkpoint stands; the next save removes the temporary (kill_test.sh)
@@ -78,6 +79,27 @@ job_rc
 [ "$(cat "$work/midsave/latest")" = 2 ] || fail "SIGTERM mid-save: latest is $(cat "$work/midsave/latest"), expected 2"
 "$MEGATON" inspect -q "$work/midsave" > "$work/inspect.log" || fail "SIGTERM mid-save: iteration 2 is damaged"
 row "SIGTERM during a save" $rc "iteration 2 completed, intact"
+
+# 3b. The same while the save is written in the background (--async-save): training goes on, and the stop waits for
+# the write in flight before its own save.
+mpi_env=(-x LD_PRELOAD="$BUILD/tests/megaton_fault_injection.so" -x MEGATON_FAULT_STALL_PATH="*/iter_0000002.tmp-*/*.h5"
+  -x MEGATON_FAULT_STALL_UNTIL="$work/release-async")
+start_job midasync --train-iters 100000 --save "$work/midasync" --save-interval 2 --log-interval 1 --async-save
+mpi_env=()
+until compgen -G "$work/midasync/iter_0000002.tmp-*/model_optim.h5" > /dev/null; do
+  kill -0 $JOB 2>/dev/null || fail "SIGTERM mid-async-save: the job ended before the save"
+  sleep 0.1
+done
+for p in $(rank_pids midasync); do kill -TERM "$p"; done
+: > "$work/release-async"
+job_rc
+[ $rc -eq 0 ] || fail "SIGTERM mid-async-save: exit $rc, expected 0 after the saves"
+it=$(cat "$work/midasync/latest")
+[ "$it" -ge 2 ] && [ -d "$work/midasync/iter_0000002" ] || fail "SIGTERM mid-async-save: iteration 2 missing (latest $it)"
+"$MEGATON" inspect -q "$work/midasync/iter_0000002" > "$work/inspect.log" ||
+  fail "SIGTERM mid-async-save: iteration 2 is damaged"
+"$MEGATON" inspect -q "$work/midasync" > "$work/inspect.log" || fail "SIGTERM mid-async-save: iteration $it is damaged"
+row "SIGTERM, async save" $rc "iteration 2 completed, then $it saved; intact"
 
 # 4. One rank SIGKILLed after a checkpoint: the job ends, the checkpoint stands and resumes.
 start_job kill --train-iters 100000 --save "$work/kill" --save-interval 2 --log-interval 1
