@@ -59,14 +59,18 @@ struct Slab {
 
 /// Local work only (device-to-host copy, dtype conversion, checksum), kept apart from the collective HDF5 calls so
 /// that a failure here is agreed before any rank enters them.
-Slab prepare_slab(const RowSlab& slab, const torch::Tensor& local, bool designated, torch::ScalarType dtype) {
+/// `count_nonfinite` false: the state was refused already if it held any (SaveOptions::refuse_nonfinite), so the
+/// count is 0 without another pass over the host copy.
+Slab prepare_slab(const RowSlab& slab, const torch::Tensor& local, bool designated, torch::ScalarType dtype,
+                  bool count_nonfinite = true) {
   Slab s;
   if (!designated || !local.defined() || slab.box.empty()) return s;
   torch::Tensor buf = local;
   if (buf.dim() > 0) buf = buf.narrow(0, slab.local_row_begin, slab.box.count[0]);
   s.buf = buf.detach().to(torch::kCPU, dtype).contiguous();
   s.partial = crc32_partial(s.buf.data_ptr(), slab.dataset_shape, slab.box, s.buf.element_size());
-  if (s.buf.is_floating_point()) s.nonfinite = s.buf.numel() - torch::isfinite(s.buf).sum().item<int64_t>();
+  if (count_nonfinite && s.buf.is_floating_point())
+    s.nonfinite = s.buf.numel() - torch::isfinite(s.buf).sum().item<int64_t>();
   return s;
 }
 
@@ -187,8 +191,8 @@ WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
     const torch::ScalarType dtype = dtype_from_name(e.dtype, path);
     Slab main, padding;
     agreed_step([&] {
-      main = prepare_slab(pl.main, t, designated, dtype);
-      if (pl.has_padding) padding = prepare_slab(pl.padding, t, designated, dtype);
+      main = prepare_slab(pl.main, t, designated, dtype, !opts.refuse_nonfinite);
+      if (pl.has_padding) padding = prepare_slab(pl.padding, t, designated, dtype, !opts.refuse_nonfinite);
     });
     agreed_step([&] {
       Written w = write_slab(file, path, pl.main, main, dtype, xfer, opts.collective_io);
