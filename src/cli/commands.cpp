@@ -11,23 +11,23 @@ namespace po = boost::program_options;
 
 namespace {
 
-// The training commands: one trainer, the objective of the fork script each replaces.
+// The training commands: one trainer, the objective of the fork script each replaces (named by
+// data::objective_command).
 struct TrainCommand {
-  const char* name;
   data::Objective objective;
   const char* summary;
 };
 
 const TrainCommand kTrainCommands[] = {
-    {"train", data::Objective::kCausalLm, "Pretrain a GPT model (replaces pretrain_gpt.py; takes its flags)."},
-    {"pretrain-prefix-lm", data::Objective::kPrefixLm,
+    {data::Objective::kCausalLm, "Pretrain a GPT model (replaces pretrain_gpt.py; takes its flags)."},
+    {data::Objective::kPrefixLm,
      "Pretrain a prefix language model: a random prefix of each sample (or document) attends both ways (replaces "
      "pretrain_prefix_lm.py; takes its flags)."},
-    {"finetune-t0", data::Objective::kPackedMtf,
+    {data::Objective::kPackedMtf,
      "Fine-tune on prompt pairs (inputs, targets) packed into rows, causally within each pair (replaces the fork's "
      "finetune_t0.py; takes its flags). --data-path PREFIX reads PREFIX_inputs_document and "
      "PREFIX_targets_document."},
-    {"finetune-t0-non-causal", data::Objective::kPackedMtfNonCausal,
+    {data::Objective::kPackedMtfNonCausal,
      "Fine-tune on prompt pairs packed into rows, each pair's inputs attending to each other both ways, loss on the "
      "targets (replaces finetune_t0_non_causal_decoder.py; takes its flags). --data-path PREFIX reads "
      "PREFIX_inputs_document and PREFIX_targets_document."},
@@ -40,12 +40,13 @@ bool parse_train_command(int argc, const char* const* argv, int world_size, trai
   const std::string name = argc > 0 ? argv[0] : "train";
   const TrainCommand* command = &kTrainCommands[0];
   for (const auto& c : kTrainCommands)
-    if (name == c.name) command = &c;
+    if (name == data::objective_command(c.objective)) command = &c;
   MegatronFlags f;
   f.config.data.objective = command->objective;
   po::options_description d;
   int dry_run_world_size = 0;
-  po::options_description extra(std::string("megaton ") + command->name);
+  const std::string command_name = data::objective_command(command->objective);
+  po::options_description extra("megaton " + command_name);
   extra.add_options()("world-size", po::value<int>(&dry_run_world_size)->default_value(0),
                       "with --dry-run: the world size to plan for (default: the launcher's)")(
       "vocab-size", po::value<int64_t>(&f.config.vocab_size)->default_value(0),
@@ -53,7 +54,7 @@ bool parse_train_command(int argc, const char* const* argv, int world_size, trai
   d.add(extra);
   f.bind(d);
   std::vector<std::string> arguments;
-  if (!parse_args(command->name, command->summary, argc, argv, d, help_out, "", nullptr, &arguments)) return false;
+  if (!parse_args(command_name, command->summary, argc, argv, d, help_out, "", nullptr, &arguments)) return false;
   MEGATON_CHECK(!f.compat.inference, UsageError,
                 "--inference is for generation and evaluation (no optimizer state); megaton train cannot train without "
                 "one: use megaton generate or megaton eval");

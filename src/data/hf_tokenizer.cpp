@@ -107,6 +107,22 @@ void add_normalizer(HfTokenizer::Shared& s, const json& j) {
   }
 }
 
+// The byte a byte-fallback token names ("<0x0A>" -> 0x0A; hex digits of either case, as HF's ByteFallback decoder
+// reads them), or -1.
+int fallback_byte(const std::string& key) {
+  if (key.size() != 6 || key.compare(0, 3, "<0x") != 0 || key[5] != '>') return -1;
+  int v = 0;
+  for (const char c : key.substr(3, 2)) {
+    const int d = c >= '0' && c <= '9'   ? c - '0'
+                  : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                  : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                                         : -1;
+    if (d < 0) return -1;
+    v = 16 * v + d;
+  }
+  return v;
+}
+
 // A SentencePiece-style decoder (Llama-2's: Replace, ByteFallback, Fuse, Strip) into s.decoded and s.strip_*, given
 // each vocabulary token's string.
 void set_char_decoder(HfTokenizer::Shared& s, const json& j, const std::vector<std::string>& keys) {
@@ -137,8 +153,7 @@ void set_char_decoder(HfTokenizer::Shared& s, const json& j, const std::vector<s
   s.decoded.resize(keys.size());
   for (size_t id = 0; id < keys.size(); ++id) {
     std::string t = keys[id];
-    unsigned byte = 0;
-    if (byte_fallback && t.size() == 6 && std::sscanf(t.c_str(), "<0x%2X>", &byte) == 1) {
+    if (const int byte = byte_fallback ? fallback_byte(t) : -1; byte >= 0) {
       t = std::string(1, static_cast<char>(byte));
     } else {
       for (const auto& [from, to] : replace)
@@ -317,18 +332,16 @@ HfTokenizer::HfTokenizer(const std::string& path)
           chars.byte_fallback.fill(-1);
           if (s->char_level) {
             set_char_decoder(*s, j.value("decoder", json()), tokens);
-            if (m.value("byte_fallback", false)) {
-              char key[8];
-              for (int byte = 0; byte < 256; ++byte) {
-                std::snprintf(key, sizeof key, "<0x%02X>", byte);
-                const auto it = std::find(tokens.begin(), tokens.end(), std::string(key));
-                chars.byte_fallback[byte] = it == tokens.end() ? -1 : static_cast<int32_t>(it - tokens.begin());
-              }
-            }
+            // One pass over the vocabulary: the byte tokens as the BPE model looks them up ("<0x0A>", upper case)
+            // and the unknown token.
+            const bool byte_fallback = m.value("byte_fallback", false);
             const json& unk = m.value("unk_token", json());
-            if (unk.is_string()) {
-              const auto it = std::find(tokens.begin(), tokens.end(), unk.get<std::string>());
-              chars.unk = it == tokens.end() ? -1 : static_cast<int32_t>(it - tokens.begin());
+            char upper[8];
+            for (size_t id = 0; id < tokens.size(); ++id) {
+              const int byte = byte_fallback ? fallback_byte(tokens[id]) : -1;
+              if (byte >= 0 && std::snprintf(upper, sizeof upper, "<0x%02X>", byte) > 0 && tokens[id] == upper)
+                chars.byte_fallback[byte] = static_cast<int32_t>(id);
+              if (unk.is_string() && tokens[id] == unk.get<std::string>()) chars.unk = static_cast<int32_t>(id);
             }
             chars.fuse_unk = m.value("fuse_unk", false);
           }

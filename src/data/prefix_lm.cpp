@@ -59,11 +59,10 @@ PrefixLmMasks prefix_lm_masks(const std::vector<int64_t>& tokens, int64_t eod, c
                               const PrefixLmOptions& o) {
   const int64_t s = static_cast<int64_t>(tokens.size());
   PrefixLmMasks m;
-  uint8_t scratch = 0;  // where `at` writes without the matrix
   if (o.attention_matrix) m.attends.assign(static_cast<size_t>(s * s), 0);
   auto at = [&](int64_t q, int64_t k) -> uint8_t& {
-    return o.attention_matrix ? m.attends[static_cast<size_t>(q * s + k)] : scratch;
-  };
+    return m.attends[static_cast<size_t>(q * s + k)];
+  };  // attention_matrix only
   for (int64_t q = 0; q < s && o.attention_matrix; ++q)
     for (int64_t k = 0; k <= q; ++k) at(q, k) = 1;
   m.loss_mask.assign(static_cast<size_t>(s), 1.0f);

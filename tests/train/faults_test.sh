@@ -64,36 +64,30 @@ it=$(cat "$work/term/latest")
 row "SIGTERM" $rc "saved iteration $it, intact"
 
 # 3. SIGTERM while a save is being written (its writes held by the fault-injection library until the signal is sent).
-mpi_env=(-x LD_PRELOAD="$BUILD/tests/megaton_fault_injection.so" -x MEGATON_FAULT_STALL_PATH="*/iter_0000002.tmp-*/*.h5"
-  -x MEGATON_FAULT_STALL_UNTIL="$work/release")
-start_job midsave --train-iters 100000 --save "$work/midsave" --save-interval 2 --log-interval 1
-mpi_env=()
-until compgen -G "$work/midsave/iter_0000002.tmp-*/model_optim.h5" > /dev/null; do
-  kill -0 $JOB 2>/dev/null || fail "SIGTERM mid-save: the job ended before the save"
-  sleep 0.1
-done
-for p in $(rank_pids midsave); do kill -TERM "$p"; done
-: > "$work/release"
-job_rc
-[ $rc -eq 0 ] || fail "SIGTERM mid-save: exit $rc, expected 0 after the save"
+sigterm_mid_save() {  # TAG WHAT FLAGS...: starts a job whose save of iteration 2 is held, SIGTERMs it, releases it
+  local tag=$1 what=$2
+  shift 2
+  mpi_env=(-x LD_PRELOAD="$BUILD/tests/megaton_fault_injection.so" -x MEGATON_FAULT_STALL_PATH="*/iter_0000002.tmp-*/*.h5"
+    -x MEGATON_FAULT_STALL_UNTIL="$work/release-$tag")
+  start_job "$tag" --train-iters 100000 --save "$work/$tag" --save-interval 2 --log-interval 1 "$@"
+  mpi_env=()
+  until compgen -G "$work/$tag/iter_0000002.tmp-*/model_optim.h5" > /dev/null; do
+    kill -0 $JOB 2>/dev/null || fail "$what: the job ended before the save"
+    sleep 0.1
+  done
+  for p in $(rank_pids "$tag"); do kill -TERM "$p"; done
+  : > "$work/release-$tag"
+  job_rc
+  [ $rc -eq 0 ] || fail "$what: exit $rc, expected 0 after the save"
+}
+sigterm_mid_save midsave "SIGTERM mid-save"
 [ "$(cat "$work/midsave/latest")" = 2 ] || fail "SIGTERM mid-save: latest is $(cat "$work/midsave/latest"), expected 2"
 "$MEGATON" inspect -q "$work/midsave" > "$work/inspect.log" || fail "SIGTERM mid-save: iteration 2 is damaged"
 row "SIGTERM during a save" $rc "iteration 2 completed, intact"
 
 # 3b. The same while the save is written in the background (--async-save): training goes on, and the stop waits for
 # the write in flight before its own save.
-mpi_env=(-x LD_PRELOAD="$BUILD/tests/megaton_fault_injection.so" -x MEGATON_FAULT_STALL_PATH="*/iter_0000002.tmp-*/*.h5"
-  -x MEGATON_FAULT_STALL_UNTIL="$work/release-async")
-start_job midasync --train-iters 100000 --save "$work/midasync" --save-interval 2 --log-interval 1 --async-save
-mpi_env=()
-until compgen -G "$work/midasync/iter_0000002.tmp-*/model_optim.h5" > /dev/null; do
-  kill -0 $JOB 2>/dev/null || fail "SIGTERM mid-async-save: the job ended before the save"
-  sleep 0.1
-done
-for p in $(rank_pids midasync); do kill -TERM "$p"; done
-: > "$work/release-async"
-job_rc
-[ $rc -eq 0 ] || fail "SIGTERM mid-async-save: exit $rc, expected 0 after the saves"
+sigterm_mid_save midasync "SIGTERM mid-async-save" --async-save
 it=$(cat "$work/midasync/latest")
 [ "$it" -ge 2 ] && [ -d "$work/midasync/iter_0000002" ] || fail "SIGTERM mid-async-save: iteration 2 missing (latest $it)"
 "$MEGATON" inspect -q "$work/midasync/iter_0000002" > "$work/inspect.log" ||
