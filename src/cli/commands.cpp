@@ -160,6 +160,27 @@ bool parse_eval_command(int argc, const char* const* argv, int world_size, eval:
   return parse_inference_command("eval", "Zero-shot evaluation of a GPT checkpoint (tasks/main.py: WIKITEXT103, LAMBADA).",
                                  e, argc, argv, world_size, o, help_out);
 }
+
+bool parse_serve_command(int argc, const char* const* argv, int world_size, serve::ServeOptions& o,
+                         std::ostream& help_out) {
+  po::options_description s("HTTP server");
+  s.add_options()
+      ("host", po::value(&o.host)->default_value("127.0.0.1"),
+       "address to listen on (0.0.0.0: every interface; the server has no authentication)")
+      ("port", po::value(&o.port)->default_value(5000), "TCP port; 0 picks a free one (logged)")
+      ("max-batch-size", po::value(&o.max_batch_size)->default_value(16),
+       "rows (prompts x n) decoded together; concurrent requests share a batch up to this")
+      ("request-timeout", po::value(&o.request_timeout)->default_value(600.0),
+       "seconds a request may wait for its answer before 504")
+      ("max-request-bytes", po::value(&o.max_request_bytes)->default_value(16 << 20), "larger bodies get 413")
+      ("served-model-name", po::value(&o.served_model_name),
+       "the model's name in the API (default: --load's directory name, else megaton)")
+      ("http-threads", po::value(&o.http_threads)->default_value(16), "connections handled at once");
+  return parse_inference_command("serve",
+                                 "Serve a GPT checkpoint over HTTP: the OpenAI completions API (lm-eval-harness's "
+                                 "local-completions) and Megatron-LM's PUT /api.",
+                                 s, argc, argv, world_size, o, help_out);
+}
 // clang-format on
 
 }  // namespace megaton::cli

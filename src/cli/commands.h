@@ -6,6 +6,7 @@
 
 #include "eval/eval_app.h"
 #include "infer/generate_app.h"
+#include "serve/serve_options.h"
 #include "train/train_config.h"
 
 namespace megaton::cli {
@@ -22,6 +23,10 @@ bool parse_generate_command(int argc, const char* const* argv, int world_size, i
 /// `megaton eval` (argv[0] = "eval"): tasks/main.py's flags for the zero-shot GPT tasks.
 bool parse_eval_command(int argc, const char* const* argv, int world_size, eval::EvalOptions& options,
                         std::ostream& help_out);
+
+/// `megaton serve` (argv[0] = "serve"): the model's flags as generate's, and the server's own.
+bool parse_serve_command(int argc, const char* const* argv, int world_size, serve::ServeOptions& options,
+                         std::ostream& help_out);
 
 /// The inference side of Megatron's flags (what generate and eval build their model from).
 infer::InferenceOptions inference_options(const train::TrainConfig& flags);

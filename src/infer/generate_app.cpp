@@ -1,6 +1,5 @@
 #include "infer/generate_app.h"
 
-#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -11,6 +10,7 @@
 #include "core/timer.h"
 #include "data/utf8.h"
 #include "dist/mpi_session.h"
+#include "infer/broadcast_text.h"
 
 namespace megaton::infer {
 
@@ -70,27 +70,6 @@ GenerateOptions generate_options(const GenerateAppOptions& f, const data::Tokeni
   o.eos_id = f.ignore_eos ? -1 : tok.eod();
   o.pad_id = tok.eod();
   return o;
-}
-
-// Sends a string from world rank 0 to every rank.
-// Sends an integer from world rank 0 to every rank (through the communicator's device).
-int64_t broadcast_int(dist::Communicator& world, int64_t v, torch::Device device) {
-  torch::Tensor n = torch::tensor({v}, torch::kInt64).to(device);
-  world.broadcast(n, 0);
-  return n.cpu().item<int64_t>();
-}
-
-// Sends a string from world rank 0 to every rank.
-std::string broadcast_string(dist::Communicator& world, const std::string& s, torch::Device device) {
-  const int64_t n = broadcast_int(world, static_cast<int64_t>(s.size()), device);
-  torch::Tensor bytes = torch::zeros({n}, torch::kUInt8);
-  if (world.rank() == 0 && n > 0) std::memcpy(bytes.data_ptr(), s.data(), s.size());
-  if (n > 0) {
-    bytes = bytes.to(device);
-    world.broadcast(bytes, 0);
-    bytes = bytes.cpu();
-  }
-  return std::string(static_cast<const char*>(bytes.data_ptr()), n);
 }
 
 }  // namespace

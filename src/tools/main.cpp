@@ -27,6 +27,7 @@ const Subcommand kSubcommands[] = {
      "fine-tune on packed prompts, inputs bidirectional (finetune_t0_non_causal_decoder.py)"},
     {"generate",   megaton::tools::run_generate,   "sample text from a checkpoint"},
     {"eval",       megaton::tools::run_eval,       "WikiText-103 perplexity, LAMBADA accuracy"},
+    {"serve",      megaton::tools::run_serve,      "HTTP server: OpenAI completions API (lm-eval-harness), Megatron's /api"},
     {"reshard",    megaton::tools::run_reshard,    "convert a checkpoint to another TP/PP layout or dtype"},
     {"export-hf",  megaton::tools::run_export_hf,  "write a Hugging Face transformers directory"},
     {"import-hf",  megaton::tools::run_import_hf,  "read a Hugging Face transformers directory"},

@@ -17,6 +17,7 @@ int run_preprocess(int argc, const char* const* argv);
 int run_merge_data(int argc, const char* const* argv);
 int run_generate(int argc, const char* const* argv);
 int run_eval(int argc, const char* const* argv);
+int run_serve(int argc, const char* const* argv);
 int run_reshard(int argc, const char* const* argv);
 int run_export_hf(int argc, const char* const* argv);
 int run_import_hf(int argc, const char* const* argv);
