@@ -132,6 +132,7 @@ cmake -S "$SRC" -B "$BUILD" $(command -v ninja >/dev/null && echo -G Ninja) \
   -DCMAKE_PREFIX_PATH="$PFX/usr;$TORCH_CMAKE_PREFIX" \
   -DHDF5_ROOT="$PFX/usr/$ARCH_LIB/hdf5/openmpi" -DHDF5_NO_FIND_PACKAGE_CONFIG_FILE=ON \
   -DHDF5_C_COMPILER_EXECUTABLE=/bin/false \
+  -DCMAKE_CXX_FLAGS="-idirafter $PFX/usr/include/$(basename "$ARCH_LIB")" \
   "${NCCL_FLAGS[@]}" -DCMAKE_POLICY_VERSION_MINIMUM=3.5 ${CMAKE_FLAGS:-}
 [ "${SETUP_CONFIGURE_ONLY:-0}" = 1 ] && { say "configured $BUILD (SETUP_CONFIGURE_ONLY=1)"; exit 0; }
 say "building $TARGETS with -j$JOBS"

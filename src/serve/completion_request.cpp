@@ -138,6 +138,7 @@ CompletionRequest parse_completion_request(const json& body, data::Tokenizer& to
   }
   r.echo = bool_field(body, "echo");
   r.stream = bool_field(body, "stream");
+  r.ignore_eos = bool_field(body, "ignore_eos");
   if (body.contains("stream_options") && !body["stream_options"].is_null()) {
     const json& so = body["stream_options"];
     if (!so.is_object()) bad("stream_options", "'stream_options' must be an object");

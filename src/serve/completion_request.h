@@ -7,6 +7,7 @@
 //   stop         string | [string], at most 4; logprobs: 0..kMaxLogprobs alternatives per token; echo: the prompt's
 //                tokens (and with logprobs their log-probabilities) come back before the completion
 //   stream       server-sent events; stream_options.include_usage adds a last chunk with the token counts
+//   ignore_eos   (vLLM's extension, for benchmarks) decode max_tokens tokens whatever comes
 // Fields clients send that do not change a greedy or sampled completion here (user, presence_penalty = 0, ...) are
 // accepted; penalties other than 0, best_of > n and logit_bias are refused by name.
 #pragma once
@@ -38,6 +39,7 @@ struct CompletionRequest {
   bool echo = false;
   bool stream = false;
   bool include_usage = false;
+  bool ignore_eos = false;  // vLLM's extension: generate max_tokens even past an end-of-document token
 };
 
 /// Parses and checks `body` against the model: token ids inside the vocabulary, prompt + max_tokens within

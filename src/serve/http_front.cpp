@@ -44,6 +44,7 @@ std::vector<RowSpec> completion_rows(const CompletionRequest& r, uint64_t seed) 
       s.logprobs = r.logprobs.has_value();
       s.top_logprobs = r.logprobs.value_or(0);
       s.stop = r.stop;
+      s.stop_at_eos = !r.ignore_eos;
       rows.push_back(std::move(s));
     }
   }
