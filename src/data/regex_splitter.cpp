@@ -14,9 +14,10 @@ constexpr const char* kWhiteSpace =
     R"(\x{09}-\x{0D}\x{20}\x{85}\x{A0}\x{1680}\x{2000}-\x{200A}\x{2028}\x{2029}\x{202F}\x{205F}\x{3000})";
 }  // namespace
 
-std::string portable_whitespace_pattern(std::string_view p) {
+std::string portable_pattern(std::string_view p) {
   std::string out;
   bool in_class = false;
+  int nested = 0;  // depth of Oniguruma's nested classes inside the current class
   for (size_t i = 0; i < p.size(); ++i) {
     const char c = p[i];
     if (c == '\\' && i + 1 < p.size()) {
@@ -32,12 +33,32 @@ std::string portable_whitespace_pattern(std::string_view p) {
       ++i;
       continue;
     }
-    if (c == '[' && !in_class) {
+    if (c == '[' && in_class && i + 1 < p.size() && p[i + 1] == ':') {  // a POSIX class, [:alpha:]
+      const size_t close = p.find(":]", i + 2);
+      if (close != std::string_view::npos) {
+        out.append(p.substr(i, close + 2 - i));
+        i = close + 1;
+        continue;
+      }
+    }
+    if (c == '[' && in_class) {  // a nested class: its members join the enclosing class (a union)
+      if (i + 1 < p.size() && p[i + 1] == '^')
+        throw DataError(str("regex '", std::string(p), "': a negated class nested in a class (offset ", i,
+                            ") has no PCRE2 equivalent"));
+      ++nested;
+      if (i + 1 < p.size() && p[i + 1] == ']') out.push_back(p[++i]);  // a literal ']' first
+      continue;
+    }
+    if (c == '[') {
       in_class = true;
       out.push_back(c);
       // A ']' right after '[' or '[^' is a literal member.
       if (i + 1 < p.size() && p[i + 1] == '^') out.push_back(p[++i]);
       if (i + 1 < p.size() && p[i + 1] == ']') out.push_back(p[++i]);
+      continue;
+    }
+    if (c == ']' && nested > 0) {
+      --nested;
       continue;
     }
     if (c == ']' && in_class) in_class = false;
@@ -47,7 +68,12 @@ std::string portable_whitespace_pattern(std::string_view p) {
 }
 
 RegexSplitter::RegexSplitter(std::string_view pattern, const std::string& origin, bool case_insensitive) {
-  const std::string p = portable_whitespace_pattern(pattern);
+  std::string p;
+  try {
+    p = portable_pattern(pattern);
+  } catch (const DataError& e) {
+    throw DataError(str(origin, ": ", e.what()));
+  }
   int err = 0;
   PCRE2_SIZE off = 0;
   uint32_t opts = PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK;

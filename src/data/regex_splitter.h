@@ -1,7 +1,8 @@
 // Pre-tokenization by regular expression (PCRE2, UTF + Unicode properties, JIT-compiled when available). The GPT-2
 // pattern is `'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+`; `\s` is rewritten to the
 // Unicode White_Space set (what Python's `regex`, Rust's `regex`/onig and tiktoken use) instead of PCRE2's own
-// definition, so pre-tokens match the Python reference.
+// definition, so pre-tokens match the Python reference; nested classes are flattened as Oniguruma reads them
+// (portable_pattern).
 #pragma once
 #include <memory>
 #include <string>
@@ -12,8 +13,10 @@ namespace megaton::data {
 /// GPT-2's pre-tokenization pattern (also used by HF ByteLevel with use_regex=true).
 extern const char* const kGpt2Pattern;
 
-/// Rewrites `\s` / `\S` in a regex (outside or inside [...]) to explicit Unicode White_Space classes.
-std::string portable_whitespace_pattern(std::string_view pattern);
+/// A tokenizer.json regex (Oniguruma syntax) as PCRE2 reads it the same way: `\s` / `\S` (outside or inside [...])
+/// become explicit Unicode White_Space classes, and a class nested in a class, which Oniguruma reads as a union
+/// (BLOOM's ` ?[^(\s|[.,!?…])]+`), is flattened into its enclosing class. DataError for a negated nested class.
+std::string portable_pattern(std::string_view pattern);
 
 /// A compiled pattern. find() is thread-safe (match data is per call site: pass a Matcher).
 class RegexSplitter {

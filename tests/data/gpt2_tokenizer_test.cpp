@@ -130,6 +130,20 @@ TEST(TokenizerGpt2, PreTokenizerFollowsPythonWhitespace) {
   EXPECT_EQ(pieces("x!?  "), (std::vector<std::string>{"x", "!?", "  "}));
 }
 
+TEST(TokenizerGpt2, NestedClassesAreUnionsAsInOniguruma) {
+  // BLOOM's pre-tokenizer: '(', '|' and ')' are members of the negated class, and so is the nested [.,!?].
+  RegexSplitter re(" ?[^(\\s|[.,!?])]+", "bloom");
+  RegexSplitter::Matcher m(re);
+  std::vector<std::string> pieces;
+  const std::string s = "Hi (there)|you, ok?";
+  size_t pos = 0, b = 0, e = 0;
+  while (pos < s.size() && m.find(s, pos, b, e)) pieces.push_back(s.substr(b, e - b)), pos = e;
+  EXPECT_EQ(pieces, (std::vector<std::string>{"Hi", "there", "you", " ok"}));
+  EXPECT_EQ(portable_pattern("[a[bc]d]"), "[abcd]");
+  EXPECT_EQ(portable_pattern("[[:alpha:]x]"), "[[:alpha:]x]");
+  EXPECT_THROW(RegexSplitter("[a[^b]]", "nested negation"), DataError);
+}
+
 TEST(TokenizerGpt2, ScannerEqualsPcre2RegexOnRandomText) {
   // The hand-written scanner must cut exactly where the PCRE2 regex does.
   RegexSplitter re(kGpt2Pattern, "test");

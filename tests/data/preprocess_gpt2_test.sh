@@ -65,6 +65,37 @@ for m in gpt2 llama3 llama2; do
   echo "ok: HF tokenizer.json $m token-identical to @lenml/tokenizer-$m"
 done
 
+# 4b. BLOOM's pre-tokenization (its Split regex, then byte-level without GPT-2's regex) on GPT-2's vocabulary and
+#     merges, against @lenml/tokenizers' generic loader (BLOOM's own 250k-token file is not on npm). BLOOM's regex
+#     nests a class in a class, which the Rust tokenizers' Oniguruma reads as a union: ` ?[^(\s|[.,!?…])]+` excludes
+#     '(', '|' and ')' too. JavaScript cannot read it, and transformers.js (hence @lenml) swaps in a pattern without
+#     those three, so the reference gets the flattened form, which both engines read alike, and megaton the original.
+mkdir -p "$work/bloom-style" "$work/bloom-ref"
+python3 - "$dl/hf/gpt2/tokenizer.json" "$work/bloom-style" "$work/bloom-ref" <<'PY'
+import json, sys
+t = json.load(open(sys.argv[1], encoding="utf-8"))
+punct = ".,!?" + "".join(map(chr, (0x2026, 0x3002, 0xFF0C, 0x3001, 0x0964, 0x06D4, 0x060C)))
+for out, regex in ((sys.argv[2], r" ?[^(\s|[" + punct + "])]+"), (sys.argv[3], r" ?[^(\s|" + punct + ")]+")):
+    t["normalizer"] = None
+    t["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": regex}, "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+    t["post_processor"] = None
+    json.dump(t, open(out + "/tokenizer.json", "w", encoding="utf-8"), ensure_ascii=False)
+    json.dump({"tokenizer_class": "BloomTokenizerFast", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"},
+              open(out + "/tokenizer_config.json", "w"))
+PY
+"$megaton" preprocess --input "$work/in.jsonl" --output-prefix "$work/bloom" --tokenizer-type PretrainedFromHF \
+  --tokenizer-name-or-path "$work/bloom-style" --workers 2 --log-level warning
+python3 "$ref/dump_ids.py" "$work/bloom_text_document" > "$work/bloom.jsonl"
+node "$ref/encode_reference.js" "lenml-dir:$work/bloom-ref" "$work/in.jsonl" "$work/ref-bloom.jsonl" 2>/dev/null
+if ! cmp -s "$work/bloom.jsonl" "$work/ref-bloom.jsonl"; then
+  diff <(cat -n "$work/bloom.jsonl") <(cat -n "$work/ref-bloom.jsonl") | head -n 6 >&2
+  fail "BLOOM-style pre-tokenization: token ids differ from @lenml/tokenizers"
+fi
+cmp -s "$work/bloom.jsonl" "$work/hf-gpt2.jsonl" && fail "BLOOM's pre-tokenizer gave GPT-2's ids: the Split regex was not applied"
+echo "ok: BLOOM-style Split + byte-level tokenizer.json token-identical to @lenml/tokenizers"
+
 # 5. A malformed line stops with file:line and publishes nothing; --skip-bad-lines counts it.
 { head -n 5 "$work/in.jsonl"; echo '{"text": broken'; head -n 5 "$work/in.jsonl"; } > "$work/bad.jsonl"
 set +e
