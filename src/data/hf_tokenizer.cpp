@@ -262,14 +262,27 @@ HfTokenizer::HfTokenizer(const std::string& path)
         try {
           auto s = std::make_shared<Shared>();
           fs::path file = resolve_hf_name_or_path(path, [](const char* v) { return std::getenv(v); });
-          if (fs::is_directory(file)) file /= "tokenizer.json";
+          fs::path sentencepiece;  // a SentencePiece model beside (or instead of) tokenizer.json
+          if (fs::is_directory(file)) {
+            for (const char* name : {"tokenizer.model", "spiece.model", "sentencepiece.bpe.model"})
+              if (fs::exists(file / name)) sentencepiece = file / name;
+            file /= "tokenizer.json";
+          } else if (file.extension() == ".model") {
+            sentencepiece = file;
+          }
+          MEGATON_CHECK(sentencepiece.empty() || (fs::exists(file) && file != sentencepiece), DataError,
+                        "--tokenizer-name-or-path '", path, "': ", sentencepiece.string(),
+                        " is a SentencePiece model; megaton reads the tokenizer.json a fast Hugging Face tokenizer "
+                        "saves. Write one beside it with transformers: "
+                        "AutoTokenizer.from_pretrained(DIR).save_pretrained(DIR)");
           MEGATON_CHECK(fs::exists(file), DataError, "--tokenizer-name-or-path '", path, "': no ", file.string());
           s->origin = file.string();
           const json j = read_json(file);
           MEGATON_CHECK(j.contains("model") && j["model"].is_object(), DataError, s->origin, ": no \"model\" object");
           const json& m = j["model"];
           MEGATON_CHECK(m.value("type", "BPE") == "BPE", DataError, s->origin, ": model type '", m.value("type", ""),
-                        "' is not supported (only BPE)");
+                        "' is not supported (only BPE: GPT-2, BLOOM, Llama; Unigram and WordPiece models, e.g. T5's "
+                        "and BERT's, are not read)");
           MEGATON_CHECK(m.value("dropout", json()).is_null() || m["dropout"] == 0, DataError, s->origin,
                         ": BPE dropout is not supported");
           for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})

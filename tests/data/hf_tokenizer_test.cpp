@@ -156,6 +156,25 @@ TEST(TokenizerHf, Llama2SentencePieceBpe) {
   }
 }
 
+TEST(TokenizerHf, RefusalsNameWhatIsMissing) {
+  const auto dir = testing::scratch_dir("hf");
+  auto message = [&](const std::string& path) -> std::string {
+    try {
+      make_tokenizer("PretrainedFromHF", "", "", path);
+    } catch (const DataError& e) {
+      return e.what();
+    }
+    return "accepted";
+  };
+  testing::write_file(dir / "spiece.model", "not read");
+  EXPECT_NE(message(dir.string()).find("spiece.model is a SentencePiece model"), std::string::npos);
+  EXPECT_NE(message((dir / "spiece.model").string()).find("save_pretrained"), std::string::npos);
+  testing::write_file(dir / "tokenizer.json",
+                      R"({"model": {"type": "Unigram", "vocab": [["<unk>", 0]]}, "normalizer": null})");
+  EXPECT_NE(message(dir.string()).find("model type 'Unigram' is not supported"), std::string::npos);
+  megaton::remove_tree(dir);
+}
+
 }  // namespace
 TEST(TokenizerHf, MalformedFilesAreDataErrors) {
   const auto dir = testing::scratch_dir("hfbad");
