@@ -190,6 +190,13 @@ void IterationLog::write(const Pending& p, double interval_s, const Values& valu
        << " | number of nan iterations: " << std::setw(3) << nan_iterations
        << " | samples per second: " << fixed(samples_per_s, 3) << " | TFLOPs: " << fixed(fork_tflops, 2)
        << " | tokens per second: " << fixed(tokens_per_s, 1) << " | model TFLOPs: " << fixed(tflops, 2) << " |";
+  // Time per iteration in data-parallel and pipeline operations not hidden behind other work (TimedCommunicator).
+  for (const char* group : {"dp", "pp"}) {
+    const auto t = timer_seconds.find(std::string(group) + "-comm");
+    if (t != timer_seconds.end())
+      line << " exposed " << group
+           << " comm (ms): " << fixed(t->second * 1e3 / double(std::max<int64_t>(p.iterations, 1)), 1) << " |";
+  }
   c_.out << line.str() << std::endl;
   const double left_s = double(train_iters_ - p.iteration) * ms * 1e-3;
   c_.log.info(fixed(100.0 * double(p.iteration) / double(std::max<int64_t>(train_iters_, 1)), 1), "% ", p.iteration,

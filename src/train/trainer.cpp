@@ -13,6 +13,7 @@
 #include "data/dataset_builder.h"
 #include "data/tokenizer.h"
 #include "dist/mpi_session.h"
+#include "dist/timed_communicator.h"
 #include "ops/activations.h"
 #include "optim/grad_scaler.h"
 #include "optim/lr_scheduler.h"
@@ -126,6 +127,9 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
 
   timers_.set_device_clock(device_clock(device));  // CUDA events on the GPU: timing never waits for the device
   groups_ = dist::build_process_groups(groups_.grid, backend, cfg_.dist.distributed_timeout_minutes * 60.0);
+  // The data-parallel and pipeline groups' operations are timed: the log's exposed communication.
+  groups_.dp = dist::timed(groups_.dp, timers_, "dp-comm");
+  groups_.pp = dist::timed(groups_.pp, timers_, "pp-comm");
   log_.set_coords(groups_.coords.tp, groups_.coords.pp, groups_.coords.dp);
   log_.info0("megaton ", data::objective_command(cfg_.data.objective), ": ", groups_.grid.describe(), " on ",
              device.str());

@@ -73,4 +73,18 @@ check tp2-sync-tp-duplicated 2 --tensor-model-parallel-size 2 --sync-tp-duplicat
 check dp4zero1 4 --zero-stage 1 "${norms[@]}"
 same_norms dp4zero1
 grep -q "ZeRO-1 shard 1/4" "$work/dp4zero1.log" || { echo "no ZeRO-1 memory report"; exit 1; }
+# Exposed communication: the DP and PP groups' time in the line and the metrics (none at one rank, none for PP at DP).
+python3 - "$work" <<'PY'
+import json, re, sys
+w = sys.argv[1]
+def timers(name):
+    rows = [o for o in map(json.loads, open(f"{w}/{name}.jsonl")) if "lm_loss" in o]
+    return [o.get("timer_ms", {}) for o in rows]
+assert all("dp-comm" not in t and "pp-comm" not in t for t in timers("ref")), timers("ref")[0]
+assert all(t.get("dp-comm", 0) > 0 and "pp-comm" not in t for t in timers("dp4")), timers("dp4")[0]
+assert all(t.get("dp-comm", 0) > 0 and t.get("pp-comm", 0) > 0 for t in timers("tp2pp2dp2")), timers("tp2pp2dp2")[0]
+line = next(l for l in open(f"{w}/tp2pp2dp2.log") if " iteration " in l and "exposed" in l)
+assert re.search(r"\| exposed dp comm \(ms\): [0-9.]+ \| exposed pp comm \(ms\): [0-9.]+ \|$", line.strip()), line
+print("exposed communication: dp-comm and pp-comm timed where DP / PP > 1, and in the iteration line")
+PY
 echo "PASS"

@@ -1,0 +1,66 @@
+#include "dist/timed_communicator.h"
+
+namespace megaton::dist {
+
+namespace {
+
+// Starts the timer for one operation and stops it when the operation returns or throws.
+class Span {
+ public:
+  explicit Span(Timer& t) : t_(t) { t_.start(); }
+  ~Span() { t_.stop(); }
+  Span(const Span&) = delete;
+  Span& operator=(const Span&) = delete;
+
+ private:
+  Timer& t_;
+};
+
+}  // namespace
+
+void TimedCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) {
+  Span s(timer_);
+  inner_->all_reduce(t, op);
+}
+
+void TimedCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
+  Span s(timer_);
+  inner_->all_gather(out, in);
+}
+
+void TimedCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& in, ReduceOp op) {
+  Span s(timer_);
+  inner_->reduce_scatter(out, in, op);
+}
+
+void TimedCommunicator::broadcast(torch::Tensor& t, int root) {
+  Span s(timer_);
+  inner_->broadcast(t, root);
+}
+
+void TimedCommunicator::send(const torch::Tensor& t, int peer) {
+  Span s(timer_);
+  inner_->send(t, peer);
+}
+
+void TimedCommunicator::recv(torch::Tensor& t, int peer) {
+  Span s(timer_);
+  inner_->recv(t, peer);
+}
+
+void TimedCommunicator::send_recv(const torch::Tensor& send, int send_peer, torch::Tensor& recv, int recv_peer) {
+  Span s(timer_);
+  inner_->send_recv(send, send_peer, recv, recv_peer);
+}
+
+void TimedCommunicator::barrier() {
+  Span s(timer_);
+  inner_->barrier();
+}
+
+CommunicatorPtr timed(CommunicatorPtr c, Timers& timers, const std::string& name) {
+  if (c->size() == 1) return c;
+  return std::make_shared<TimedCommunicator>(std::move(c), timers(name));
+}
+
+}  // namespace megaton::dist
