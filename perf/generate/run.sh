@@ -21,10 +21,8 @@ mkdir -p "$OUT"
 python3 -c "import transformers" 2>/dev/null || { echo "python3 has no transformers: the HF peer cannot run" >&2; exit 2; }
 [ -f "$VOCAB_DIR/vocab.json" ] || { echo "no $VOCAB_DIR/vocab.json (GPT-2 tokenizer files)" >&2; exit 2; }
 
-python3 "$HERE/make_hf_model.py" "$OUT/hf_init" --layers "$LAYERS" --hidden "$HIDDEN" --heads "$HEADS" \
-  --positions "$SEQ" | tee "$OUT/summary.txt"
-"$BUILD/megaton" import-hf --hf "$OUT/hf_init" --save "$OUT/ckpt" > "$OUT/import.log" 2>&1
-"$BUILD/megaton" export-hf --load "$OUT/ckpt" --out "$OUT/hf_export" > "$OUT/export.log" 2>&1
+BUILD=$BUILD LAYERS=$LAYERS HIDDEN=$HIDDEN HEADS=$HEADS SEQ=$SEQ bash "$HERE/prepare_model.sh" "$OUT" |
+  tee "$OUT/summary.txt"
 
 prec=()
 [ "$DTYPE" = bf16 ] && prec=(--bf16)

@@ -53,17 +53,18 @@ echo "ok: merge-data equals preprocessing the concatenation"
 
 # 4. HF tokenizer.json against @lenml/tokenizers (GPT-2 and Llama-3 byte-level BPE, Llama-2 SentencePiece BPE with
 #    byte fallback).
-for m in gpt2 llama3 llama2; do
-  "$megaton" preprocess --input "$work/in.jsonl" --output-prefix "$work/hf-$m" --tokenizer-type PretrainedFromHF \
-    --tokenizer-name-or-path "$dl/hf/$m" --workers 2 --log-level warning
-  python3 "$ref/dump_ids.py" "$work/hf-${m}_text_document" > "$work/hf-$m.jsonl"
-  node "$ref/encode_reference.js" "lenml-$m" "$work/in.jsonl" "$work/ref-hf-$m.jsonl" 2>/dev/null
-  if ! cmp -s "$work/hf-$m.jsonl" "$work/ref-hf-$m.jsonl"; then
-    diff <(cat -n "$work/hf-$m.jsonl") <(cat -n "$work/ref-hf-$m.jsonl") | head -n 6 >&2
-    fail "HF $m token ids differ from @lenml/tokenizer-$m"
+same_ids() {  # same_ids NAME TOKENIZER_DIR REFERENCE: megaton preprocess's ids = the reference encoder's
+  "$megaton" preprocess --input "$work/in.jsonl" --output-prefix "$work/hf-$1" --tokenizer-type PretrainedFromHF \
+    --tokenizer-name-or-path "$2" --workers 2 --log-level warning
+  python3 "$ref/dump_ids.py" "$work/hf-${1}_text_document" > "$work/hf-$1.jsonl"
+  node "$ref/encode_reference.js" "$3" "$work/in.jsonl" "$work/ref-hf-$1.jsonl" 2>/dev/null
+  if ! cmp -s "$work/hf-$1.jsonl" "$work/ref-hf-$1.jsonl"; then
+    diff <(cat -n "$work/hf-$1.jsonl") <(cat -n "$work/ref-hf-$1.jsonl") | head -n 6 >&2
+    fail "HF $1 token ids differ from $3"
   fi
-  echo "ok: HF tokenizer.json $m token-identical to @lenml/tokenizer-$m"
-done
+  echo "ok: HF tokenizer.json $1 token-identical to $3"
+}
+for m in gpt2 llama3 llama2; do same_ids "$m" "$dl/hf/$m" "lenml-$m"; done
 
 # 4b. BLOOM's pre-tokenization (its Split regex, then byte-level without GPT-2's regex) on GPT-2's vocabulary and
 #     merges, against @lenml/tokenizers' generic loader (BLOOM's own 250k-token file is not on npm). BLOOM's regex
@@ -85,16 +86,8 @@ for out, regex in ((sys.argv[2], r" ?[^(\s|[" + punct + "])]+"), (sys.argv[3], r
     json.dump({"tokenizer_class": "BloomTokenizerFast", "eos_token": "<|endoftext|>", "pad_token": "<|endoftext|>"},
               open(out + "/tokenizer_config.json", "w"))
 PY
-"$megaton" preprocess --input "$work/in.jsonl" --output-prefix "$work/bloom" --tokenizer-type PretrainedFromHF \
-  --tokenizer-name-or-path "$work/bloom-style" --workers 2 --log-level warning
-python3 "$ref/dump_ids.py" "$work/bloom_text_document" > "$work/bloom.jsonl"
-node "$ref/encode_reference.js" "lenml-dir:$work/bloom-ref" "$work/in.jsonl" "$work/ref-bloom.jsonl" 2>/dev/null
-if ! cmp -s "$work/bloom.jsonl" "$work/ref-bloom.jsonl"; then
-  diff <(cat -n "$work/bloom.jsonl") <(cat -n "$work/ref-bloom.jsonl") | head -n 6 >&2
-  fail "BLOOM-style pre-tokenization: token ids differ from @lenml/tokenizers"
-fi
-cmp -s "$work/bloom.jsonl" "$work/hf-gpt2.jsonl" && fail "BLOOM's pre-tokenizer gave GPT-2's ids: the Split regex was not applied"
-echo "ok: BLOOM-style Split + byte-level tokenizer.json token-identical to @lenml/tokenizers"
+same_ids bloom-style "$work/bloom-style" "lenml-dir:$work/bloom-ref"
+cmp -s "$work/hf-bloom-style.jsonl" "$work/hf-gpt2.jsonl" && fail "BLOOM's pre-tokenizer gave GPT-2's ids: the Split regex was not applied"
 
 # 5. A malformed line stops with file:line and publishes nothing; --skip-bad-lines counts it.
 { head -n 5 "$work/in.jsonl"; echo '{"text": broken'; head -n 5 "$work/in.jsonl"; } > "$work/bad.jsonl"

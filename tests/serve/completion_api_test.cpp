@@ -1,9 +1,10 @@
 // The OpenAI and Megatron request checks and the shaping of decoded rows into answers (stop strings, EOS, echo,
-// offsets, streamed chunks), on a byte tokenizer written here (id = byte value, EOD = 256).
+// offsets, streamed chunks), on the tests' byte tokenizer (id = byte value, EOD = 256).
 #include <gtest/gtest.h>
 
 #include <cmath>
 
+#include "infer/infer_test_util.h"
 #include "serve/api_error.h"
 #include "serve/completion_request.h"
 #include "serve/completion_response.h"
@@ -14,21 +15,7 @@ namespace {
 
 using json = nlohmann::json;
 
-class ByteTokenizer : public data::Tokenizer {
- public:
-  void encode_to(std::string_view text, std::vector<int32_t>& out) override {
-    for (unsigned char c : text) out.push_back(c);
-  }
-  std::string decode(const std::vector<int32_t>& ids) const override {
-    std::string s;
-    for (int32_t id : ids) s += id == 256 ? std::string("<eod>") : std::string(1, static_cast<char>(id));
-    return s;
-  }
-  int64_t vocab_size() const override { return 257; }
-  int32_t eod() const override { return 256; }
-  std::unique_ptr<data::Tokenizer> clone() const override { return std::make_unique<ByteTokenizer>(); }
-  std::string name() const override { return "bytes"; }
-};
+using infertest::ByteTokenizer;
 
 CompletionRequest parse(const std::string& body, int64_t seq = 32, int64_t rows = 8) {
   ByteTokenizer tok;
@@ -100,7 +87,7 @@ TEST(CompletionResponse, EosEndsTheTextButStaysAToken) {
   ChoiceView v = view_row(row("ab", "cd", Finish::kEos, true), ByteTokenizer(), req, true);
   EXPECT_EQ(v.text, "abcd");
   EXPECT_EQ(v.finish_reason, "stop");
-  EXPECT_EQ(v.tokens, (std::vector<std::string>{"a", "b", "c", "d", "<eod>"}));
+  EXPECT_EQ(v.tokens, (std::vector<std::string>{"a", "b", "c", "d", ""}));  // the byte tokenizer decodes EOD to ""
   EXPECT_EQ(v.text_offset, (std::vector<int64_t>{0, 1, 2, 3, 4}));
   EXPECT_TRUE(std::isnan(v.token_logprobs[0]));
   EXPECT_TRUE(v.top_logprobs[0].is_null());
