@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checkpoint save/load throughput at several rank counts, beside torch::save/torch::load of the same tensors.
 # Usage: perf/checkpoint/run.sh BUILD_DIR [HIDDEN] [LAYERS] [RANKS...]     (defaults: 1024 8 "1 2 4")
-# Writes perf/checkpoint/results-<host>.txt and prints a table. Data go to ${TMPDIR:-/tmp}.
+# Prints a table and keeps it in ${TMPDIR:-/tmp}/megaton-checkpoint-results-<host>.txt (data go there too).
 set -euo pipefail
 B=${1:?usage: run.sh BUILD_DIR [HIDDEN] [LAYERS] [RANKS...]}
 H=${2:-1024}
@@ -9,7 +9,7 @@ L=${3:-8}
 shift $(( $# > 3 ? 3 : $# ))
 RANKS=${*:-1 2 4}
 BIN=$B/perf/bench_checkpoint
-OUT=$(dirname "$0")/results-$(hostname).txt
+OUT=${TMPDIR:-/tmp}/megaton-checkpoint-results-$(hostname).txt
 MPIRUN=${MPIRUN:-mpirun}
 {
   echo "# bench_checkpoint hidden=$H layers=$L on $(hostname), $(nproc --all) cores, $(date -u +%FT%TZ)"

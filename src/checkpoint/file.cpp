@@ -5,6 +5,7 @@
 #include "checkpoint/crc.h"
 #include "checkpoint/format.h"
 #include "checkpoint/meta_checksums.h"
+#include "checkpoint/nonfinite.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"
 
@@ -115,8 +116,8 @@ std::vector<CheckpointFile::Problem> CheckpointFile::verify() const {
       if (got != want) out.push_back({p, str("crc32 mismatch: stored ", want, ", data gives ", got)});
       if (h5::has_attr(ds, "crc32") && static_cast<uint32_t>(h5::read_attr_int(ds, "crc32", p)) != want)
         out.push_back({p, str("crc32 attribute ", h5::read_attr_int(ds, "crc32", p), " but the manifest says ", want)});
-      if (t.is_floating_point()) {
-        const int64_t bad = t.numel() - torch::isfinite(t).sum().item<int64_t>();
+      {
+        const int64_t bad = count_nonfinite(t);
         if (bad > 0) out.push_back({p, str(bad, " non-finite values (NaN or inf) of ", t.numel())});
       }
     } catch (const Error& e) {

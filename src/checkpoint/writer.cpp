@@ -2,6 +2,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <array>
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
@@ -16,6 +17,7 @@
 #include "checkpoint/h5.h"
 #include "checkpoint/io_watchdog.h"
 #include "checkpoint/meta_checksums.h"
+#include "checkpoint/nonfinite.h"
 #include "checkpoint/sections.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"
@@ -57,20 +59,46 @@ struct Slab {
   int64_t nonfinite = 0;
 };
 
+/// Host memory reused across a save's tensors for the slabs that need a copy (from a GPU, to another dtype, or out of
+/// a strided view): a fresh allocation per tensor has every page faulted in and zeroed by the kernel first, which
+/// cost as much as the checksum. Pinned when the source is on a GPU (its copy then runs at the link's speed). Two
+/// slots: a tensor's main slab and its vocabulary padding are alive together.
+class StagingBuffers {
+ public:
+  /// An uninitialised tensor of `shape` and `dtype` in slot `slot`'s memory, valid until the slot is taken again.
+  torch::Tensor take(int slot, torch::IntArrayRef shape, torch::ScalarType dtype, bool pinned) {
+    int64_t numel = 1;
+    for (int64_t d : shape) numel *= d;
+    const int64_t bytes = std::max<int64_t>(numel * static_cast<int64_t>(c10::elementSize(dtype)), 1);
+    torch::Tensor& b = bytes_[static_cast<size_t>(slot)];
+    if (!b.defined() || b.numel() < bytes || b.is_pinned() != pinned)
+      b = torch::empty({bytes}, torch::TensorOptions().dtype(torch::kUInt8).pinned_memory(pinned));
+    return b.narrow(0, 0, numel * static_cast<int64_t>(c10::elementSize(dtype))).view(dtype).view(shape);
+  }
+
+ private:
+  std::array<torch::Tensor, 2> bytes_;
+};
+
 /// Local work only (device-to-host copy, dtype conversion, checksum), kept apart from the collective HDF5 calls so
-/// that a failure here is agreed before any rank enters them.
+/// that a failure here is agreed before any rank enters them. A slab that needs a copy lands in `staging`'s `slot`.
 /// `count_nonfinite` false: the state was refused already if it held any (SaveOptions::refuse_nonfinite), so the
 /// count is 0 without another pass over the host copy.
 Slab prepare_slab(const RowSlab& slab, const torch::Tensor& local, bool designated, torch::ScalarType dtype,
-                  bool count_nonfinite = true) {
+                  StagingBuffers& staging, int slot, bool count_nonfinite = true) {
   Slab s;
   if (!designated || !local.defined() || slab.box.empty()) return s;
   torch::Tensor buf = local;
   if (buf.dim() > 0) buf = buf.narrow(0, slab.local_row_begin, slab.box.count[0]);
-  s.buf = buf.detach().to(torch::kCPU, dtype).contiguous();
+  buf = buf.detach();
+  if (buf.is_cpu() && buf.scalar_type() == dtype && buf.is_contiguous()) {
+    s.buf = buf;  // written from where it is
+  } else {
+    s.buf = staging.take(slot, buf.sizes(), dtype, buf.is_cuda());
+    s.buf.copy_(buf);
+  }
   s.partial = crc32_partial(s.buf.data_ptr(), slab.dataset_shape, slab.box, s.buf.element_size());
-  if (count_nonfinite && s.buf.is_floating_point())
-    s.nonfinite = s.buf.numel() - torch::isfinite(s.buf).sum().item<int64_t>();
+  if (count_nonfinite) s.nonfinite = checkpoint::count_nonfinite(s.buf);
   return s;
 }
 
@@ -106,8 +134,9 @@ Written write_slab(hid_t file, const std::string& path, const RowSlab& slab, con
 /// anything is written).
 void refuse_nonfinite(const std::vector<LocalTensor>& local) {
   for (const auto& t : local) {
-    if (!t.tensor.defined() || !t.tensor.is_floating_point() || torch::isfinite(t.tensor).all().item<bool>()) continue;
-    const int64_t n = t.tensor.numel() - torch::isfinite(t.tensor).sum().item<int64_t>();
+    if (!t.tensor.defined()) continue;
+    const int64_t n = count_nonfinite(t.tensor);
+    if (n == 0) continue;
     throw CheckpointError(str("'", t.path, "' holds ", n,
                               " non-finite values (NaN or inf): the training state diverged and is not saved over "
                               "the finite checkpoints"));
@@ -176,6 +205,7 @@ WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
     xfer = h5::transfer_plist(true, opts.collective_io);
   });
   int64_t my_bytes = 0;
+  StagingBuffers staging;
   // Rank 0 reports the job's progress every kProgressEverySeconds: the tensors' bytes written by every rank.
   Progress shown(static_cast<double>(file_bytes(cat, rng_sizes, groups.grid.world())), "GB", 1e9);
   double done = 0;
@@ -191,8 +221,8 @@ WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
     const torch::ScalarType dtype = dtype_from_name(e.dtype, path);
     Slab main, padding;
     agreed_step([&] {
-      main = prepare_slab(pl.main, t, designated, dtype, !opts.refuse_nonfinite);
-      if (pl.has_padding) padding = prepare_slab(pl.padding, t, designated, dtype, !opts.refuse_nonfinite);
+      main = prepare_slab(pl.main, t, designated, dtype, staging, 0, !opts.refuse_nonfinite);
+      if (pl.has_padding) padding = prepare_slab(pl.padding, t, designated, dtype, staging, 1, !opts.refuse_nonfinite);
     });
     agreed_step([&] {
       Written w = write_slab(file, path, pl.main, main, dtype, xfer, opts.collective_io);
@@ -218,7 +248,7 @@ WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
     slab.dataset_shape = {groups.grid.world(), n.get<int64_t>()};
     slab.box = Box{{rank, 0}, {1, n.get<int64_t>()}};
     Slab local;
-    agreed_step([&] { local = prepare_slab(slab, rng->at(name).reshape({1, -1}), true, torch::kUInt8); });
+    agreed_step([&] { local = prepare_slab(slab, rng->at(name).reshape({1, -1}), true, torch::kUInt8, staging, 0); });
     agreed_step([&] {
       written.push_back(write_slab(file, rng_path(name), slab, local, torch::kUInt8, xfer, opts.collective_io));
     });
