@@ -119,22 +119,23 @@ std::vector<RowResult> decode_batch(infer::StageRunner& runner, const data::Toke
     torch::Tensor step = torch::zeros({b, 1 + width}, fopts);  // [b, next id + 1 + 2k]
     if (runner.is_last_stage()) {
       torch::Tensor last = runner.gather_vocab(logits.narrow(0, logits.size(0) - 1, 1)).squeeze(0);  // [b, V]
-      std::vector<int64_t> next(b);
+      // Known tokens and samples are decided on the host; greedy rows (-1 here) take the device's argmax, so a
+      // greedy batch never waits for the device inside the step.
+      std::vector<int64_t> next(b, -1);
       for (int64_t r = 0; r < b; ++r) {
         const RowSpec& spec = rows[r];
         if (done[r]) {
           next[r] = tok.eod();
         } else if (ctx < out[r].prompt_len) {
           next[r] = acc[r][ctx];
-        } else if (spec.temperature == 0.0) {
-          next[r] = last[r].argmax().item<int64_t>();
-        } else {
+        } else if (spec.temperature != 0.0) {
           const double top_p = spec.top_p >= 1.0 ? 0.0 : spec.top_p;
           next[r] = infer::sample_next(last.narrow(0, r, 1), {false, spec.temperature, spec.top_k, top_p}, gens[r])
                         .item<int64_t>();
         }
       }
-      torch::Tensor next_dev = torch::tensor(next, torch::kInt64).to(dev);  // [b]
+      torch::Tensor chosen = torch::tensor(next, torch::kInt64).to(dev);            // [b]
+      torch::Tensor next_dev = torch::where(chosen >= 0, chosen, last.argmax(-1));  // [b]
       step.select(1, 0).copy_(next_dev.to(torch::kFloat32));
       if (want_lp) step.narrow(1, 1, 1 + 2 * std::min(k, last.size(1))).copy_(position_stats(last, next_dev, k));
     }
