@@ -59,6 +59,16 @@ int run_serve_app(const ServeOptions& o, const dist::LaunchEnv& env, BlockedStop
     log.info0("serving '", o.served_model_name, "' on http://", o.host, ":", port,
               " (POST /v1/completions, GET /v1/models, PUT /api); --max-batch-size ", o.max_batch_size, " rows");
   }
+  // However the loop ends (a stop, or an error on its way to ending the job), the queued requests are answered (503)
+  // before the front stops, since stopping waits for its handlers and they wait for their jobs.
+  struct FrontShutdown {
+    JobQueue& queue;
+    std::unique_ptr<HttpFront>& front;
+    ~FrontShutdown() {
+      queue.close();
+      if (front) front->stop();
+    }
+  } shutdown{queue, front};
   int64_t batches = 0, rows_done = 0, tokens_out = 0;
   Timer busy;
   for (;;) {
@@ -117,10 +127,8 @@ int run_serve_app(const ServeOptions& o, const dist::LaunchEnv& env, BlockedStop
           std::vector<RowResult>(results.begin() + offset[k], results.begin() + offset[k] + jobs[k]->rows.size()));
     log.debug("batch ", batches, ": ", rows.size(), " rows");
   }
-  if (front_rank) {
-    queue.close();
-    front->stop();
-  }
+  queue.close();
+  if (front) front->stop();
   log.info0("megaton serve stopped: ", batches, " batches, ", rows_done, " rows, ", tokens_out, " tokens generated in ",
             busy.elapsed(), " s of decoding");
   return 0;
