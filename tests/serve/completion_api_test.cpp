@@ -71,7 +71,10 @@ TEST(CompletionRequest, RefusalsNameTheField) {
   EXPECT_EQ(error_of(R"({"prompt": "a", "temperature": -0.5})").second, "temperature");
   EXPECT_EQ(error_of(R"({"prompt": "a", "temperature": "hot"})").second, "temperature");
   EXPECT_EQ(error_of(R"({"prompt": "a", "top_p": 0})").second, "top_p");
-  EXPECT_EQ(error_of(R"({"prompt": "a", "stop": ["1","2","3","4","5"]})").second, "stop");
+  EXPECT_EQ(error_of(R"({"prompt": "a", "stop": ["1","2","3","4","5"]})").first, 0);  // more than OpenAI's 4
+  nlohmann::json many = {{"prompt", "a"}, {"stop", nlohmann::json::array()}};
+  for (int i = 0; i <= kMaxStops; ++i) many["stop"].push_back(std::to_string(i));
+  EXPECT_EQ(error_of(many.dump()).second, "stop");
   EXPECT_EQ(error_of(R"({"prompt": "a", "stop": [""]})").second, "stop");
   EXPECT_EQ(error_of(R"({"prompt": "a", "logprobs": 21})").second, "logprobs");
   EXPECT_EQ(error_of(R"({"prompt": "a", "logprobs": true})").second, "logprobs");

@@ -120,7 +120,7 @@ const sum = (a) => a.reduce((x, y) => x + y, 0);
   await expectError(400, "max_tokens", () => client.completions.create({ model, prompt: "x", max_tokens: 100000 }), "over the context");
   await expectError(400, "prompt", () => client.completions.create({ model, prompt: [[1, 99999]] }), "token id outside the vocabulary");
   await expectError(400, "prompt", () => client.completions.create({ model, prompt: [] }), "empty prompt list");
-  await expectError(400, "stop", () => client.completions.create({ model, prompt: "x", stop: ["a", "b", "c", "d", "e"] }), "five stops");
+  await expectError(400, "stop", () => client.completions.create({ model, prompt: "x", stop: Array.from({ length: 33 }, (_, i) => "s" + i) }), "33 stops");
   await expectError(400, "logprobs", () => client.completions.create({ model, prompt: "x", logprobs: 21 }), "logprobs over 20");
   await expectError(404, "model", () => client.completions.create({ model: "no-such-model", prompt: "x" }), "unknown model");
   const raw = async (method, path, body) => fetch(base + path, { method, body, headers: { "Content-Type": "application/json" } });
