@@ -18,9 +18,8 @@ int64_t chars_in(const std::string& s, size_t bytes) {
   return n;
 }
 
-// A token's text as OpenAI shows it: the text, or "bytes:\xNN..." when its bytes are not valid UTF-8 alone.
-std::string token_text(const data::Tokenizer& tok, int32_t id) {
-  const std::string s = tok.decode({id});
+// A token's text as OpenAI shows it: its bytes `s`, or "bytes:\xNN..." when they are not valid UTF-8 alone.
+std::string token_text(const std::string& s) {
   if (data::is_valid_utf8(s)) return s;
   std::string out = "bytes:";
   char buf[8];
@@ -53,8 +52,8 @@ ChoiceView view_row(const RowResult& r, const data::Tokenizer& tok, const Comple
   std::string completion =
       tok.decode(std::vector<int32_t>(r.tokens.begin() + r.prompt_len, r.tokens.begin() + text_end));
   const size_t cut = find_stop(completion, req.stop);
-  if (cut != std::string::npos) completion.resize(cut);
   if (cut != std::string::npos) {
+    completion.resize(cut);
     v.finish_reason = "stop";
   } else if (done) {
     v.finish_reason = r.finish == Finish::kLength ? "length" : "stop";
@@ -67,27 +66,27 @@ ChoiceView view_row(const RowResult& r, const data::Tokenizer& tok, const Comple
   // prompt's length, as OpenAI reports it).
   const std::string prompt_text =
       req.echo ? prompt : tok.decode(std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + r.prompt_len));
-  std::string bytes_so_far;  // the tokens' texts concatenated
+  size_t bytes = 0;    // of the tokens' texts so far
+  int64_t offset = 0;  // their characters
   for (int64_t i = 0; i < n; ++i) {
     const bool in_prompt = i < r.prompt_len;
     const std::string piece = tok.decode({r.tokens[i]});
-    if (!in_prompt && cut != std::string::npos && bytes_so_far.size() >= prompt_text.size() + cut) break;
-    if (in_prompt && !req.echo) {
-      bytes_so_far += piece;
-      continue;
-    }
-    v.tokens.push_back(token_text(tok, r.tokens[i]));
-    v.text_offset.push_back(chars_in(bytes_so_far, bytes_so_far.size()));
-    v.token_logprobs.push_back(r.logprobs[i]);
-    json top = i == 0 ? json(nullptr) : json::object();  // the first token has no context
-    if (i > 0) {
-      for (const auto& [id, lp] : r.top[i]) {
-        const std::string t = token_text(tok, id);
-        if (!top.contains(t)) top[t] = lp;
+    if (!in_prompt && cut != std::string::npos && bytes >= prompt_text.size() + cut) break;
+    if (!in_prompt || req.echo) {
+      v.tokens.push_back(token_text(piece));
+      v.text_offset.push_back(offset);
+      v.token_logprobs.push_back(r.logprobs[i]);
+      json top = i == 0 ? json(nullptr) : json::object();  // the first token has no context
+      if (i > 0) {
+        for (const auto& [id, lp] : r.top[i]) {
+          const std::string t = token_text(tok.decode({id}));
+          if (!top.contains(t)) top[t] = lp;
+        }
       }
+      v.top_logprobs.push_back(std::move(top));
     }
-    v.top_logprobs.push_back(std::move(top));
-    bytes_so_far += piece;
+    bytes += piece.size();
+    offset += chars_in(piece, piece.size());
   }
   return v;
 }
@@ -146,8 +145,7 @@ json ChoiceStream::next(const RowResult& r, const data::Tokenizer& tok, bool don
   const bool final = done || !v.finish_reason.empty();
   size_t safe = v.text.size();
   if (!final) {
-    size_t longest = 0;
-    for (const auto& s : req_.stop) longest = std::max(longest, s.size());
+    const size_t longest = longest_stop(req_.stop);
     const size_t hold = longest > 0 ? longest - 1 : 0;  // a stop string may be forming at the end
     safe = std::max(v.completion_from, safe >= hold ? safe - hold : 0);
     safe = complete_utf8(v.text, safe);

@@ -18,6 +18,12 @@ size_t find_stop(const std::string& text, const std::vector<std::string>& stop) 
   return first;
 }
 
+size_t longest_stop(const std::vector<std::string>& stop) {
+  size_t longest = 0;
+  for (const auto& s : stop) longest = std::max(longest, s.size());
+  return longest;
+}
+
 namespace {
 
 // Per position: [log p(target), k ids, k log-probs] (floats; ids are exact below 2^24).
@@ -44,8 +50,7 @@ void append_stats(RowResult& r, const float* s, int64_t k, int64_t row_k) {
 
 bool hits_stop(const data::Tokenizer& tok, const RowResult& r, const RowSpec& spec) {
   if (spec.stop.empty()) return false;
-  size_t longest = 0;
-  for (const auto& s : spec.stop) longest = std::max(longest, s.size());
+  const size_t longest = longest_stop(spec.stop);
   // Every token decodes to at least one byte, so a stop string that the last token completed lies within the last
   // `longest` tokens.
   const int64_t from = std::max<int64_t>(r.prompt_len, static_cast<int64_t>(r.tokens.size()) - longest);

@@ -57,4 +57,7 @@ std::vector<RowResult> decode_batch(infer::StageRunner& runner, const data::Toke
 /// The first position in `text` where any of `stop` occurs (std::string::npos: none).
 size_t find_stop(const std::string& text, const std::vector<std::string>& stop);
 
+/// The length in bytes of the longest of `stop` (0 for none).
+size_t longest_stop(const std::vector<std::string>& stop);
+
 }  // namespace megaton::serve
