@@ -11,35 +11,19 @@
 # DTYPE (fp32 | bf16).
 set -euo pipefail
 OUT=$(realpath -m "${1:?usage: run.sh OUTDIR}")
-BUILD=${BUILD:-build-gpu}
-VOCAB_DIR=${VOCAB_DIR:-data/downloaded/gpt2}
-LAYERS=${LAYERS:-24} HIDDEN=${HIDDEN:-1024} HEADS=${HEADS:-16} SEQ=${SEQ:-1024} NEW=${NEW:-256}
-BATCHES=${BATCHES:-1 8 32} DTYPE=${DTYPE:-fp32}
-HERE=$(dirname "$(realpath "$0")")
-mkdir -p "$OUT"
-[ -f "$BUILD/env.sh" ] && source "$BUILD/env.sh"
-python3 -c "import transformers" 2>/dev/null || { echo "python3 has no transformers: the HF peer cannot run" >&2; exit 2; }
-[ -f "$VOCAB_DIR/vocab.json" ] || { echo "no $VOCAB_DIR/vocab.json (GPT-2 tokenizer files)" >&2; exit 2; }
+DTYPE=${DTYPE:-fp32}
+source "$(dirname "$(realpath "$0")")/bench_model.sh"
+tee "$OUT/summary.txt" < "$OUT/model.txt"
 
-BUILD=$BUILD LAYERS=$LAYERS HIDDEN=$HIDDEN HEADS=$HEADS SEQ=$SEQ bash "$HERE/prepare_model.sh" "$OUT" |
-  tee "$OUT/summary.txt"
-
-prec=()
-[ "$DTYPE" = bf16 ] && prec=(--bf16)
-[ "$DTYPE" = fp16 ] && prec=(--fp16)
-model=(--num-layers "$LAYERS" --hidden-size "$HIDDEN" --num-attention-heads "$HEADS" --seq-length "$SEQ"
-       --max-position-embeddings "$SEQ" --openai-gelu --tokenizer-type GPT2BPETokenizer
-       --vocab-file "$VOCAB_DIR/vocab.json" --merge-file "$VOCAB_DIR/merges.txt" --device cuda
-       --distributed-backend nccl "${prec[@]}")
 for b in $BATCHES; do
   # --ignore-eos: fixed-length decoding, as the HF peer's min_new_tokens.
   "$BUILD/megaton" generate "${model[@]}" --load "$OUT/ckpt" --greedy --ignore-eos --num-samples $((2 * b)) \
     --micro-batch-size "$b" --out-seq-length "$NEW" --genfile "$OUT/megaton_b$b.jsonl" > "$OUT/megaton_b$b.log" 2>&1
   echo "megaton batch=$b: $(grep -o 'wrote .*' "$OUT/megaton_b$b.log" | tail -1)" | tee -a "$OUT/summary.txt"
-  python3 "$HERE/hf_generate.py" "$OUT/hf_export" --batch "$b" --new-tokens "$NEW" --dtype "$DTYPE" \
+  python3 "$GEN/hf_generate.py" "$OUT/hf_export" --batch "$b" --new-tokens "$NEW" --dtype "$DTYPE" \
     2> "$OUT/hf_b$b.err" | tee -a "$OUT/summary.txt"
 done
 
 # The HF export checked in transformers itself: it loads, round-trips the weights, and decodes the text megaton decoded.
-python3 "$HERE/compare_hf.py" "$OUT/hf_init" "$OUT/hf_export" "$OUT/megaton_b1.jsonl" --vocab-dir "$VOCAB_DIR" \
+python3 "$GEN/compare_hf.py" "$OUT/hf_init" "$OUT/hf_export" "$OUT/megaton_b1.jsonl" --vocab-dir "$VOCAB_DIR" \
   --new-tokens "$NEW" 2>"$OUT/compare_hf.err" | tee -a "$OUT/summary.txt"

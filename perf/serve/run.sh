@@ -10,25 +10,9 @@
 # DTYPE (bf16), LAYERS HIDDEN HEADS SEQ (24 1024 16 1024).
 set -euo pipefail
 OUT=$(realpath -m "${1:?usage: run.sh OUTDIR}")
-BUILD=${BUILD:-build-gpu}
-VOCAB_DIR=${VOCAB_DIR:-data/downloaded/gpt2}
-LAYERS=${LAYERS:-24} HIDDEN=${HIDDEN:-1024} HEADS=${HEADS:-16} SEQ=${SEQ:-1024} NEW=${NEW:-256}
-BATCHES=${BATCHES:-1 8 32} DTYPE=${DTYPE:-bf16}
+DTYPE=${DTYPE:-bf16}
 HERE=$(dirname "$(realpath "$0")")
-GEN=$HERE/../generate
-mkdir -p "$OUT"
-[ -f "$BUILD/env.sh" ] && source "$BUILD/env.sh"
-python3 -c "import transformers" 2>/dev/null || { echo "python3 has no transformers: the HF peer cannot run" >&2; exit 2; }
-[ -f "$VOCAB_DIR/vocab.json" ] || { echo "no $VOCAB_DIR/vocab.json (GPT-2 tokenizer files)" >&2; exit 2; }
-
-BUILD=$BUILD LAYERS=$LAYERS HIDDEN=$HIDDEN HEADS=$HEADS SEQ=$SEQ bash "$GEN/prepare_model.sh" "$OUT" > "$OUT/model.txt"
-prec=()
-[ "$DTYPE" = bf16 ] && prec=(--bf16)
-[ "$DTYPE" = fp16 ] && prec=(--fp16)
-model=(--num-layers "$LAYERS" --hidden-size "$HIDDEN" --num-attention-heads "$HEADS" --seq-length "$SEQ"
-       --max-position-embeddings "$SEQ" --openai-gelu --tokenizer-type GPT2BPETokenizer
-       --vocab-file "$VOCAB_DIR/vocab.json" --merge-file "$VOCAB_DIR/merges.txt" --device cuda
-       --distributed-backend nccl "${prec[@]}")
+source "$HERE/../generate/bench_model.sh"
 echo "model: $(cat "$OUT/model.txt"); $DTYPE; $NEW new tokens a request"
 for b in $BATCHES; do
   hf=$(python3 "$GEN/hf_generate.py" "$OUT/hf_export" --batch "$b" --new-tokens "$NEW" --dtype "$DTYPE" 2> "$OUT/hf_b$b.err")
