@@ -24,6 +24,19 @@ json parse_body(const httplib::Request& req) {
   return body;
 }
 
+// Queues `job` and answers with its reply; ApiError(504) when none comes within `timeout_s`.
+void queue_and_answer(JobQueue& queue, double timeout_s, const std::shared_ptr<WaitedJob>& job,
+                      httplib::Response& res) {
+  queue.push(job);
+  int status = 200;
+  std::string out;
+  if (!job->wait(timeout_s, status, out))
+    throw ApiError(504, "",
+                   "timed out after --request-timeout " + std::to_string(timeout_s) + " s waiting for the model");
+  res.status = status;
+  res.set_content(out, kJson);
+}
+
 void send_error(httplib::Response& res, const ApiError& e) {
   res.status = e.status;
   res.set_content(error_body(e.status, e.what(), e.param), kJson);
@@ -166,31 +179,17 @@ void HttpFront::routes() {
     }
     auto job = std::make_shared<CompletionJob>(std::move(r), std::move(rid), decode_tok_);
     job->rows = std::move(rows);
-    queue_.push(job);
-    int status = 200;
-    std::string out;
-    if (!job->wait(o_.request_timeout, status, out))
-      throw ApiError(
-          504, "",
-          "timed out after --request-timeout " + std::to_string(o_.request_timeout) + " s waiting for the model");
-    res.status = status;
-    res.set_content(out, kJson);
+    queue_and_answer(queue_, o_.request_timeout, job, res);
   });
 
   s.Put("/api", [this, seq](const httplib::Request& hreq, httplib::Response& res) {
-    json body = json::parse(hreq.body, nullptr, false);
     try {
-      if (body.is_discarded()) throw ApiError(400, "", "the request body is not valid JSON");
+      const json body = parse_body(hreq);
       auto tok = tokenizer();
       MegatronRequest r = parse_megatron_request(body, *tok, seq, o_.max_batch_size);
       auto job = std::make_shared<MegatronJob>(r, decode_tok_);
       job->rows = megatron_rows(r, fresh_seed());
-      queue_.push(job);
-      int status = 200;
-      std::string out;
-      if (!job->wait(o_.request_timeout, status, out)) throw ApiError(504, "", "timed out waiting for the model");
-      res.status = status;
-      res.set_content(out, kJson);
+      queue_and_answer(queue_, o_.request_timeout, job, res);
     } catch (const ApiError& e) {  // Megatron answers errors with a bare JSON string
       res.status = e.status;
       res.set_content(dump_json(json(e.what())), kJson);
