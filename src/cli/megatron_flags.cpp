@@ -172,6 +172,10 @@ void MegatronFlags::bind(po::options_description& d) {
        "abort the job when a collective waits longer than this")
       ("device", sval(dist.device), "auto | cuda | cpu")
       ("dp-bucket-size-mb", val(p.dp_bucket_size_mb), "gradient all-reduce bucket size")
+      ("overlap-grad-reduce", po::bool_switch(),
+       "accepted (Megatron-Core's flag): each gradient bucket's reduction starts during backward by default")
+      ("no-overlap-grad-reduce", negative_switch(p.overlap_grad_reduce),
+       "reduce the data-parallel gradients after backward instead of overlapped with it")
       ("sync-tp-duplicated-parameters", po::bool_switch(&p.sync_tp_duplicated_parameters),
        "average the TP-replicated parameters (LayerNorms, row-parallel biases) over TP every iteration");
   training.add_options()

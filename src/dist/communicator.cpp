@@ -10,6 +10,29 @@ std::string Communicator::describe() const {
   return str("group '", name(), "' (global ranks ", r, ")");
 }
 
+namespace {
+
+struct CompletedWork : Work {
+  void wait() override {}
+};
+
+}  // namespace
+
+WorkPtr Communicator::start_all_reduce(torch::Tensor t, ReduceOp op) {
+  all_reduce(t, op);
+  return std::make_unique<CompletedWork>();
+}
+
+WorkPtr Communicator::start_all_gather(torch::Tensor out, torch::Tensor in) {
+  all_gather(out, in);
+  return std::make_unique<CompletedWork>();
+}
+
+WorkPtr Communicator::start_reduce_scatter(torch::Tensor out, torch::Tensor in, ReduceOp op) {
+  reduce_scatter(out, in, op);
+  return std::make_unique<CompletedWork>();
+}
+
 const char* reduce_op_name(ReduceOp op) {
   switch (op) {
     case ReduceOp::kSum:

@@ -2,6 +2,8 @@
 
 #include <chrono>
 #include <exception>
+#include <functional>
+#include <iostream>
 #include <thread>
 
 #include "core/error.h"
@@ -97,58 +99,108 @@ void MpiCommunicator::wait(MPI_Request& req, const char* op) {
   }
 }
 
-void MpiCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) {
-  require_cpu_contiguous(t, *this, "all_reduce");
-  if (is_half(t.scalar_type())) {
-    torch::Tensor f = t.to(torch::kFloat32);
-    all_reduce(f, op);
-    t.copy_(f);
-    return;
+namespace {
+
+// A posted non-blocking collective: the request, the tensors it reads and writes (kept alive until it completes), and
+// what is left to do once it has (the average's division, the copy out of an fp32 stand-in for a half tensor).
+class MpiWork : public Work {
+ public:
+  MpiWork(MpiCommunicator& c, const char* op, std::vector<torch::Tensor> keep)
+      : c_(c), op_(op), keep_(std::move(keep)) {}
+  ~MpiWork() override {
+    if (done_ || std::uncaught_exceptions() > 0) return;  // an aborting job does not wait on its peers
+    try {
+      wait();
+    } catch (const std::exception& e) {
+      std::cerr << "megaton: " << e.what() << std::endl;
+    }
   }
-  MPI_Datatype type = mpi_type(t.scalar_type());
-  MEGATON_CHECK(type != MPI_DATATYPE_NULL, InternalError, "all_reduce: unsupported dtype ", t.scalar_type());
-  MPI_Request req;
-  check(MPI_Iallreduce(MPI_IN_PLACE, t.data_ptr(), static_cast<int>(t.numel()), type, mpi_op(op), comm_, &req),
-        "all_reduce");
-  wait(req, "all_reduce");
-  if (op == ReduceOp::kAvg) {
-    if (t.is_floating_point())
-      t.div_(size_);
-    else
-      t.div_(size_, "floor");
+  void wait() override {
+    if (done_) return;
+    done_ = true;
+    c_.wait(req, op_);
+    if (finish) finish();
+    keep_.clear();
   }
+  MPI_Request req = MPI_REQUEST_NULL;
+  std::function<void()> finish;
+
+ private:
+  MpiCommunicator& c_;
+  const char* op_;
+  std::vector<torch::Tensor> keep_;
+  bool done_ = false;
+};
+
+void divide_by(torch::Tensor& t, int n) {
+  if (t.is_floating_point())
+    t.div_(n);
+  else
+    t.div_(n, "floor");
 }
 
-void MpiCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
+}  // namespace
+
+WorkPtr MpiCommunicator::start_all_reduce(torch::Tensor t, ReduceOp op) {
+  require_cpu_contiguous(t, *this, "all_reduce");
+  // Half types are reduced in an fp32 stand-in (MPI has no arithmetic for them), copied back when done.
+  torch::Tensor buf = is_half(t.scalar_type()) ? t.to(torch::kFloat32) : t;
+  MPI_Datatype type = mpi_type(buf.scalar_type());
+  MEGATON_CHECK(type != MPI_DATATYPE_NULL, InternalError, "all_reduce: unsupported dtype ", t.scalar_type());
+  auto w = std::make_unique<MpiWork>(*this, "all_reduce", std::vector<torch::Tensor>{t, buf});
+  check(MPI_Iallreduce(MPI_IN_PLACE, buf.data_ptr(), static_cast<int>(buf.numel()), type, mpi_op(op), comm_, &w->req),
+        "all_reduce");
+  const int n = size_;
+  w->finish = [t, buf, op, n]() mutable {
+    if (op == ReduceOp::kAvg) divide_by(buf, n);
+    if (!buf.is_same(t)) t.copy_(buf);
+  };
+  return w;
+}
+
+void MpiCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) {
+  start_all_reduce(t, op)->wait();
+}
+
+WorkPtr MpiCommunicator::start_all_gather(torch::Tensor out, torch::Tensor in) {
   require_cpu_contiguous(out, *this, "all_gather");
   require_cpu_contiguous(in, *this, "all_gather");
   MEGATON_CHECK(out.numel() == in.numel() * size_ && out.scalar_type() == in.scalar_type(), InternalError,
                 "all_gather on ", describe(), ": out has ", out.numel(), " elements, expected ", in.numel() * size_);
   const int bytes = static_cast<int>(in.numel() * in.element_size());
-  MPI_Request req;
-  check(MPI_Iallgather(in.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, comm_, &req), "all_gather");
-  wait(req, "all_gather");
+  auto w = std::make_unique<MpiWork>(*this, "all_gather", std::vector<torch::Tensor>{out, in});
+  check(MPI_Iallgather(in.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, comm_, &w->req), "all_gather");
+  return w;
 }
 
-void MpiCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& in, ReduceOp op) {
+void MpiCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
+  start_all_gather(out, in)->wait();
+}
+
+WorkPtr MpiCommunicator::start_reduce_scatter(torch::Tensor out, torch::Tensor in, ReduceOp op) {
   require_cpu_contiguous(out, *this, "reduce_scatter");
   require_cpu_contiguous(in, *this, "reduce_scatter");
   MEGATON_CHECK(in.numel() == out.numel() * size_ && out.scalar_type() == in.scalar_type(), InternalError,
                 "reduce_scatter on ", describe(), ": in has ", in.numel(), " elements, expected ", out.numel() * size_);
-  if (is_half(in.scalar_type())) {
-    torch::Tensor fo = torch::empty(out.sizes(), out.options().dtype(torch::kFloat32));
-    reduce_scatter(fo, in.to(torch::kFloat32), op);
-    out.copy_(fo);
-    return;
-  }
-  MPI_Datatype type = mpi_type(in.scalar_type());
+  const bool half = is_half(in.scalar_type());
+  torch::Tensor fin = half ? in.to(torch::kFloat32) : in;
+  torch::Tensor fout = half ? torch::empty(out.sizes(), out.options().dtype(torch::kFloat32)) : out;
+  MPI_Datatype type = mpi_type(fin.scalar_type());
   MEGATON_CHECK(type != MPI_DATATYPE_NULL, InternalError, "reduce_scatter: unsupported dtype ", in.scalar_type());
-  MPI_Request req;
-  check(MPI_Ireduce_scatter_block(in.data_ptr(), out.data_ptr(), static_cast<int>(out.numel()), type, mpi_op(op), comm_,
-                                  &req),
+  auto w = std::make_unique<MpiWork>(*this, "reduce_scatter", std::vector<torch::Tensor>{out, in, fin, fout});
+  check(MPI_Ireduce_scatter_block(fin.data_ptr(), fout.data_ptr(), static_cast<int>(fout.numel()), type, mpi_op(op),
+                                  comm_, &w->req),
         "reduce_scatter");
-  wait(req, "reduce_scatter");
-  if (op == ReduceOp::kAvg) out.div_(size_);
+  const int n = size_;
+  w->finish = [out, fout, op, n]() mutable {
+    if (op == ReduceOp::kAvg) divide_by(fout, n);
+    if (!fout.is_same(out)) out.copy_(fout);
+  };
+  return w;
+}
+
+void MpiCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& in, ReduceOp op) {
+  start_reduce_scatter(out, in, op)->wait();
 }
 
 void MpiCommunicator::broadcast(torch::Tensor& t, int root) {

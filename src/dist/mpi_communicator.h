@@ -1,5 +1,7 @@
 // Communicator over an MPI communicator, for CPU tensors. Non-blocking MPI calls are polled until done or until the
-// timeout, so a dead or stuck peer becomes a CommError naming the group and op rather than a hang. Half types
+// timeout, so a dead or stuck peer becomes a CommError naming the group and op rather than a hang. The start_*
+// collectives return after posting the request; MPI progresses it whenever the rank enters MPI (and on its own where
+// the library has a progress thread). Half types
 // (bf16, fp16) are reduced in fp32, since MPI has no arithmetic for them.
 #pragma once
 #include <mpi.h>
@@ -29,8 +31,15 @@ class MpiCommunicator : public Communicator {
   void send_recv(const torch::Tensor& send, int send_peer, torch::Tensor& recv, int recv_peer) override;
   void barrier() override;
 
- private:
+  /// MPI_Iallreduce / MPI_Iallgather / MPI_Ireduce_scatter_block; wait() polls the request like the blocking calls.
+  WorkPtr start_all_reduce(torch::Tensor t, ReduceOp op) override;
+  WorkPtr start_all_gather(torch::Tensor out, torch::Tensor in) override;
+  WorkPtr start_reduce_scatter(torch::Tensor out, torch::Tensor in, ReduceOp op) override;
+
+  /// Polls `req` until it completes; CommError after the group's timeout.
   void wait(MPI_Request& req, const char* op);
+
+ private:
   void check(int rc, const char* op) const;
 
   MPI_Comm comm_;

@@ -82,6 +82,26 @@ cudaStream_t current_stream() {
   return c10::cuda::getCurrentCUDAStream().stream();
 }
 
+// A started op: its completion event on the comm stream and the tensors it uses.
+class NcclWork : public Work {
+ public:
+  NcclWork(cudaEvent_t done, std::vector<torch::Tensor> keep) : done_(done), keep_(std::move(keep)) {}
+  ~NcclWork() override { wait(); }
+  void wait() override {
+    if (done_ == nullptr) return;
+    // Work queued on the current stream from here on sees the results; the tensors' memory, freed below, is reused
+    // only by such work.
+    cudaStreamWaitEvent(current_stream(), done_, 0);
+    cudaEventDestroy(done_);
+    done_ = nullptr;
+    keep_.clear();
+  }
+
+ private:
+  cudaEvent_t done_;
+  std::vector<torch::Tensor> keep_;
+};
+
 }  // namespace
 
 struct NcclCommunicator::Pending {
@@ -109,6 +129,17 @@ NcclCommunicator::NcclCommunicator(std::shared_ptr<MpiCommunicator> mpi, double 
   }
   NCCL_CHECK(rc, "ncclCommInitRank");
   comm_ = comm;
+  int least = 0, greatest = 0;
+  cudaDeviceGetStreamPriorityRange(&least, &greatest);
+  cudaStream_t stream;
+  cudaEvent_t ready, done;
+  MEGATON_CHECK(cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, greatest) == cudaSuccess &&
+                    cudaEventCreateWithFlags(&ready, cudaEventDisableTiming) == cudaSuccess &&
+                    cudaEventCreateWithFlags(&done, cudaEventDisableTiming) == cudaSuccess,
+                CommError, "NCCL communicator ", describe(), ": cannot create its CUDA stream and events");
+  comm_stream_ = stream;
+  ready_ = ready;
+  started_done_ = done;
   watchdog_ = std::thread([this] { watchdog_loop(); });
 }
 
@@ -117,14 +148,45 @@ NcclCommunicator::~NcclCommunicator() {
   cv_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
   for (auto& p : pending_) cudaEventDestroy(p->event);
+  if (comm_stream_) cudaStreamSynchronize(static_cast<cudaStream_t>(comm_stream_));
   if (comm_) ncclCommDestroy(static_cast<ncclComm_t>(comm_));
+  if (ready_) cudaEventDestroy(static_cast<cudaEvent_t>(ready_));
+  if (started_done_) cudaEventDestroy(static_cast<cudaEvent_t>(started_done_));
+  if (comm_stream_) cudaStreamDestroy(static_cast<cudaStream_t>(comm_stream_));
 }
 
-void NcclCommunicator::track(const char* op) {
+void* NcclCommunicator::blocking_stream() {
+  cudaStream_t s = current_stream();
+  if (started_in_flight_) {
+    cudaStreamWaitEvent(s, static_cast<cudaEvent_t>(started_done_), 0);
+    started_in_flight_ = false;
+  }
+  return s;
+}
+
+void* NcclCommunicator::begin_started() {
+  cudaEventRecord(static_cast<cudaEvent_t>(ready_), current_stream());
+  cudaStreamWaitEvent(static_cast<cudaStream_t>(comm_stream_), static_cast<cudaEvent_t>(ready_), 0);
+  return comm_stream_;
+}
+
+WorkPtr NcclCommunicator::end_started(const char* op, std::vector<torch::Tensor> keep) {
+  auto stream = static_cast<cudaStream_t>(comm_stream_);
+  track(op, stream);
+  cudaEvent_t done;
+  MEGATON_CHECK(cudaEventCreateWithFlags(&done, cudaEventDisableTiming) == cudaSuccess, CommError, op, " on ",
+                describe(), ": cannot create a CUDA event");
+  cudaEventRecord(done, stream);
+  cudaEventRecord(static_cast<cudaEvent_t>(started_done_), stream);
+  started_in_flight_ = true;
+  return std::make_unique<NcclWork>(done, std::move(keep));
+}
+
+void NcclCommunicator::track(const char* op, void* stream) {
   if (timeout_s_ <= 0) return;
   auto p = std::make_unique<Pending>();
   cudaEventCreateWithFlags(&p->event, cudaEventDisableTiming);
-  cudaEventRecord(p->event, current_stream());
+  cudaEventRecord(p->event, static_cast<cudaStream_t>(stream));
   p->op = op;
   p->start = std::chrono::steady_clock::now();
   std::lock_guard<std::mutex> lock(mu_);
@@ -160,62 +222,95 @@ void NcclCommunicator::watchdog_loop() {
   }
 }
 
-void NcclCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) {
+// The enqueueing of each collective on a given stream, shared by the blocking and the started forms.
+void NcclCommunicator::enqueue_all_reduce(torch::Tensor& t, ReduceOp op, void* stream) {
   NCCL_CHECK(ncclAllReduce(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), nccl_op(op),
-                           static_cast<ncclComm_t>(comm_), current_stream()),
+                           static_cast<ncclComm_t>(comm_), static_cast<cudaStream_t>(stream)),
              "all_reduce");
-  track("all_reduce");
+}
+
+void NcclCommunicator::enqueue_all_gather(torch::Tensor& out, const torch::Tensor& in, void* stream) {
+  MEGATON_CHECK(out.numel() == in.numel() * size(), InternalError, "all_gather on ", describe(), ": size mismatch");
+  NCCL_CHECK(ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in.scalar_type()),
+                           static_cast<ncclComm_t>(comm_), static_cast<cudaStream_t>(stream)),
+             "all_gather");
+}
+
+void NcclCommunicator::enqueue_reduce_scatter(torch::Tensor& out, const torch::Tensor& in, ReduceOp op, void* stream) {
+  MEGATON_CHECK(in.numel() == out.numel() * size(), InternalError, "reduce_scatter on ", describe(), ": size mismatch");
+  NCCL_CHECK(ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in.scalar_type()), nccl_op(op),
+                               static_cast<ncclComm_t>(comm_), static_cast<cudaStream_t>(stream)),
+             "reduce_scatter");
+}
+
+void NcclCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) {
+  void* s = blocking_stream();
+  enqueue_all_reduce(t, op, s);
+  track("all_reduce", s);
 }
 
 void NcclCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
-  MEGATON_CHECK(out.numel() == in.numel() * size(), InternalError, "all_gather on ", describe(), ": size mismatch");
-  NCCL_CHECK(ncclAllGather(in.data_ptr(), out.data_ptr(), in.numel(), nccl_type(in.scalar_type()),
-                           static_cast<ncclComm_t>(comm_), current_stream()),
-             "all_gather");
-  track("all_gather");
+  void* s = blocking_stream();
+  enqueue_all_gather(out, in, s);
+  track("all_gather", s);
 }
 
 void NcclCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& in, ReduceOp op) {
-  MEGATON_CHECK(in.numel() == out.numel() * size(), InternalError, "reduce_scatter on ", describe(), ": size mismatch");
-  NCCL_CHECK(ncclReduceScatter(in.data_ptr(), out.data_ptr(), out.numel(), nccl_type(in.scalar_type()), nccl_op(op),
-                               static_cast<ncclComm_t>(comm_), current_stream()),
-             "reduce_scatter");
-  track("reduce_scatter");
+  void* s = blocking_stream();
+  enqueue_reduce_scatter(out, in, op, s);
+  track("reduce_scatter", s);
+}
+
+WorkPtr NcclCommunicator::start_all_reduce(torch::Tensor t, ReduceOp op) {
+  enqueue_all_reduce(t, op, begin_started());
+  return end_started("all_reduce", {t});
+}
+
+WorkPtr NcclCommunicator::start_all_gather(torch::Tensor out, torch::Tensor in) {
+  enqueue_all_gather(out, in, begin_started());
+  return end_started("all_gather", {out, in});
+}
+
+WorkPtr NcclCommunicator::start_reduce_scatter(torch::Tensor out, torch::Tensor in, ReduceOp op) {
+  enqueue_reduce_scatter(out, in, op, begin_started());
+  return end_started("reduce_scatter", {out, in});
 }
 
 void NcclCommunicator::broadcast(torch::Tensor& t, int root) {
+  auto s = static_cast<cudaStream_t>(blocking_stream());
   NCCL_CHECK(ncclBroadcast(t.data_ptr(), t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), root,
-                           static_cast<ncclComm_t>(comm_), current_stream()),
+                           static_cast<ncclComm_t>(comm_), s),
              "broadcast");
-  track("broadcast");
+  track("broadcast", s);
 }
 
 void NcclCommunicator::send(const torch::Tensor& t, int peer) {
-  NCCL_CHECK(ncclSend(t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), peer, static_cast<ncclComm_t>(comm_),
-                      current_stream()),
+  auto s = static_cast<cudaStream_t>(blocking_stream());
+  NCCL_CHECK(ncclSend(t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), peer, static_cast<ncclComm_t>(comm_), s),
              "send");
-  track("send");
+  track("send", s);
 }
 
 void NcclCommunicator::recv(torch::Tensor& t, int peer) {
-  NCCL_CHECK(ncclRecv(t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), peer, static_cast<ncclComm_t>(comm_),
-                      current_stream()),
+  auto s = static_cast<cudaStream_t>(blocking_stream());
+  NCCL_CHECK(ncclRecv(t.data_ptr(), t.numel(), nccl_type(t.scalar_type()), peer, static_cast<ncclComm_t>(comm_), s),
              "recv");
-  track("recv");
+  track("recv", s);
 }
 
 void NcclCommunicator::send_recv(const torch::Tensor& send, int send_peer, torch::Tensor& recv, int recv_peer) {
+  auto s = static_cast<cudaStream_t>(blocking_stream());
   NCCL_CHECK(ncclGroupStart(), "send_recv");
   if (send.defined())
     NCCL_CHECK(ncclSend(send.data_ptr(), send.numel(), nccl_type(send.scalar_type()), send_peer,
-                        static_cast<ncclComm_t>(comm_), current_stream()),
+                        static_cast<ncclComm_t>(comm_), s),
                "send_recv");
   if (recv.defined())
     NCCL_CHECK(ncclRecv(recv.data_ptr(), recv.numel(), nccl_type(recv.scalar_type()), recv_peer,
-                        static_cast<ncclComm_t>(comm_), current_stream()),
+                        static_cast<ncclComm_t>(comm_), s),
                "send_recv");
   NCCL_CHECK(ncclGroupEnd(), "send_recv");
-  track("send_recv");
+  track("send_recv", s);
 }
 
 void NcclCommunicator::barrier() {

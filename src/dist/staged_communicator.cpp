@@ -1,5 +1,8 @@
 #include "dist/staged_communicator.h"
 
+#include <exception>
+#include <iostream>
+
 namespace megaton::dist {
 
 namespace {
@@ -20,27 +23,61 @@ torch::Tensor host_like(const torch::Tensor& t) {
   return torch::empty(t.sizes(), t.options().device(torch::kCPU).pinned_memory(true));
 }
 
+// The host side's operation in flight; wait() completes it and copies the host result into the device tensor.
+class StagedWork : public Work {
+ public:
+  StagedWork(WorkPtr inner, torch::Tensor device, torch::Tensor host)
+      : inner_(std::move(inner)), device_(std::move(device)), host_(std::move(host)) {}
+  ~StagedWork() override {
+    if (!inner_ || std::uncaught_exceptions() > 0) return;  // an aborting job does not wait on its peers
+    try {
+      wait();
+    } catch (const std::exception& e) {
+      std::cerr << "megaton: " << e.what() << std::endl;
+    }
+  }
+  void wait() override {
+    if (!inner_) return;
+    inner_->wait();
+    inner_.reset();
+    device_.copy_(host_);
+  }
+
+ private:
+  WorkPtr inner_;
+  torch::Tensor device_, host_;
+};
+
 }  // namespace
 
-void StagedCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) {
-  if (!on_device(t)) return mpi_->all_reduce(t, op);
+WorkPtr StagedCommunicator::start_all_reduce(torch::Tensor t, ReduceOp op) {
+  if (!on_device(t)) return mpi_->start_all_reduce(t, op);
   torch::Tensor h = to_host(t);
-  mpi_->all_reduce(h, op);
-  t.copy_(h);
+  return std::make_unique<StagedWork>(mpi_->start_all_reduce(h, op), t, h);
+}
+
+WorkPtr StagedCommunicator::start_all_gather(torch::Tensor out, torch::Tensor in) {
+  if (!on_device(out) && !on_device(in)) return mpi_->start_all_gather(out, in);
+  torch::Tensor hin = on_device(in) ? to_host(in) : in, hout = host_like(out);
+  return std::make_unique<StagedWork>(mpi_->start_all_gather(hout, hin), out, hout);
+}
+
+WorkPtr StagedCommunicator::start_reduce_scatter(torch::Tensor out, torch::Tensor in, ReduceOp op) {
+  if (!on_device(out) && !on_device(in)) return mpi_->start_reduce_scatter(out, in, op);
+  torch::Tensor hin = on_device(in) ? to_host(in) : in, hout = host_like(out);
+  return std::make_unique<StagedWork>(mpi_->start_reduce_scatter(hout, hin, op), out, hout);
+}
+
+void StagedCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) {
+  start_all_reduce(t, op)->wait();
 }
 
 void StagedCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
-  if (!on_device(out) && !on_device(in)) return mpi_->all_gather(out, in);
-  torch::Tensor hin = on_device(in) ? to_host(in) : in, hout = host_like(out);
-  mpi_->all_gather(hout, hin);
-  out.copy_(hout);
+  start_all_gather(out, in)->wait();
 }
 
 void StagedCommunicator::reduce_scatter(torch::Tensor& out, const torch::Tensor& in, ReduceOp op) {
-  if (!on_device(out) && !on_device(in)) return mpi_->reduce_scatter(out, in, op);
-  torch::Tensor hin = on_device(in) ? to_host(in) : in, hout = host_like(out);
-  mpi_->reduce_scatter(hout, hin, op);
-  out.copy_(hout);
+  start_reduce_scatter(out, in, op)->wait();
 }
 
 void StagedCommunicator::broadcast(torch::Tensor& t, int root) {

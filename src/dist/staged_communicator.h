@@ -29,6 +29,12 @@ class StagedCommunicator : public Communicator {
   void send_recv(const torch::Tensor& send, int send_peer, torch::Tensor& recv, int recv_peer) override;
   void barrier() override { mpi_->barrier(); }
 
+  /// The device data are copied to the host when the operation starts (waiting for the device's pending writes),
+  /// the MPI request is posted, and wait() completes it and copies the result back.
+  WorkPtr start_all_reduce(torch::Tensor t, ReduceOp op) override;
+  WorkPtr start_all_gather(torch::Tensor out, torch::Tensor in) override;
+  WorkPtr start_reduce_scatter(torch::Tensor out, torch::Tensor in, ReduceOp op) override;
+
  private:
   std::shared_ptr<MpiCommunicator> mpi_;
 };

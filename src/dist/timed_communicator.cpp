@@ -16,7 +16,36 @@ class Span {
   Timer& t_;
 };
 
+// An operation whose wait is timed.
+class TimedWork : public Work {
+ public:
+  TimedWork(WorkPtr inner, Timer& t) : inner_(std::move(inner)), t_(t) {}
+  void wait() override {
+    if (waited_) return;
+    waited_ = true;
+    Span s(t_);
+    inner_->wait();
+  }
+
+ private:
+  WorkPtr inner_;
+  Timer& t_;
+  bool waited_ = false;
+};
+
 }  // namespace
+
+WorkPtr TimedCommunicator::start_all_reduce(torch::Tensor t, ReduceOp op) {
+  return std::make_unique<TimedWork>(inner_->start_all_reduce(std::move(t), op), timer_);
+}
+
+WorkPtr TimedCommunicator::start_all_gather(torch::Tensor out, torch::Tensor in) {
+  return std::make_unique<TimedWork>(inner_->start_all_gather(std::move(out), std::move(in)), timer_);
+}
+
+WorkPtr TimedCommunicator::start_reduce_scatter(torch::Tensor out, torch::Tensor in, ReduceOp op) {
+  return std::make_unique<TimedWork>(inner_->start_reduce_scatter(std::move(out), std::move(in), op), timer_);
+}
 
 void TimedCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) {
   Span s(timer_);

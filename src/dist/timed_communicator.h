@@ -31,6 +31,12 @@ class TimedCommunicator : public Communicator {
   void send_recv(const torch::Tensor& send, int send_peer, torch::Tensor& recv, int recv_peer) override;
   void barrier() override;
 
+  /// Starting is not timed (it only posts the operation); the Work's wait() is, so a reduction that finished behind
+  /// other work counts as the little time its wait took.
+  WorkPtr start_all_reduce(torch::Tensor t, ReduceOp op) override;
+  WorkPtr start_all_gather(torch::Tensor out, torch::Tensor in) override;
+  WorkPtr start_reduce_scatter(torch::Tensor out, torch::Tensor in, ReduceOp op) override;
+
  private:
   CommunicatorPtr inner_;
   Timer& timer_;

@@ -144,7 +144,7 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
   model_ = std::make_unique<TrainingModel>(std::move(gpt), groups_, p.num_layers_per_virtual_pipeline_stage, log_);
   parallel::DataParallelOptions dpo;
   dpo.bucket_size_mb = static_cast<double>(p.dp_bucket_size_mb);
-  dpo.overlap_grad_reduce = true;
+  dpo.overlap_grad_reduce = p.overlap_grad_reduce;
   dpo.zero1 = p.zero_stage == 1;
   dp_ = std::make_unique<parallel::DataParallel>(model_->params(), groups_, dpo);
   // Gradient accumulation fusion: the linear layers' weight-gradient GEMMs add into DataParallel's fp32 main grads

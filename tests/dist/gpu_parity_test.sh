@@ -13,6 +13,9 @@ grep -q "MEGATON_CUDA:BOOL=ON" "$BUILD/CMakeCache.txt" 2>/dev/null && nvidia-smi
   echo "SKIP: needs a CUDA build and a GPU"; exit 77; }
 source "$SRC/tests/support/train_lib.sh"
 setup_work
+# PARITY_OUT=DIR keeps the table and a tarball of every run's log there, whatever the outcome.
+[ -n "${PARITY_OUT:-}" ] && trap 'mkdir -p "$PARITY_OUT"; cp "$work/table.txt" "$PARITY_OUT/" 2> /dev/null;
+  tar czf "$PARITY_OUT/parity_logs.tgz" -C "$work" $(cd "$work" && ls *.log 2> /dev/null); rm -rf "$work"' EXIT
 BF16_TOL=${BF16_TOL:-2e-2}
 fail() { echo "FAIL: $*"; exit 1; }
 make_byte_tokenizer "$work/tok"
@@ -51,7 +54,8 @@ layouts=("tp2:2:--tensor-model-parallel-size 2" "pp2:2:--pipeline-model-parallel
          "tp2pp2:4:--tensor-model-parallel-size 2 --pipeline-model-parallel-size 2" "dp2zero1:2:--zero-stage 1"
          "pp2interleaved:2:--pipeline-model-parallel-size 2 --num-layers-per-virtual-pipeline-stage 1")
 status=0
-printf "%-16s %-6s %-14s %-14s %s\n" layout dtype "loss rel" "gnorm rel" result > "$work/table.txt"
+row() { printf "%-16s %-6s %-14s %-14s %s\n" "$@" | tee -a "$work/table.txt"; }  # printed as it goes
+row layout dtype "loss rel" "gnorm rel" result
 for prec in fp32 bf16; do
   p=(); tol=1e-5
   [ "$prec" = bf16 ] && { p=(--bf16); tol=$BF16_TOL; }
@@ -59,15 +63,15 @@ for prec in fp32 bf16; do
   if [ "$prec" = bf16 ]; then
     train "seed_$prec" 1 "${p[@]}" --seed 4321 || exit 1
     r=$(compare "one_$prec" "seed_$prec" 1e9)
-    printf "%-16s %-6s %-14s %-14s %s\n" "(other seed)" "$prec" $r "spread" >> "$work/table.txt"
+    row "(other seed)" "$prec" $r "spread"
   fi
   for l in "${layouts[@]}"; do
     IFS=: read -r name np flags <<< "$l"
     if ! train "${name}_$prec" "$np" "${p[@]}" $flags; then
-      printf "%-16s %-6s %-14s %-14s %s\n" "$name" "$prec" - - "FAILED TO RUN" >> "$work/table.txt"; status=1; continue
+      row "$name" "$prec" - - "FAILED TO RUN"; status=1; continue
     fi
     if r=$(compare "one_$prec" "${name}_$prec" "$tol"); then res=ok; else res="OVER $tol"; status=1; fi
-    printf "%-16s %-6s %-14s %-14s %s\n" "$name" "$prec" $r "$res" >> "$work/table.txt"
+    row "$name" "$prec" $r "$res"
   done
 done
 
@@ -80,7 +84,7 @@ gen() {
 }
 gen 1 && gen 2 || exit 1
 if cmp -s "$work/gen1.jsonl" "$work/gen2.jsonl"; then res=ok; else res=DIFFER; status=1; fi
-printf "%-16s %-6s %-14s %-14s %s\n" "generate tp2" fp32 - - "$res" >> "$work/table.txt"
+row "generate tp2" fp32 - - "$res"
 
 # A checkpoint saved at TP2 x PP2 (iteration 10) resumes at TP1: the straight one-rank run's last 10 losses.
 train half 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --save "$work/ckpt22" --save-interval 10 \
@@ -88,7 +92,5 @@ train half 4 --tensor-model-parallel-size 2 --pipeline-model-parallel-size 2 --s
 rm -f "$work/resumed.jsonl"
 train resumed 1 --load "$work/ckpt22" || exit 1
 if r=$(compare one_fp32 resumed 1e-5); then res=ok; else res="OVER 1e-5"; status=1; fi
-printf "%-16s %-6s %-14s %-14s %s\n" "resume tp2pp2>1" fp32 $r "$res" >> "$work/table.txt"
-cat "$work/table.txt"
-[ -n "${PARITY_OUT:-}" ] && cp "$work/table.txt" "$work"/*.log "$PARITY_OUT"/ 2>/dev/null
+row "resume tp2pp2>1" fp32 $r "$res"
 [ $status = 0 ] && echo PASS || { echo "FAIL: see the table"; exit 1; }

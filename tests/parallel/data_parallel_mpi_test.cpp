@@ -62,6 +62,9 @@ TEST(DataParallel, SynchronousFallbackAveragesOverDP) {
 TEST(DataParallel, Zero1ReduceScattersIntoShards) {
   check_dp_average(true, true);
 }
+TEST(DataParallel, Zero1WithoutOverlapReduceScattersIntoShards) {
+  check_dp_average(false, true);
+}
 
 TEST(DataParallel, TiedEmbeddingSummedOverEmbeddingGroupThenAveragedOverDP) {
   REQUIRE_WORLD_DIVISIBLE_BY(2);

@@ -73,6 +73,14 @@ check tp2-sync-tp-duplicated 2 --tensor-model-parallel-size 2 --sync-tp-duplicat
 check dp4zero1 4 --zero-stage 1 "${norms[@]}"
 same_norms dp4zero1
 grep -q "ZeRO-1 shard 1/4" "$work/dp4zero1.log" || { echo "no ZeRO-1 memory report"; exit 1; }
+# The gradient reduction overlapped with backward (the default) and after it (--no-overlap-grad-reduce): the same
+# reductions of the same buckets, so bit-identical losses.
+for z in 0 1; do
+  run_train 4 "${common[@]}" --zero-stage $z --no-overlap-grad-reduce --metrics-file "$work/serial$z.jsonl" \
+    > "$work/serial$z.log" 2>&1 || { tail -30 "$work/serial$z.log"; exit 1; }
+  echo -n "--no-overlap-grad-reduce, ZeRO stage $z: "
+  compare_losses "$work/$([ $z = 0 ] && echo dp4 || echo dp4zero1).jsonl" "$work/serial$z.jsonl" 0
+done
 # Exposed communication: the DP and PP groups' time in the line and the metrics (none at one rank, none for PP at DP).
 python3 - "$work" <<'PY'
 import json, re, sys

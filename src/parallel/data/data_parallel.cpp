@@ -132,9 +132,9 @@ void DataParallel::reduce_bucket(size_t b) {
   if (options_.zero1) {
     torch::Tensor out =
         shard_grad_.narrow(0, layout_.shard_bucket_offset(static_cast<int>(b), dp_size_), bk.numel / dp_size_);
-    groups_.dp->reduce_scatter(out, in, dist::ReduceOp::kAvg);  // [bucket / dp]
+    in_flight_.push_back(groups_.dp->start_reduce_scatter(out, in, dist::ReduceOp::kAvg));  // [bucket / dp]
   } else {
-    groups_.dp->all_reduce(in, dist::ReduceOp::kAvg);
+    in_flight_.push_back(groups_.dp->start_all_reduce(in, dist::ReduceOp::kAvg));
   }
 }
 
@@ -157,8 +157,9 @@ void DataParallel::start_grad_sync() {
 }
 
 void DataParallel::finish_grad_sync() {
-  // Blocking backends complete each reduction when it is started: finishing is starting whatever is left.
   start_grad_sync();
+  for (auto& w : in_flight_) w->wait();
+  in_flight_.clear();
 }
 
 void DataParallel::attach(MainGrads& table) {
@@ -202,6 +203,8 @@ void DataParallel::zero_grad() {
   }
   if (!shard_grad_.is_same(grad_buffer_)) shard_grad_.zero_();
   for (auto& p : params_) p.param.mutable_grad().reset();
+  MEGATON_CHECK(in_flight_.empty(), InternalError,
+                "data parallel: zero_grad() while gradient reductions are in flight; call finish_grad_sync() first");
   std::fill(ready_.begin(), ready_.end(), 0);
   std::fill(started_.begin(), started_.end(), 0);
   tied_reduced_ = false;

@@ -12,9 +12,10 @@
 //     dp.finish_grad_sync();     // every bucket reduced; tied embedding summed over the embedding group
 //     optimizer.step();          // reads dp.shard_grad(), writes dp.param_buffer()
 //
-// With overlap on, the hook that completes a bucket during the last micro-batch's backward starts that bucket's
-// reduction at once (start_grad_sync / finish_grad_sync keep the split even though MPI collectives are blocking, so
-// a non-blocking backend can overlap). With overlap off, everything is reduced in finish_grad_sync.
+// With overlap on (--overlap-grad-reduce, the default), the hook that completes a bucket during the last micro-batch's
+// backward starts that bucket's reduction at once (Communicator::start_*: on NCCL, on the group's communication
+// stream beside the rest of backward; on MPI, a posted non-blocking collective), and finish_grad_sync waits for them
+// all. With overlap off, every bucket is started and waited for in finish_grad_sync.
 // Reduction: all-reduce (average) over the DP group; under ZeRO-1 a reduce-scatter (average) of each bucket, so each DP
 // rank ends with the reduced gradients of its shard only (shard_grad()), and all_gather_params() brings the updated
 // shards back into every rank's parameters.
@@ -34,7 +35,8 @@ namespace megaton::parallel {
 struct DataParallelOptions {
   /// --dp-bucket-size-mb: bucket size in MiB of fp32 gradients; <= 0 puts everything in one bucket.
   double bucket_size_mb = 25.0;
-  /// Start a bucket's reduction from the backward hook as soon as its gradients are ready (last micro-batch only).
+  /// --overlap-grad-reduce: start a bucket's reduction from the backward hook as soon as its gradients are ready (last
+  /// micro-batch only).
   bool overlap_grad_reduce = true;
   /// --zero-stage 1: reduce-scatter gradients into DP shards; the optimizer keeps state for its shard only.
   bool zero1 = false;
@@ -80,7 +82,8 @@ class DataParallel {
   void set_last_microbatch(bool last) { last_microbatch_ = last; }
   /// Starts the reduction of every bucket not yet started.
   void start_grad_sync();
-  /// Sums the tied embedding's grads over the embedding group, completes every bucket's reduction.
+  /// Sums the tied embedding's grads over the embedding group, starts what is left and waits for every bucket's
+  /// reduction: after it, the reduced gradients may be read (on a GPU: by work queued on the current stream).
   void finish_grad_sync();
   /// --sync-tp-duplicated-parameters: after finish_grad_sync, replaces the reduced gradient of every TP-replicated
   /// parameter (ParamInfo::tp_replicated: LayerNorms, row-parallel biases, positions) in this rank's shard by its
@@ -123,8 +126,9 @@ class DataParallel {
   torch::Tensor grad_buffer_;   // [N] fp32
   torch::Tensor shard_grad_;    // [S] fp32 (aliases grad_buffer_ without ZeRO-1 or with DP = 1)
   std::vector<ParamPiece> shard_pieces_;
-  std::vector<int> ready_;     // per bucket: parameters whose last-micro-batch grad has arrived
-  std::vector<char> started_;  // per bucket
+  std::vector<int> ready_;                // per bucket: parameters whose last-micro-batch grad has arrived
+  std::vector<char> started_;             // per bucket
+  std::vector<dist::WorkPtr> in_flight_;  // reductions started and not yet waited for
   std::vector<std::shared_ptr<torch::autograd::Node>> grad_accs_;  // kept alive: they carry our hooks
   std::vector<uintptr_t> hook_keys_;
   bool last_microbatch_ = true;
