@@ -9,10 +9,12 @@
 #include <cstring>
 #include <ctime>
 #include <filesystem>
+#include <future>
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/collective.h"
 #include "checkpoint/crc.h"
+#include "checkpoint/early_writeback.h"
 #include "checkpoint/format.h"
 #include "checkpoint/h5.h"
 #include "checkpoint/io_watchdog.h"
@@ -61,8 +63,8 @@ struct Slab {
 
 /// Host memory reused across a save's tensors for the slabs that need a copy (from a GPU, to another dtype, or out of
 /// a strided view): a fresh allocation per tensor has every page faulted in and zeroed by the kernel first, which
-/// cost as much as the checksum. Pinned when the source is on a GPU (its copy then runs at the link's speed). Two
-/// slots: a tensor's main slab and its vocabulary padding are alive together.
+/// cost as much as the checksum. Pinned when the source is on a GPU (its copy then runs at the link's speed). Four
+/// slots: a tensor's main slab and its vocabulary padding, for the tensor being written and the next one.
 class StagingBuffers {
  public:
   /// An uninitialised tensor of `shape` and `dtype` in slot `slot`'s memory, valid until the slot is taken again.
@@ -77,7 +79,7 @@ class StagingBuffers {
   }
 
  private:
-  std::array<torch::Tensor, 2> bytes_;
+  std::array<torch::Tensor, 4> bytes_;  // two tensors (main and padding slabs) in flight
 };
 
 /// Local work only (device-to-host copy, dtype conversion, checksum), kept apart from the collective HDF5 calls so
@@ -205,37 +207,61 @@ WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
     xfer = h5::transfer_plist(true, opts.collective_io);
   });
   int64_t my_bytes = 0;
+  EarlyWriteback writeback(file_path);
   StagingBuffers staging;
   // Rank 0 reports the job's progress every kProgressEverySeconds: the tensors' bytes written by every rank.
   Progress shown(static_cast<double>(file_bytes(cat, rng_sizes, groups.grid.world())), "GB", 1e9);
   double done = 0;
-  for (const auto& [path, e] : cat) {
-    dog.progress(path);
-    if (shown.due(opts.progress_every_s))
-      log.info0("checkpoint: saving iteration ", state.iteration, ": ", shown.line(done));
-    done += static_cast<double>(catalog_entry_bytes(e));
+  // Tensor k + 1 is prepared (device-to-host copy, CRC, non-finite count) on a helper thread while tensor k is written,
+  // in the other half of the staging buffers.
+  struct Prepared {
+    Slab main, padding;
+  };
+  std::vector<const Catalog::value_type*> entries;
+  for (const auto& kv : cat) entries.push_back(&kv);
+  auto prepare = [&](size_t k) {
+    const auto& [path, e] = *entries[k];
     const ShardPlacement pl = place(e, me.tp, tp);
     auto it = mine.find(path);
     const torch::Tensor t = it == mine.end() ? torch::Tensor() : it->second->tensor;
     const bool designated = it != mine.end() && is_designated(e, me);
     const torch::ScalarType dtype = dtype_from_name(e.dtype, path);
-    Slab main, padding;
+    const int slot = 2 * static_cast<int>(k % 2);
+    Prepared p;
+    p.main = prepare_slab(pl.main, t, designated, dtype, staging, slot, !opts.refuse_nonfinite);
+    if (pl.has_padding)
+      p.padding = prepare_slab(pl.padding, t, designated, dtype, staging, slot + 1, !opts.refuse_nonfinite);
+    return p;
+  };
+  std::future<Prepared> next;
+  if (!entries.empty()) next = std::async(std::launch::async, prepare, 0);
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const auto& [path, e] = *entries[k];
+    dog.progress(path);
+    if (shown.due(opts.progress_every_s))
+      log.info0("checkpoint: saving iteration ", state.iteration, ": ", shown.line(done));
+    done += static_cast<double>(catalog_entry_bytes(e));
+    const ShardPlacement pl = place(e, me.tp, tp);
+    const bool designated = mine.count(path) && is_designated(e, me);
+    const torch::ScalarType dtype = dtype_from_name(e.dtype, path);
+    Prepared cur;
+    agreed_step([&] { cur = next.get(); });
+    if (k + 1 < entries.size()) next = std::async(std::launch::async, prepare, k + 1);
     agreed_step([&] {
-      main = prepare_slab(pl.main, t, designated, dtype, staging, 0, !opts.refuse_nonfinite);
-      if (pl.has_padding) padding = prepare_slab(pl.padding, t, designated, dtype, staging, 1, !opts.refuse_nonfinite);
-    });
-    agreed_step([&] {
-      Written w = write_slab(file, path, pl.main, main, dtype, xfer, opts.collective_io);
+      Written w = write_slab(file, path, pl.main, cur.main, dtype, xfer, opts.collective_io);
       h5::write_attr(w.ds, "partition_dim", static_cast<int64_t>(e.partition_dim));
       w.record["partition_dim"] = e.partition_dim;
       if (pl.has_padding) {
         h5::write_attr(w.ds, "padded_rows", e.global_shape[0]);
         w.record["padded_rows"] = e.global_shape[0];
       }
-      if (designated) my_bytes += pl.main.box.numel() * c10::elementSize(dtype);
+      if (designated) {
+        my_bytes += pl.main.box.numel() * c10::elementSize(dtype);
+        writeback.wrote(pl.main.box.numel() * c10::elementSize(dtype));
+      }
       written.push_back(std::move(w));
       if (pl.has_padding) {
-        Written p = write_slab(file, path + kPaddingSuffix, pl.padding, padding, dtype, xfer, opts.collective_io);
+        Written p = write_slab(file, path + kPaddingSuffix, pl.padding, cur.padding, dtype, xfer, opts.collective_io);
         h5::write_attr(p.ds, "role", std::string("vocab_padding"));
         p.record["role"] = "vocab_padding";
         written.push_back(std::move(p));
