@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 #include <unistd.h>
+#include <zlib.h>
 
 #include <filesystem>
 #include <fstream>
@@ -180,4 +181,20 @@ TEST(CheckpointTracker, DisagreeingTrackersTakeTheNewerExistingAndSaySo) {
   EXPECT_EQ(read_latest_iteration(dir.string(), &warning), 4);
   EXPECT_TRUE(warning.empty());
   megaton::remove_tree(dir);
+}
+
+// A large buffer is checksummed in chunks on several threads and joined with crc32_combine: the result is zlib's
+// one-pass CRC, for a length that is no multiple of the chunk and a CRC continued from an earlier one.
+TEST(CheckpointCrc, ParallelChunksEqualOnePass) {
+  const int threads = at::get_num_threads();
+  at::set_num_threads(4);
+  const int64_t n = (int64_t{37} << 20) + 12345;
+  torch::Tensor bytes = torch::randint(0, 256, {n}, torch::TensorOptions().dtype(torch::kUInt8));
+  const auto* p = static_cast<const Bytef*>(bytes.data_ptr());
+  uLong want = crc32(0, p, 1000);
+  for (int64_t off = 1000; off < n; off += 1 << 30)
+    want = crc32(want, p + off, static_cast<uInt>(std::min<int64_t>(n - off, 1 << 30)));
+  const uint32_t first = crc32_bytes(p, 1000);
+  EXPECT_EQ(crc32_bytes(p + 1000, n - 1000, first), static_cast<uint32_t>(want));
+  at::set_num_threads(threads);
 }
