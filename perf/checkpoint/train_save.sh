@@ -5,8 +5,10 @@
 #   tokens, 30 iterations, a save every 10 (iterations 10, 20, 30), --keep-last 1. For each mode: the time the loop was
 #   blocked per save (synchronous: the save; async: the copy to host memory), the background write time, and the
 #   seconds per iteration of the whole run against a run without saves. The disk: `dd` of 8 GiB with fdatasync.
+#   Mode `load` (after `sync`): the last synchronous checkpoint read back by `megaton train --load` with the file's
+#   pages dropped from the page cache first, beside `dd` reading its 8 GiB file back the same way.
 #   bash perf/checkpoint/train_save.sh [BUILD_DIR (build-gpu)] [DIR (a directory on the disk to measure; ./ckpt-bench)]
-#   MODES (default "none sync async") picks the runs.
+#   MODES (default "none sync load async") picks the runs.
 set -euo pipefail
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build=$(realpath -m "${1:-$src/build-gpu}")
@@ -14,8 +16,12 @@ dir=$(realpath -m "${2:-$PWD/ckpt-bench}")
 mkdir -p "$dir"
 trap 'rm -rf "$dir"' EXIT
 dd_line=$(dd if=/dev/zero of="$dir/dd.bin" bs=64M count=128 conv=fdatasync 2>&1 | tail -1)
-rm -f "$dir/dd.bin"
 echo "disk ($dir): dd 8 GiB with fdatasync: $dd_line"
+evict() {  # drops the files' pages from the page cache (written back first), so the next read comes from the disk
+  python3 -c 'import os, sys
+for p in sys.argv[1:]:
+    fd = os.open(p, os.O_RDONLY); os.fsync(fd); os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED); os.close(fd)' "$@"
+}
 python3 "$src/perf/gpu/synth_data.py" "$dir/synth_text_document" > /dev/null
 args=(--vocab-size 50257 --data-path "$dir/synth_text_document" --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5
       --eval-interval 100000 --eval-iters 1 --device cuda --distributed-backend nccl --seed 1234 --hidden-dropout 0
@@ -29,14 +35,24 @@ run() {  # run NAME ARGS...
   "$build/megaton" train "${args[@]}" "$@" > "$dir/$name.log" 2>&1 || { tail -20 "$dir/$name.log"; exit 1; }
   cp "$dir/$name.log" "${OUT:-/tmp}/train_save_$name.log" 2> /dev/null || true
 }
-MODES=${MODES:-none sync async}
+MODES=${MODES:-none sync load async}
 for m in $MODES; do
   case $m in
     none) run none ;;
     sync) run sync --save "$dir/save" --save-interval 10 --keep-last 1 ;;
+    load)
+      [ -d "$dir/save" ] || { echo "mode load needs mode sync before it"; exit 1; }
+      evict "$dir/dd.bin"
+      echo "disk: dd read of 8 GiB from the disk: $(dd if="$dir/dd.bin" of=/dev/null bs=64M 2>&1 | tail -1)"
+      mapfile -t files < <(find "$dir/save" -type f)
+      evict "${files[@]}"
+      "$build/megaton" train "${args[@]}" --load "$dir/save" --train-iters 31 > "$dir/load.log" 2>&1 ||
+        { tail -20 "$dir/load.log"; exit 1; }
+      grep -o "loaded checkpoint .*" "$dir/load.log" | head -1 ;;
     async) run async --save "$dir/save" --save-interval 10 --keep-last 1 --async-save ;;
   esac
 done
+rm -f "$dir/dd.bin"
 python3 - "$dir" $MODES <<'PY'
 import os, re, sys
 d, modes = sys.argv[1], sys.argv[2:]

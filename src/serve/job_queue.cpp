@@ -13,9 +13,19 @@ void JobQueue::push(std::shared_ptr<Job> job) {
   cv_.notify_one();
 }
 
-std::vector<std::shared_ptr<Job>> JobQueue::take(int64_t max_rows, std::chrono::milliseconds wait) {
+int64_t JobQueue::queued_rows() const {
+  int64_t n = 0;
+  for (const auto& j : jobs_)
+    if (!j->cancelled()) n += static_cast<int64_t>(j->rows.size());
+  return n;
+}
+
+std::vector<std::shared_ptr<Job>> JobQueue::take(int64_t max_rows, std::chrono::milliseconds wait,
+                                                 std::chrono::milliseconds window) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, wait, [&] { return closed_ || !jobs_.empty(); });
+  if (!closed_ && !jobs_.empty() && window.count() > 0)
+    cv_.wait_for(lock, window, [&] { return closed_ || queued_rows() >= max_rows; });
   std::vector<std::shared_ptr<Job>> out;
   int64_t rows = 0;
   while (!closed_ && !jobs_.empty()) {

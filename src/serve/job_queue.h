@@ -38,9 +38,12 @@ class JobQueue {
  public:
   /// ApiError(503) once closed.
   void push(std::shared_ptr<Job> job);
-  /// Waits up to `wait` for a job; then takes queued jobs in order while their rows fit `max_rows` (the first one
-  /// always). Cancelled jobs are skipped. Empty after the wait or once closed.
-  std::vector<std::shared_ptr<Job>> take(int64_t max_rows, std::chrono::milliseconds wait);
+  /// Waits up to `wait` for a job; once one is queued, up to `window` more for the queued rows to reach `max_rows`
+  /// (clients answered together send their next requests a moment apart: without the window the next batch would
+  /// leave most of them to the batch after). Then takes queued jobs in order while their rows fit `max_rows` (the
+  /// first one always). Cancelled jobs are skipped. Empty after the wait or once closed.
+  std::vector<std::shared_ptr<Job>> take(int64_t max_rows, std::chrono::milliseconds wait,
+                                         std::chrono::milliseconds window = std::chrono::milliseconds(0));
   /// No more jobs; the queued ones fail with 503.
   void close();
 
@@ -48,6 +51,7 @@ class JobQueue {
   std::mutex mu_;
   std::condition_variable cv_;
   std::deque<std::shared_ptr<Job>> jobs_;
+  int64_t queued_rows() const;
   bool closed_ = false;
 };
 

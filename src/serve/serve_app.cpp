@@ -78,7 +78,8 @@ int run_serve_app(const ServeOptions& o, const dist::LaunchEnv& env, BlockedStop
       if (signals.received()) {
         message = R"({"op":"stop"})";
       } else {
-        jobs = queue.take(o.max_batch_size, std::chrono::milliseconds(1000));
+        jobs =
+            queue.take(o.max_batch_size, std::chrono::milliseconds(1000), std::chrono::milliseconds(o.batch_window_ms));
         json batch = {{"op", jobs.empty() ? "idle" : "batch"}, {"rows", json::array()}};
         for (const auto& j : jobs)
           for (const auto& r : j->rows) batch["rows"].push_back(row_json(r));
