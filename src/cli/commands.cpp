@@ -177,7 +177,7 @@ bool parse_serve_command(int argc, const char* const* argv, int world_size, serv
        "the model's name in the API (default: --load's directory name, else megaton)")
       ("http-threads", po::value(&o.http_threads)->default_value(0),
        "connections handled at once; 0: max(16, 2 x --max-batch-size), since each request of a batch holds one")
-      ("batch-window-ms", po::value(&o.batch_window_ms)->default_value(10),
+      ("batch-window-ms", po::value(&o.batch_window_ms)->default_value(30),
        "once a request is queued, how long to wait for more to fill the batch (0: decode what is there)");
   return parse_inference_command("serve",
                                  "Serve a GPT checkpoint over HTTP: the OpenAI completions API (lm-eval-harness's "

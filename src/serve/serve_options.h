@@ -16,7 +16,7 @@ struct ServeOptions {
   int64_t max_request_bytes = 16 << 20;  // --max-request-bytes: larger bodies get 413
   std::string served_model_name;         // --served-model-name (default: --load's directory name, else "megaton")
   int http_threads = 0;                  // --http-threads: connections handled at once (0: max(16, 2 x batch))
-  int batch_window_ms = 10;              // --batch-window-ms: wait for more requests to fill a batch
+  int batch_window_ms = 30;              // --batch-window-ms: wait for more requests to fill a batch
 
   /// The model's rules (InferenceOptions::validate), one model replica (no data parallelism), sane limits.
   /// UsageError naming the flag.
