@@ -2,10 +2,18 @@
 // range of sizes, reporting algorithm and bus bandwidth as nccl-tests defines them (doc/PERFORMANCE.md there):
 // algbw = bytes / t; busbw = algbw * 2(n-1)/n for all-reduce, (n-1)/n for all-gather and reduce-scatter, 1 for
 // broadcast. Exits non-zero if any check fails on any rank.
+//
+// --overlap adds what training's overlapped gradient reduction gets on this machine: for all-reduce and reduce-scatter
+// at each size, the collective started (Communicator::start_*) beside a compute load of about twice its time
+// (matrix products on the device), then waited for; exposed = (both) - (compute alone), hidden = 1 - exposed / (the
+// collective alone). NCCL runs the collective on its own stream beside the compute; MPI progresses it only inside
+// MPI calls, so there the collective is mostly exposed.
 #include <mpi.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <functional>
 #include <iostream>
 
 #include "cli/parser.h"
@@ -34,12 +42,60 @@ struct BenchOptions {
   std::string device = "auto";
   std::string dtype = "float32";
   double timeout_min = 5.0;
+  bool overlap = false;
 };
 
 void sync_device(const torch::Device& dev) {
 #if defined(MEGATON_HAVE_CUDA)
   if (dev.is_cuda()) torch::cuda::synchronize(dev.index());
 #endif
+}
+
+double elapsed_us(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// The slowest rank's value.
+double max_over_ranks(double v) {
+  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return v;
+}
+
+// The --overlap table: a started collective beside `products` matrix products of `a`, timed against each alone.
+struct OverlapTimes {
+  double comm_us = 0, compute_us = 0, both_us = 0;
+};
+
+OverlapTimes time_overlap(dist::Communicator& comm, const std::string& op, torch::Tensor& in, torch::Tensor& out,
+                          const torch::Tensor& a, int iters, const torch::Device& dev) {
+  auto start = [&]() {
+    return op == "all_reduce" ? comm.start_all_reduce(in, dist::ReduceOp::kSum)
+                              : comm.start_reduce_scatter(out, in, dist::ReduceOp::kSum);
+  };
+  auto timed = [&](const std::function<void()>& body) {
+    sync_device(dev);
+    comm.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < iters; ++i) body();
+    sync_device(dev);
+    return max_over_ranks(elapsed_us(t0) / iters);
+  };
+  torch::Tensor c = a;
+  auto compute = [&](int products) {
+    for (int k = 0; k < products; ++k) c = torch::mm(a, c).div_(a.size(0));  // [m, m]; kept bounded
+  };
+  OverlapTimes t;
+  t.comm_us = timed([&] { start()->wait(); });
+  // Products for about twice the collective's time: one product timed alone first.
+  const double one = timed([&] { compute(1); });
+  const int products = std::max(1, static_cast<int>(2.0 * t.comm_us / std::max(one, 1e-3)));
+  t.compute_us = timed([&] { compute(products); });
+  t.both_us = timed([&] {
+    dist::WorkPtr w = start();
+    compute(products);
+    w->wait();
+  });
+  return t;
 }
 
 }  // namespace
@@ -54,7 +110,9 @@ int run_comm_bench(int argc, const char* const* argv) {
       "distributed-backend", po::value(&o.backend)->default_value(o.backend), "nccl | mpi | auto")(
       "device", po::value(&o.device)->default_value(o.device), "auto | cuda | cpu")(
       "dtype", po::value(&o.dtype)->default_value(o.dtype), "float32 | bfloat16")(
-      "distributed-timeout-minutes", po::value(&o.timeout_min)->default_value(o.timeout_min), "collective timeout");
+      "distributed-timeout-minutes", po::value(&o.timeout_min)->default_value(o.timeout_min), "collective timeout")(
+      "overlap", po::bool_switch(&o.overlap),
+      "also time all-reduce and reduce-scatter started beside a compute load: how much of them stays exposed");
   if (!cli::parse_args("comm-bench", "Check and time all-reduce, all-gather, reduce-scatter and broadcast.", argc, argv,
                        d, std::cout))
     return 0;
@@ -152,6 +210,25 @@ int run_comm_bench(int argc, const char* const* argv) {
       if (r == 0)
         std::printf("  %12s %12lld %10.1f %10.2f %10.2f %7lld\n", op, static_cast<long long>(size_bytes), t_max, algbw,
                     algbw * factor, static_cast<long long>(wrong_sum));
+    }
+  }
+  if (o.overlap) {
+    if (r == 0)
+      std::printf("# overlap: %14s %12s %10s %12s %10s %12s %8s\n", "op", "bytes", "comm(us)", "compute(us)",
+                  "both(us)", "exposed(us)", "hidden");
+    const torch::Tensor a = torch::full({256, 256}, 1.0, opts);  // [m, m]: compute load on the device
+    for (const char* op : {"all_reduce", "reduce_scatter"}) {
+      for (int64_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= 4) {
+        const int64_t count = std::max<int64_t>(n, bytes / esize / n * n);
+        torch::Tensor in = torch::ones({count}, opts), out = torch::empty({count / n}, opts);
+        const OverlapTimes t = time_overlap(comm, op, in, out, a, o.iters, dev);
+        const double exposed = std::max(0.0, t.both_us - t.compute_us);
+        const double hidden = t.comm_us > 0 ? std::clamp(1.0 - exposed / t.comm_us, 0.0, 1.0) : 0.0;
+        if (r == 0)
+          std::printf("  %23s %12lld %10.1f %12.1f %10.1f %12.1f %7.0f%%\n", op,
+                      static_cast<long long>(double(count) * esize), t.comm_us, t.compute_us, t.both_us, exposed,
+                      100.0 * hidden);
+      }
     }
   }
   if (r == 0)
