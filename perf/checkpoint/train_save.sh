@@ -8,7 +8,9 @@
 #   Mode `load` (after `sync`): the last synchronous checkpoint read back by `megaton train --load` with the file's
 #   pages dropped from the page cache first, beside `dd` reading its 8 GiB file back the same way.
 #   bash perf/checkpoint/train_save.sh [BUILD_DIR (build-gpu)] [DIR (a directory on the disk to measure; ./ckpt-bench)]
-#   MODES (default "none sync load async") picks the runs.
+#   Mode `torch`: `torch.save` of tensors of the same shapes and dtypes (bf16 weights, fp32 masters and Adam moments,
+#   made on the GPU as a Megatron rank's state is) into one file, then fsync: the PyTorch stacks' synchronous save.
+#   MODES (default "none sync load async torch") picks the runs.
 set -euo pipefail
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build=$(realpath -m "${1:-$src/build-gpu}")
@@ -35,7 +37,7 @@ run() {  # run NAME ARGS...
   "$build/megaton" train "${args[@]}" "$@" > "$dir/$name.log" 2>&1 || { tail -20 "$dir/$name.log"; exit 1; }
   cp "$dir/$name.log" "${OUT:-/tmp}/train_save_$name.log" 2> /dev/null || true
 }
-MODES=${MODES:-none sync load async}
+MODES=${MODES:-none sync load async torch}
 for m in $MODES; do
   case $m in
     none) run none ;;
@@ -49,6 +51,31 @@ for m in $MODES; do
       "$build/megaton" train "${args[@]}" --load "$dir/save" --train-iters 31 > "$dir/load.log" 2>&1 ||
         { tail -20 "$dir/load.log"; exit 1; }
       grep -o "loaded checkpoint .*" "$dir/load.log" | head -1 ;;
+    torch)
+      python3 - "$dir/torch_save.pt" <<'PY'
+import os, sys, time, torch
+L, H, S, V = 24, 2048, 2048, 50304  # the run's model: layers, hidden, positions, padded vocabulary
+dev = "cuda" if torch.cuda.is_available() else "cpu"
+shapes = [(V, H), (S, H)] + [(H,)] * 2  # embeddings, final LayerNorm
+for _ in range(L):
+    shapes += [(H,), (H,), (3 * H, H), (3 * H,), (H, H), (H,), (H,), (H,), (4 * H, H), (4 * H,), (H, 4 * H), (H,)]
+state = {}
+for i, shape in enumerate(shapes):
+    state[f"p{i}.weight"] = torch.randn(shape, device=dev).to(torch.bfloat16)
+    for k in ("master", "exp_avg", "exp_avg_sq"):
+        state[f"p{i}.{k}"] = torch.randn(shape, device=dev)
+gb = sum(t.numel() * t.element_size() for t in state.values()) / 1e9
+if dev == "cuda":
+    torch.cuda.synchronize()
+t0 = time.perf_counter()
+with open(sys.argv[1], "wb") as f:
+    torch.save(state, f)
+    f.flush()
+    os.fsync(f.fileno())
+s = time.perf_counter() - t0
+print(f"torch.save: {gb:.2f} GB from {dev} in {s:.2f} s with fsync ({gb / s:.2f} GB/s)")
+PY
+      rm -f "$dir/torch_save.pt" ;;
     async) run async --save "$dir/save" --save-interval 10 --keep-last 1 --async-save ;;
   esac
 done
