@@ -215,22 +215,25 @@ WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
   // Tensor k + 1 is prepared (device-to-host copy, CRC, non-finite count) on a helper thread while tensor k is written,
   // in the other half of the staging buffers.
   struct Prepared {
+    ShardPlacement pl;
+    bool designated = false;
+    torch::ScalarType dtype = torch::kFloat32;
     Slab main, padding;
   };
   std::vector<const Catalog::value_type*> entries;
   for (const auto& kv : cat) entries.push_back(&kv);
   auto prepare = [&](size_t k) {
     const auto& [path, e] = *entries[k];
-    const ShardPlacement pl = place(e, me.tp, tp);
     auto it = mine.find(path);
     const torch::Tensor t = it == mine.end() ? torch::Tensor() : it->second->tensor;
-    const bool designated = it != mine.end() && is_designated(e, me);
-    const torch::ScalarType dtype = dtype_from_name(e.dtype, path);
     const int slot = 2 * static_cast<int>(k % 2);
     Prepared p;
-    p.main = prepare_slab(pl.main, t, designated, dtype, staging, slot, !opts.refuse_nonfinite);
-    if (pl.has_padding)
-      p.padding = prepare_slab(pl.padding, t, designated, dtype, staging, slot + 1, !opts.refuse_nonfinite);
+    p.pl = place(e, me.tp, tp);
+    p.designated = it != mine.end() && is_designated(e, me);
+    p.dtype = dtype_from_name(e.dtype, path);
+    p.main = prepare_slab(p.pl.main, t, p.designated, p.dtype, staging, slot, !opts.refuse_nonfinite);
+    if (p.pl.has_padding)
+      p.padding = prepare_slab(p.pl.padding, t, p.designated, p.dtype, staging, slot + 1, !opts.refuse_nonfinite);
     return p;
   };
   std::future<Prepared> next;
@@ -241,12 +244,12 @@ WriteResult write_file_steps(const std::string& file_path, const Catalog& cat,
     if (shown.due(opts.progress_every_s))
       log.info0("checkpoint: saving iteration ", state.iteration, ": ", shown.line(done));
     done += static_cast<double>(catalog_entry_bytes(e));
-    const ShardPlacement pl = place(e, me.tp, tp);
-    const bool designated = mine.count(path) && is_designated(e, me);
-    const torch::ScalarType dtype = dtype_from_name(e.dtype, path);
     Prepared cur;
     agreed_step([&] { cur = next.get(); });
     if (k + 1 < entries.size()) next = std::async(std::launch::async, prepare, k + 1);
+    const ShardPlacement& pl = cur.pl;
+    const bool designated = cur.designated;
+    const torch::ScalarType dtype = cur.dtype;
     agreed_step([&] {
       Written w = write_slab(file, path, pl.main, cur.main, dtype, xfer, opts.collective_io);
       h5::write_attr(w.ds, "partition_dim", static_cast<int64_t>(e.partition_dim));

@@ -1,5 +1,8 @@
 #include "dist/communicator.h"
 
+#include <exception>
+#include <iostream>
+
 #include "core/error.h"
 
 namespace megaton::dist {
@@ -8,6 +11,15 @@ std::string Communicator::describe() const {
   std::string r;
   for (size_t i = 0; i < members().size(); ++i) r += (i ? "," : "") + std::to_string(members()[i]);
   return str("group '", name(), "' (global ranks ", r, ")");
+}
+
+void Work::wait_unless_unwinding() noexcept {
+  if (std::uncaught_exceptions() > 0) return;
+  try {
+    wait();
+  } catch (const std::exception& e) {
+    std::cerr << "megaton: " << e.what() << std::endl;
+  }
 }
 
 namespace {

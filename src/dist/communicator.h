@@ -26,6 +26,11 @@ class Work {
   virtual ~Work() = default;
   /// Completes the operation; idempotent. Throws CommError (timeout, peer failure) like the blocking calls.
   virtual void wait() = 0;
+
+ protected:
+  /// For a destructor: wait() unless an exception is unwinding the stack (an aborting job does not wait on its
+  /// peers); a failure is printed, since a destructor cannot throw.
+  void wait_unless_unwinding() noexcept;
 };
 
 using WorkPtr = std::unique_ptr<Work>;

@@ -3,7 +3,6 @@
 #include <chrono>
 #include <exception>
 #include <functional>
-#include <iostream>
 #include <thread>
 
 #include "core/error.h"
@@ -107,14 +106,7 @@ class MpiWork : public Work {
  public:
   MpiWork(MpiCommunicator& c, const char* op, std::vector<torch::Tensor> keep)
       : c_(c), op_(op), keep_(std::move(keep)) {}
-  ~MpiWork() override {
-    if (done_ || std::uncaught_exceptions() > 0) return;  // an aborting job does not wait on its peers
-    try {
-      wait();
-    } catch (const std::exception& e) {
-      std::cerr << "megaton: " << e.what() << std::endl;
-    }
-  }
+  ~MpiWork() override { wait_unless_unwinding(); }
   void wait() override {
     if (done_) return;
     done_ = true;

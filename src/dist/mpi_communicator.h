@@ -1,8 +1,8 @@
 // Communicator over an MPI communicator, for CPU tensors. Non-blocking MPI calls are polled until done or until the
 // timeout, so a dead or stuck peer becomes a CommError naming the group and op rather than a hang. The start_*
 // collectives return after posting the request; MPI progresses it whenever the rank enters MPI (and on its own where
-// the library has a progress thread). Half types
-// (bf16, fp16) are reduced in fp32, since MPI has no arithmetic for them.
+// the library has a progress thread). Half types (bf16, fp16) are reduced in fp32, since MPI has no arithmetic for
+// them.
 #pragma once
 #include <mpi.h>
 

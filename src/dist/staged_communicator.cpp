@@ -1,8 +1,5 @@
 #include "dist/staged_communicator.h"
 
-#include <exception>
-#include <iostream>
-
 namespace megaton::dist {
 
 namespace {
@@ -28,14 +25,7 @@ class StagedWork : public Work {
  public:
   StagedWork(WorkPtr inner, torch::Tensor device, torch::Tensor host)
       : inner_(std::move(inner)), device_(std::move(device)), host_(std::move(host)) {}
-  ~StagedWork() override {
-    if (!inner_ || std::uncaught_exceptions() > 0) return;  // an aborting job does not wait on its peers
-    try {
-      wait();
-    } catch (const std::exception& e) {
-      std::cerr << "megaton: " << e.what() << std::endl;
-    }
-  }
+  ~StagedWork() override { wait_unless_unwinding(); }
   void wait() override {
     if (!inner_) return;
     inner_->wait();

@@ -4,8 +4,8 @@
 //   max_tokens   >= 0, default 16 (0: only score the prompt, with echo)
 //   temperature  >= 0, default 1 (0: greedy); top_p in (0, 1], default 1; top_k >= 0 (0: off; vLLM's extension)
 //   n            choices per prompt, default 1; seed: the sampling seed (default: drawn per request)
-//   stop         string | [string], at most kMaxStops (OpenAI allows 4; lm-eval-harness may send more); logprobs:
-//   0..kMaxLogprobs alternatives per token; echo: the prompt's
+//   stop         string | [string], at most kMaxStops (OpenAI allows 4; lm-eval-harness may send more)
+//   logprobs     0..kMaxLogprobs alternatives per token; echo: the prompt's
 //                tokens (and with logprobs their log-probabilities) come back before the completion
 //   stream       server-sent events; stream_options.include_usage adds a last chunk with the token counts
 //   ignore_eos   (vLLM's extension, for benchmarks) decode max_tokens tokens whatever comes

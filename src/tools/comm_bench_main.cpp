@@ -51,14 +51,18 @@ void sync_device(const torch::Device& dev) {
 #endif
 }
 
-double elapsed_us(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
-}
-
-/// The slowest rank's value.
-double max_over_ranks(double v) {
-  MPI_Allreduce(MPI_IN_PLACE, &v, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-  return v;
+/// Microseconds per run of `body` over `iters` runs, started together (a barrier) and ended when the device is done:
+/// the slowest rank's.
+double time_per_iteration(dist::Communicator& comm, const torch::Device& dev, int iters,
+                          const std::function<void()>& body) {
+  sync_device(dev);
+  comm.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) body();
+  sync_device(dev);
+  double us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / iters;
+  MPI_Allreduce(MPI_IN_PLACE, &us, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+  return us;
 }
 
 // The --overlap table: a started collective beside `products` matrix products of `a`, timed against each alone.
@@ -72,14 +76,7 @@ OverlapTimes time_overlap(dist::Communicator& comm, const std::string& op, torch
     return op == "all_reduce" ? comm.start_all_reduce(in, dist::ReduceOp::kSum)
                               : comm.start_reduce_scatter(out, in, dist::ReduceOp::kSum);
   };
-  auto timed = [&](const std::function<void()>& body) {
-    sync_device(dev);
-    comm.barrier();
-    const auto t0 = std::chrono::steady_clock::now();
-    for (int i = 0; i < iters; ++i) body();
-    sync_device(dev);
-    return max_over_ranks(elapsed_us(t0) / iters);
-  };
+  auto timed = [&](const std::function<void()>& body) { return time_per_iteration(comm, dev, iters, body); };
   torch::Tensor c = a;
   auto compute = [&](int products) {
     for (int k = 0; k < products; ++k) c = torch::mm(a, c).div_(a.size(0));  // [m, m]; kept bounded
@@ -192,15 +189,7 @@ int run_comm_bench(int argc, const char* const* argv) {
       sync_device(dev);
       const int64_t wrong = (out.to(torch::kCPU).to(torch::kFloat32) != expect).sum().item<int64_t>();
       for (int i = 0; i < o.warmup; ++i) run_once();
-      sync_device(dev);
-      comm.barrier();
-      const auto t0 = std::chrono::steady_clock::now();
-      for (int i = 0; i < o.iters; ++i) run_once();
-      sync_device(dev);
-      const double us =
-          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count() / o.iters;
-      double t_max = us;
-      MPI_Allreduce(MPI_IN_PLACE, &t_max, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+      const double t_max = time_per_iteration(comm, dev, o.iters, run_once);
       int64_t wrong_sum = wrong;
       MPI_Allreduce(MPI_IN_PLACE, &wrong_sum, 1, MPI_INT64_T, MPI_SUM, MPI_COMM_WORLD);
       wrong_total += wrong_sum;

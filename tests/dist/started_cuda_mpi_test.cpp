@@ -46,11 +46,10 @@ void check_blocking_after_started(dist::Communicator& c) {
   w->wait();
   EXPECT_TRUE(torch::all(out == 5).item<bool>()) << c.describe() << ": the blocking op overtook the started one";
 }
-#endif
-
 bool have_gpu() {
   return torch::cuda::is_available();
 }
+#endif
 
 }  // namespace
 
