@@ -5,7 +5,9 @@
 # 30 iterations, the median of the log lines after iteration 10. Prints tokens/s per GPU and its efficiency against
 # one GPU (goal: 97% at 8 GPUs with overlap), plus the exposed DP communication the log reports.
 # Environment: GPUS (the counts to run, default "1 2 4 8", those above the node's GPU count skipped), MODES ("on off"),
-# ITERS (30), LAYERS HIDDEN HEADS SEQ MBS ACC (24 2048 16 2048 8 2), MPIRUN (mpirun), DEVICE BACKEND (cuda nccl).
+# ITERS (30), LAYERS HIDDEN HEADS SEQ MBS ACC (24 2048 16 2048 8 2), MPIRUN (mpirun), DEVICE BACKEND (cuda nccl),
+# ZERO (0; 1: --zero-stage 1, whose parameter all-gather the "off" mode also stops overlapping:
+# --no-overlap-param-gather).
 set -euo pipefail
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build=$(realpath -m "${1:-$src/build-gpu}")
@@ -13,7 +15,7 @@ build=$(realpath -m "${1:-$src/build-gpu}")
 GPUS=${GPUS:-1 2 4 8} MODES=${MODES:-on off} ITERS=${ITERS:-30} MPIRUN=${MPIRUN:-mpirun}
 LAYERS=${LAYERS:-24} HIDDEN=${HIDDEN:-2048} HEADS=${HEADS:-16} SEQ=${SEQ:-2048} MBS=${MBS:-8} ACC=${ACC:-2}
 have=${HAVE:-$(nvidia-smi -L 2> /dev/null | wc -l)}  # HAVE: rank slots where there is no GPU (a CPU check)
-DEVICE=${DEVICE:-cuda} BACKEND=${BACKEND:-nccl}
+DEVICE=${DEVICE:-cuda} BACKEND=${BACKEND:-nccl} ZERO=${ZERO:-0}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 python3 "$src/perf/gpu/synth_data.py" "$work/synth_text_document" > /dev/null
@@ -22,8 +24,8 @@ base=""
 for n in $GPUS; do
   if [ "$n" -gt "$have" ]; then echo "($n GPUs: this node has $have; skipped)"; continue; fi
   for mode in $MODES; do
-    flags=()
-    [ "$mode" = off ] && flags=(--no-overlap-grad-reduce)
+    flags=(--zero-stage "$ZERO")
+    [ "$mode" = off ] && flags+=(--no-overlap-grad-reduce --no-overlap-param-gather)
     log="$work/dp${n}_$mode.log"
     $MPIRUN -np "$n" --bind-to none "$build/megaton" train --vocab-size 50257 --data-path "$work/synth_text_document" \
       --split 99,1,0 --bf16 --lr 1e-4 --min-lr 1e-5 --eval-interval 100000 --eval-iters 1 --device "$DEVICE" \

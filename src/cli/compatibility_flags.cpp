@@ -108,11 +108,7 @@ void bind_compatibility_flags(po::options_description& d, CompatibilityFlags& c)
       ("model-parallel-size", refused_value("model-parallel-size",
                                             "Megatron-DeepSpeed refuses it too; use --tensor-model-parallel-size"))
       ("mup-coord-check", refused_switch("mup-coord-check",
-                                         "the muP branch's coordinate-check debugging mode is not implemented"))
-      ("overlap-param-gather", refused_switch("overlap-param-gather",
-                                              "Megatron-Core's overlap of ZeRO-1's parameter all-gather with the next "
-                                              "forward is not implemented (the gradient reduction is overlapped by "
-                                              "default: --overlap-grad-reduce)"));
+                                         "the muP branch's coordinate-check debugging mode is not implemented"));
   d.add(aliases).add(noop).add(refused);
 }
 // clang-format on

@@ -176,6 +176,11 @@ void MegatronFlags::bind(po::options_description& d) {
        "accepted (Megatron-Core's flag): each gradient bucket's reduction starts during backward by default")
       ("no-overlap-grad-reduce", negative_switch(p.overlap_grad_reduce),
        "reduce the data-parallel gradients after backward instead of overlapped with it")
+      ("overlap-param-gather", po::bool_switch(),
+       "accepted (Megatron-Core's flag): under ZeRO-1 the updated parameters' all-gather overlaps the next forward by "
+       "default")
+      ("no-overlap-param-gather", negative_switch(p.overlap_param_gather),
+       "under ZeRO-1, all-gather the updated parameters at the end of the optimizer step instead")
       ("sync-tp-duplicated-parameters", po::bool_switch(&p.sync_tp_duplicated_parameters),
        "average the TP-replicated parameters (LayerNorms, row-parallel biases) over TP every iteration");
   training.add_options()

@@ -154,19 +154,27 @@ void MpiCommunicator::all_reduce(torch::Tensor& t, ReduceOp op) {
   start_all_reduce(t, op)->wait();
 }
 
-WorkPtr MpiCommunicator::start_all_gather(torch::Tensor out, torch::Tensor in) {
+WorkPtr MpiCommunicator::post_all_gather(torch::Tensor out, torch::Tensor in, bool into_scratch) {
   require_cpu_contiguous(out, *this, "all_gather");
   require_cpu_contiguous(in, *this, "all_gather");
   MEGATON_CHECK(out.numel() == in.numel() * size_ && out.scalar_type() == in.scalar_type(), InternalError,
                 "all_gather on ", describe(), ": out has ", out.numel(), " elements, expected ", in.numel() * size_);
   const int bytes = static_cast<int>(in.numel() * in.element_size());
-  auto w = std::make_unique<MpiWork>(*this, "all_gather", std::vector<torch::Tensor>{out, in});
-  check(MPI_Iallgather(in.data_ptr(), bytes, MPI_BYTE, out.data_ptr(), bytes, MPI_BYTE, comm_, &w->req), "all_gather");
+  torch::Tensor recv = into_scratch ? torch::empty_like(out) : out;
+  auto w = std::make_unique<MpiWork>(*this, "all_gather", std::vector<torch::Tensor>{out, in, recv});
+  check(MPI_Iallgather(in.data_ptr(), bytes, MPI_BYTE, recv.data_ptr(), bytes, MPI_BYTE, comm_, &w->req), "all_gather");
+  if (into_scratch) w->finish = [out, recv]() mutable { out.copy_(recv); };
   return w;
 }
 
+WorkPtr MpiCommunicator::start_all_gather(torch::Tensor out, torch::Tensor in) {
+  // Into a scratch buffer copied out by wait(): `out` changes at wait() only, as on NCCL and the staged path, so a
+  // reader that skips the wait sees the old values every time rather than whatever MPI's progress has delivered.
+  return post_all_gather(std::move(out), std::move(in), true);
+}
+
 void MpiCommunicator::all_gather(torch::Tensor& out, const torch::Tensor& in) {
-  start_all_gather(out, in)->wait();
+  post_all_gather(out, in, false)->wait();
 }
 
 WorkPtr MpiCommunicator::start_reduce_scatter(torch::Tensor out, torch::Tensor in, ReduceOp op) {

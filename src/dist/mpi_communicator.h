@@ -32,6 +32,7 @@ class MpiCommunicator : public Communicator {
   void barrier() override;
 
   /// MPI_Iallreduce / MPI_Iallgather / MPI_Ireduce_scatter_block; wait() polls the request like the blocking calls.
+  /// The started all-gather's output changes at wait() only.
   WorkPtr start_all_reduce(torch::Tensor t, ReduceOp op) override;
   WorkPtr start_all_gather(torch::Tensor out, torch::Tensor in) override;
   WorkPtr start_reduce_scatter(torch::Tensor out, torch::Tensor in, ReduceOp op) override;
@@ -41,6 +42,7 @@ class MpiCommunicator : public Communicator {
 
  private:
   void check(int rc, const char* op) const;
+  WorkPtr post_all_gather(torch::Tensor out, torch::Tensor in, bool into_scratch);
 
   MPI_Comm comm_;
   std::string name_;

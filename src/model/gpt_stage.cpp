@@ -105,8 +105,11 @@ GptStage::GptStage(GptConfig config, const dist::ProcessGroups& groups, StagePar
                           {},
                           m.mup ? InitSpec::normal(m.init_method_std) : emb_init});
   }
-  for (int i = 0; i < part.num_layers; ++i)
+  for (int i = 0; i < part.num_layers; ++i) {
+    layer_params_.push_back(f.params().size());
     layers_.push_back(std::make_unique<TransformerLayer>(f, c_, first_layer_ + i, tp_));
+  }
+  layer_params_.push_back(f.params().size());
   if (last_) {
     final_ln_w_ = f.make({"final_layernorm.weight", {h}, -1, {}, InitSpec::ones(), 0, true});
     final_ln_b_ = f.make({"final_layernorm.bias", {h}, -1, {}, InitSpec::zeros(), 0, true});
@@ -189,6 +192,7 @@ SplitHidden GptStage::run_layers(torch::Tensor h, const LayerContext& ctx) {
   if (!recompute) {  // each layer's output add happens in the next LayerNorm's kernel
     SplitHidden x{h, {}};
     for (size_t i = 0; i < layers_.size(); ++i) {
+      before_use(layer_params_[i], layer_params_[i + 1]);
       x = layers_[i]->forward_split(x, ctx);
     }
     return x;
@@ -196,6 +200,7 @@ SplitHidden GptStage::run_layers(torch::Tensor h, const LayerContext& ctx) {
   const int chunk = std::max(1, c_.model.checkpoint_num_layers);
   for (size_t begin = 0; begin < layers_.size(); begin += chunk) {
     const size_t end = std::min(layers_.size(), begin + chunk);
+    before_use(layer_params_[begin], layer_params_[end]);
     HiddenFn fn = [this, begin, end, ctx](const torch::Tensor& x) {
       torch::Tensor y = x;
       for (size_t i = begin; i < end; ++i) y = layers_[i]->forward(y, ctx);
@@ -210,6 +215,7 @@ torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Te
                                      const ops::Documents& documents) {
   torch::Tensor h;
   if (first_) {
+    before_use(0, layer_params_.front());
     h = embed(input, position_ids);  // [s, b, h]
     if (training_ && c_.model.hidden_dropout > 0.0)
       h = parallel::dropout(h, c_.model.hidden_dropout, true, rng_->default_generator());
@@ -223,6 +229,7 @@ torch::Tensor GptStage::final_hidden(const torch::Tensor& input, const torch::Te
   ctx.documents = documents;  // checked by ops::causal_attention
   const SplitHidden out = run_layers(h, ctx);
   if (!last_) return out.sum();  // [s, b, h] to the next pipeline stage
+  before_use(layer_params_.back(), params().size());
   const bool fused = c_.kernels.fused_layernorm;
   const double eps = c_.model.layernorm_epsilon;
   const ops::LayerNormMainGrads mg{main_grads().of(final_ln_w_), main_grads().of(final_ln_b_)};

@@ -94,6 +94,11 @@ class GptStage {
   parallel::MainGrads& main_grads() const { return *factory_->main_grads(); }
   /// Sets every parameter's .grad to undefined.
   void zero_grad();
+  /// forward() and forward_losses() call `fn(begin, end)` just before they first read params() [begin, end): the
+  /// embedding's, each layer's (each recomputed chunk's with --checkpoint-activations), the final LayerNorm's and
+  /// output layer's. The overlapped ZeRO-1 parameter all-gather waits there (DataParallel::wait_param_gather).
+  using BeforeUse = std::function<void(size_t begin, size_t end)>;
+  void set_before_use(BeforeUse fn) { before_use_ = std::move(fn); }
 
   void set_training(bool on) { training_ = on; }
   bool training() const { return training_; }
@@ -115,6 +120,9 @@ class GptStage {
                              const ops::Documents& documents);
   SplitHidden run_layers(torch::Tensor h, const LayerContext& ctx);
   LayerContext layer_context(int64_t s);
+  void before_use(size_t begin, size_t end) const {
+    if (before_use_ && begin < end) before_use_(begin, end);
+  }
 
   GptConfig c_;
   dist::CommunicatorPtr tp_;
@@ -128,6 +136,8 @@ class GptStage {
   torch::Tensor position_;                                // [max_pos, h], absolute positions, first stage
   torch::Tensor emb_ln_w_, emb_ln_b_;                     // [h], --embed-layernorm, first stage
   std::vector<std::unique_ptr<TransformerLayer>> layers_;
+  std::vector<size_t> layer_params_;  // [layers + 1]: layer i's parameters are params() [layer_params_[i], [i + 1])
+  BeforeUse before_use_;
   torch::Tensor final_ln_w_, final_ln_b_;  // [h], last stage
   torch::Tensor output_weight_;            // [V/tp, h], last stage (tied or untied)
   torch::Tensor padding_columns_;          // [V/tp] bool: columns >= vocab_size, or undefined

@@ -144,17 +144,24 @@ void MixedPrecisionOptimizer::apply_adam(const AdamScalars& s) {
   if (fused_adam_) {  // one pass; also writes the parameters when param_out_ is defined
     if (adam_chunks_.size(0) > 0)
       adam_step_fused(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), adam_chunks_, s, param_out_);
-    if (!param_out_.defined()) dp_.all_gather_params(master_);
+    if (!param_out_.defined()) publish_params();
     return;
   }
   if (adam8bit_) {
     adam8bit_->step(master_, dp_.shard_grad(), s);
-    dp_.all_gather_params(master_);
+    publish_params();
     return;
   }
   MEGATON_ASSERT(!s.device_grad_scale.defined(), "the ATen Adam path takes gradients already clipped");
   adam_step_aten(master_, exp_avg_, exp_avg_sq_, dp_.shard_grad(), decay_runs_, s, lr_scales_);
-  if (!param_out_.defined()) dp_.all_gather_params(master_);
+  if (!param_out_.defined()) publish_params();
+}
+
+void MixedPrecisionOptimizer::publish_params() {
+  if (dp_.overlaps_param_gather())
+    dp_.start_param_gather(master_);  // the next forward waits for each bucket as it reaches it
+  else
+    dp_.all_gather_params(master_);
 }
 
 void MixedPrecisionOptimizer::zero_grad() {
@@ -216,7 +223,7 @@ StepResult MixedPrecisionOptimizer::step(bool want_zero_count) {
     return r;
   }
   sgd_update();
-  dp_.all_gather_params(master_);
+  publish_params();
   return r;
 }
 
@@ -236,6 +243,7 @@ std::vector<std::string> MixedPrecisionOptimizer::state_names() const {
 
 std::map<std::string, ParamState> MixedPrecisionOptimizer::state_dict() const {
   torch::NoGradGuard no_grad;
+  dp_.finish_param_gather();  // the caller reads the model's parameters beside this state
   const auto& params = dp_.params();
   const auto& slots = dp_.layout().slots();
   std::map<std::string, ParamState> out;
@@ -260,6 +268,7 @@ std::map<std::string, ParamState> MixedPrecisionOptimizer::state_dict() const {
 
 void MixedPrecisionOptimizer::load_state_dict(const std::map<std::string, ParamState>& state) {
   torch::NoGradGuard no_grad;
+  dp_.finish_param_gather();  // no all-gather in flight may land over the loaded weights
   const auto& params = dp_.params();
   const auto& slots = dp_.layout().slots();
   auto load = [&](const std::string& key, torch::Tensor& shard) {
@@ -327,6 +336,7 @@ void MixedPrecisionOptimizer::load_scalar_state(const nlohmann::json& j) {
 
 void MixedPrecisionOptimizer::reload_model_params() {
   torch::NoGradGuard no_grad;
+  dp_.finish_param_gather();
   if (master_.is_same(dp_.param_buffer())) return;
   master_.copy_(dp_.shard_of(dp_.param_buffer()));
 }

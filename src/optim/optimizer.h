@@ -19,7 +19,9 @@
 //   5. Adam (apex FusedAdam, adam_w_mode: decoupled weight decay p -= lr*wd*p, bias-corrected moments) or SGD with
 //      momentum (torch/apex SGD: L2 weight decay added to the gradient, momentum buffer = first gradient on step 1);
 //      parameters with ParamInfo::no_weight_decay get weight decay 0;
-//   6. masters are copied (ZeRO-1: all-gathered over DP) into the model-dtype parameters.
+//   6. masters are copied (ZeRO-1: all-gathered over DP) into the model-dtype parameters; under ZeRO-1 with
+//      --overlap-param-gather the all-gathers are only started (DataParallel::start_param_gather): the next forward
+//      waits for each bucket, and state_dict / load_state_dict / reload_model_params wait for them all.
 // CUDA masters (a CUDA build, adam, use_fused_adam): 3 (the clip's scaling) and 5 are one kernel
 // (kernels/adam_kernels.cu, 28 bytes per parameter instead of ~104), which also does 6 when the shard is the whole
 // buffer (it writes the rounded masters into the parameters). CPU masters always take the ATen path.
@@ -123,6 +125,8 @@ class MixedPrecisionOptimizer {
   /// Adam with `s` on the whole shard, and the parameters' copy when the fused kernel does not write them.
   void apply_adam(const AdamScalars& s);
   void sgd_update();
+  /// Step 6: the updated masters into the model parameters (started only, with the overlapped all-gather).
+  void publish_params();
   void all_reduce_over_model_and_shard(torch::Tensor& t, dist::ReduceOp op);
 
   parallel::DataParallel& dp_;

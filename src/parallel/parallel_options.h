@@ -14,7 +14,8 @@ struct ParallelOptions {
   std::string pp_partition_method = "uniform";    // uniform | parameters | type:REGEX (model::partition_layers)
   int zero_stage = 0;                             // 0 | 1
   int64_t dp_bucket_size_mb = 25;
-  bool overlap_grad_reduce = true;  // start each DP bucket's reduction during backward (--no-overlap-grad-reduce: not)
+  bool overlap_grad_reduce = true;   // start each DP bucket's reduction during backward (--no-overlap-grad-reduce: not)
+  bool overlap_param_gather = true;  // ZeRO-1: the parameter all-gather overlaps the next forward (--no-...: not)
   bool sync_tp_duplicated_parameters = false;  // average the TP-replicated parameters' gradients over TP (BigScience)
   // Derived by validate():
   int data_parallel_size = 1;

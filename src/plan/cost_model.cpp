@@ -113,14 +113,19 @@ StepPrediction predict(const ModelSpec& spec, const Layout& l, const Cluster& c,
   if (l.pp > 1) p.pp_p2p_ms = 2.0 * (M + l.pp - 2) * act_bytes / (pp_bw * 1e9) * 1e3;
 
   // DP: fp32 main grads, reduced in buckets from the last micro-batch's backward; only what does not fit behind that
-  // backward (2/3 of a micro-batch's compute) is exposed. ZeRO-1 reduce-scatters, then all-gathers 16-bit params.
+  // backward (2/3 of a micro-batch's compute) is exposed. ZeRO-1 reduce-scatters, then all-gathers 16-bit params,
+  // bucket by bucket ahead of the first micro-batch's forward (1/3 of a micro-batch's compute), hiding the same way.
   const double params = double(p.memory.params_on_rank);
   const double grad_bytes = params * 4.0, param_bytes = params * ((spec.bf16 || spec.fp16) ? 2.0 : 4.0);
   double dp_total =
       spec.zero_stage >= 1 ? ring_gather_ms(grad_bytes, l.dp, dp_bw) : ring_allreduce_ms(grad_bytes, l.dp, dp_bw);
   const double last_backward = per_stage_busy / M * 2.0 / 3.0;
   p.dp_comm_ms = dp_total - std::min(cal.dp_overlap * dp_total, last_backward);
-  if (spec.zero_stage >= 1) p.zero_gather_ms = ring_gather_ms(param_bytes, l.dp, dp_bw);
+  if (spec.zero_stage >= 1) {
+    const double gather_total = ring_gather_ms(param_bytes, l.dp, dp_bw);
+    const double first_forward = per_stage_busy / M / 3.0;
+    p.zero_gather_ms = gather_total - std::min(cal.dp_overlap * gather_total, first_forward);
+  }
   if (l.pp > 1 && !m.untie_embeddings_and_output_weights)
     p.embedding_ms = ring_allreduce_ms(double(V) / l.tp * h * 4.0, 2, pp_bw);
 

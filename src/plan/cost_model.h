@@ -43,7 +43,8 @@ struct Calibration {
   double optimizer_ns_per_param = 0.00709;  // per-parameter work of the step: Adam, grad zeroing, norm, casts
   double fixed_ms = 0.457;                  // per-iteration constant (loss, logging, scheduler)
   double elementwise_ps_per_element = 11.2;  // memory-bound work per activation element of a layer (LayerNorm, ...)
-  double dp_overlap = 0.5;  // fraction of the DP gradient reduction that can hide behind the last backward
+  double dp_overlap = 0.5;  // fraction of the DP gradient reduction (ZeRO-1's parameter all-gather) that can hide
+                            // behind the last backward (the first forward)
   // Megatron's dropout, forward + backward, measured (not fitted: the sweeps run without dropout) on an H200
   // (docs/plan.md). ATen's fused hidden dropout (--no-dropout-layernorm-fusion, --no-fused-layernorm, fp32): 2.98 /
   // 2.96 ps per element of [s, b, h] (124M / 1.3B) in profiles. The default, drawn inside the LayerNorm kernels: what

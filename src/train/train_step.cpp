@@ -55,6 +55,13 @@ StepOutcome TrainStep::run(const TrainingProgress& progress, bool log_point, int
       p_.model.holds_loss() ? torch::stack(losses).to(torch::kFloat64).mean().reshape({1}) : torch::Tensor();
   p_.timers("forward-backward").stop();
 
+  if (p_.model.holds_loss()) {
+    // Averaged over DP (fp32 over NCCL) before the step: a DP collective queued after it would wait for the
+    // overlapped parameter all-gather the step starts. The host reads it after the next log line, not here.
+    torch::Tensor l = p_.model.config().device.is_cuda() ? loss.to(torch::kFloat32) : loss.clone();
+    p_.groups.dp->all_reduce(l, dist::ReduceOp::kAvg);
+    s.loss = l;
+  }
   p_.timers("optimizer").start();
   if (o_.sync_tp_duplicated_parameters) {
     p_.dp.finish_grad_sync();
@@ -65,12 +72,6 @@ StepOutcome TrainStep::run(const TrainingProgress& progress, bool log_point, int
   s.updated = r.updated;
   s.grad_norm = r.grad_norm;
   s.num_zeros = r.num_zeros;
-  if (p_.model.holds_loss()) {
-    // Averaged over DP (fp32 over NCCL); the host reads it after the next log line, not here.
-    torch::Tensor l = p_.model.config().device.is_cuda() ? loss.to(torch::kFloat32) : loss.clone();
-    p_.groups.dp->all_reduce(l, dist::ReduceOp::kAvg);
-    s.loss = l;
-  }
   return s;
 }
 

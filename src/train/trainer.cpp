@@ -145,8 +145,12 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
   parallel::DataParallelOptions dpo;
   dpo.bucket_size_mb = static_cast<double>(p.dp_bucket_size_mb);
   dpo.overlap_grad_reduce = p.overlap_grad_reduce;
+  dpo.overlap_param_gather = p.overlap_param_gather;
   dpo.zero1 = p.zero_stage == 1;
   dp_ = std::make_unique<parallel::DataParallel>(model_->params(), groups_, dpo);
+  // --overlap-param-gather: each forward waits for its parameters' all-gather, bucket by bucket.
+  if (dp_->overlaps_param_gather())
+    model_->set_before_use([dp = dp_.get()](size_t begin, size_t end) { dp->wait_param_gather(begin, end); });
   // Gradient accumulation fusion: the linear layers' weight-gradient GEMMs add into DataParallel's fp32 main grads
   // (each one's first gradient of an iteration writes instead of adding: DataParallel does not zero them).
   if (cfg_.kernels.gradient_accumulation_fusion)
@@ -250,7 +254,8 @@ int Trainer::run() {
              cfg_.parallel.interleaved()  ? "interleaved 1F1B pipeline"
              : groups_.grid.pp_size() > 1 ? "1F1B pipeline"
                                           : "no pipeline",
-             dp_->zero1() ? ", ZeRO-1" : "");
+             dp_->zero1() ? ", ZeRO-1" : "",
+             dp_->overlaps_param_gather() ? " (parameter all-gather overlapped with the forward)" : "");
   if (t.train_tokens > 0)
     log_.info0("--train-tokens ", t.train_tokens, ": training ends once that many tokens are consumed (",
                progress_.consumed_train_tokens, " so far)");

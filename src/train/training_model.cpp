@@ -27,6 +27,15 @@ void TrainingModel::set_training(bool on) {
   for (auto& c : chunks_) c->set_training(on);
 }
 
+void TrainingModel::set_before_use(const model::GptStage::BeforeUse& fn) {
+  size_t offset = 0;  // chunk k's parameters follow those of chunks 0..k-1 in params_
+  for (auto& c : chunks_) {
+    c->set_before_use(fn ? model::GptStage::BeforeUse([fn, offset](size_t b, size_t e) { fn(offset + b, offset + e); })
+                         : model::GptStage::BeforeUse());
+    offset += c->params().size();
+  }
+}
+
 torch::Tensor TrainingModel::forward_step(int chunk, const model::MicroBatch& b, const torch::Tensor& input) {
   model::GptStage& stage = *chunks_[static_cast<size_t>(chunk)];
   const torch::Tensor& in = stage.is_first_stage() ? b.tokens : input;

@@ -30,6 +30,9 @@ class TrainingModel {
   /// The dropout generators, one for the rank, shared by its chunks (as Megatron).
   parallel::RngTracker& rng() { return chunks_.front()->rng(); }
   void set_training(bool on);
+  /// Every chunk's forward calls `fn(begin, end)` before it first reads params() [begin, end) (indices into the
+  /// rank's whole list; model::GptStage::set_before_use).
+  void set_before_use(const model::GptStage::BeforeUse& fn);
 
   bool holds_embedding() const { return chunks_.front()->is_first_stage(); }  // chunk 0 is the first (virtual) stage
   bool holds_loss() const { return chunks_.back()->is_last_stage(); }         // the last chunk is the last stage

@@ -5,6 +5,7 @@
 #include <torch/torch.h>
 
 #include "dist/staged_communicator.h"
+#include "parallel/data/data_parallel.h"
 #include "support/mpi_fixture.h"
 #if defined(MEGATON_HAVE_NCCL)
 #include <ATen/cuda/Sleep.h>
@@ -72,6 +73,38 @@ TEST(StartedCuda, StagedMpiStreamOrder) {
   if (!mpitest::all_ranks(have_gpu())) GTEST_SKIP() << "needs a GPU";
   auto g = mpitest::cpu_groups(1, 1);  // MPI groups: CUDA tensors are staged through host memory
   check_stream_order(*g.world);
+#else
+  GTEST_SKIP() << "built without CUDA";
+#endif
+}
+
+// ZeRO-1's overlapped parameter all-gather on CUDA parameters (the staged MPI path, several ranks on the GPU): started
+// behind a busy compute stream and waited for bucket by bucket, the parameters equal the blocking all-gather's.
+TEST(StartedCuda, Zero1ParamGatherEqualsBlockingOne) {
+#if defined(MEGATON_HAVE_NCCL)
+  if (!mpitest::all_ranks(have_gpu()) || mpitest::world_size() < 2) GTEST_SKIP() << "needs a GPU and DP > 1";
+  auto g = mpitest::cpu_groups(1, 1);  // DP = world, CUDA tensors staged through host memory
+  const auto cuda = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  parallel::ParamList params(3);
+  for (size_t i = 0; i < params.size(); ++i) {
+    params[i].name = "p" + std::to_string(i);
+    params[i].param = torch::zeros({1 << 18}, cuda).requires_grad_();
+  }
+  parallel::DataParallelOptions o;
+  o.bucket_size_mb = 1.0;  // one parameter per bucket
+  o.zero1 = true;
+  o.overlap_param_gather = true;
+  parallel::DataParallel dp(params, g, o);
+  ASSERT_EQ(dp.layout().buckets().size(), 3u);
+  const torch::Tensor shard =
+      torch::arange(dp.shard_numel(), cuda.dtype(torch::kFloat32)).remainder(251) + 300.0f * (dp.dp_rank() + 1);
+  dp.all_gather_params(shard);
+  const torch::Tensor want = dp.param_buffer().clone();
+  dp.param_buffer().zero_();
+  at::cuda::sleep(kBusyCycles);
+  dp.start_param_gather(shard);
+  for (size_t i = 0; i < params.size(); ++i) dp.wait_param_gather(i, i + 1);
+  EXPECT_TRUE(dp.param_buffer().equal(want)) << "the started parameter all-gather differs from the blocking one";
 #else
   GTEST_SKIP() << "built without CUDA";
 #endif

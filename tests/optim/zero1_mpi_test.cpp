@@ -29,18 +29,22 @@ struct Run {
 };
 
 // `steps` steps of 2 micro-batches per DP rank; the single-rank reference runs all ranks' micro-batches itself.
+// overlap_gather: the optimizer only starts ZeRO-1's parameter all-gather; each step's forward waits for it first.
 Run train(const dist::ProcessGroups& groups, bool zero1, bool reference, int steps, const optim::OptimizerOptions& oo,
-          torch::ScalarType dtype = torch::kFloat32) {
+          torch::ScalarType dtype = torch::kFloat32, bool overlap_gather = false) {
   const int world = mpitest::world_size(), micro = 2;
   mpitest::TinyModel m(dtype);
   parallel::DataParallelOptions o;
   o.bucket_size_mb = 25.0 * 4 / (1024.0 * 1024.0);
   o.zero1 = zero1;
+  o.overlap_param_gather = overlap_gather;
   parallel::DataParallel dp(m.params, groups, o);
   optim::MixedPrecisionOptimizer opt(dp, groups, oo, nullptr);
   Run run;
   for (int s = 0; s < steps; ++s) {
     opt.zero_grad();
+    EXPECT_EQ(dp.param_gather_pending(), overlap_gather && zero1 && s > 0 && groups.dp->size() > 1);
+    dp.wait_param_gather(0, m.params.size());
     if (reference) {
       dp.set_last_microbatch(true);
       // One micro-batch holding every rank's samples: the mean over the global batch.
@@ -63,6 +67,7 @@ Run train(const dist::ProcessGroups& groups, bool zero1, bool reference, int ste
     EXPECT_TRUE(r.updated);
     run.norms.push_back(r.grad_norm ? *r.grad_norm : -1.0);
   }
+  dp.finish_param_gather();  // read outside a forward
   for (const auto& p : m.params) run.params.push_back(p.param.detach().clone());
   run.state = opt.state_dict();
   return run;
@@ -87,6 +92,8 @@ TEST(Zero1, DataParallelAndZero1MatchSingleRank) {
   // Micro-batch sums vs one big batch differ only by fp32 rounding.
   expect_same(train(groups, false, false, 4, adam()), want, 2e-6, "DP");
   expect_same(train(groups, true, false, 4, adam()), want, 2e-6, "ZeRO-1");
+  expect_same(train(groups, true, false, 4, adam(), torch::kFloat32, true), want, 2e-6,
+              "ZeRO-1, parameter all-gather overlapped");
 }
 
 TEST(Zero1, SgdMatchesSingleRank) {

@@ -134,3 +134,44 @@ TEST(DataParallel, SyncTpDuplicatedAveragesOnlyReplicatedGradsOverTP) {
     EXPECT_LT(mpitest::max_abs_diff(full.narrow(0, s[1].offset, 4), want_split), 1e-5) << "zero1 " << zero1;
   }
 }
+
+// ZeRO-1's overlapped parameter all-gather: started, then waited for parameter by parameter in forward order, it
+// writes exactly what the blocking all-gather writes; a parameter's wait completes its whole bucket, and what is not
+// waited for is still in flight until finish_param_gather.
+TEST(DataParallel, StartedParamGatherEqualsBlockingOne) {
+  const int world = mpitest::world_size();
+  if (world < 2) GTEST_SKIP() << "needs DP > 1";
+  auto groups = mpitest::cpu_groups(1, 1);  // DP = world
+  mpitest::TinyModel m;
+  parallel::DataParallelOptions o;
+  o.bucket_size_mb = 30.0 * 4 / (1024.0 * 1024.0);  // ~30 elements: several buckets
+  o.zero1 = true;
+  o.overlap_param_gather = true;
+  parallel::DataParallel dp(m.params, groups, o);
+  ASSERT_TRUE(dp.overlaps_param_gather());
+  ASSERT_GT(dp.layout().buckets().size(), 1u);
+  // A different shard on every rank, as after an optimizer step.
+  const torch::Tensor shard =
+      torch::arange(dp.shard_numel(), torch::kFloat32) * 0.25f + 1000.0f * static_cast<float>(dp.dp_rank() + 1);
+  dp.all_gather_params(shard);
+  const torch::Tensor want = dp.param_buffer().clone();  // [N]
+  dp.param_buffer().zero_();
+
+  dp.start_param_gather(shard);
+  EXPECT_TRUE(dp.param_gather_pending());
+  const auto& slots = dp.layout().slots();
+  const size_t first = 0;  // the forward's first parameter sits in the last bucket
+  dp.wait_param_gather(first, first + 1);
+  const parallel::Bucket& b = dp.layout().buckets()[static_cast<size_t>(slots[first].bucket)];
+  EXPECT_TRUE(dp.param_buffer().narrow(0, b.start, b.numel).equal(want.narrow(0, b.start, b.numel)));
+  EXPECT_TRUE(dp.param_gather_pending());  // the other buckets are not waited for yet
+  for (size_t i = 0; i < m.params.size(); ++i) dp.wait_param_gather(i, i + 1);
+  EXPECT_FALSE(dp.param_gather_pending());
+  EXPECT_TRUE(dp.param_buffer().equal(want));
+
+  // finish_param_gather waits for everything; the next gather replaces the parameters again.
+  dp.start_param_gather(shard * 2);
+  dp.finish_param_gather();
+  EXPECT_FALSE(dp.param_gather_pending());
+  EXPECT_TRUE(dp.param_buffer().equal(want * 2));
+}

@@ -73,14 +73,19 @@ check tp2-sync-tp-duplicated 2 --tensor-model-parallel-size 2 --sync-tp-duplicat
 check dp4zero1 4 --zero-stage 1 "${norms[@]}"
 same_norms dp4zero1
 grep -q "ZeRO-1 shard 1/4" "$work/dp4zero1.log" || { echo "no ZeRO-1 memory report"; exit 1; }
-# The gradient reduction overlapped with backward (the default) and after it (--no-overlap-grad-reduce): the same
-# reductions of the same buckets, so bit-identical losses.
+grep -q "ZeRO-1 (parameter all-gather overlapped with the forward)" "$work/dp4zero1.log" ||
+  { echo "ZeRO-1's parameter all-gather is not overlapped by default"; exit 1; }
+# The gradient reduction overlapped with backward (the default) and after it (--no-overlap-grad-reduce), and under
+# ZeRO-1 the parameter all-gather overlapped with the next forward (the default) and at the end of the step
+# (--no-overlap-param-gather): the same collectives of the same buckets, so bit-identical losses.
+serial=(--no-overlap-grad-reduce --no-overlap-param-gather)
 for z in 0 1; do
-  run_train 4 "${common[@]}" --zero-stage $z --no-overlap-grad-reduce --metrics-file "$work/serial$z.jsonl" \
+  run_train 4 "${common[@]}" --zero-stage $z "${serial[@]}" --metrics-file "$work/serial$z.jsonl" \
     > "$work/serial$z.log" 2>&1 || { tail -30 "$work/serial$z.log"; exit 1; }
-  echo -n "--no-overlap-grad-reduce, ZeRO stage $z: "
+  echo -n "${serial[*]}, ZeRO stage $z: "
   compare_losses "$work/$([ $z = 0 ] && echo dp4 || echo dp4zero1).jsonl" "$work/serial$z.jsonl" 0
 done
+grep -q "overlapped with the forward" "$work/serial1.log" && { echo "--no-overlap-param-gather still overlaps"; exit 1; }
 # Exposed communication: the DP and PP groups' time in the line and the metrics (none at one rank, none for PP at DP).
 python3 - "$work" <<'PY'
 import json, re, sys

@@ -77,6 +77,7 @@ DataParallel::DataParallel(const ParamList& params, const dist::ProcessGroups& g
   shard_pieces_ = sharded ? layout_.shard_pieces(dp_rank_, dp_size_) : layout_.shard_pieces(0, 1);
   ready_.assign(layout_.buckets().size(), 0);
   started_.assign(layout_.buckets().size(), 0);
+  gathers_.resize(layout_.buckets().size());
   for (size_t i = 0; i < params_.size(); ++i) {
     MEGATON_CHECK(params_[i].param.requires_grad(), UsageError, "data parallel: parameter '", params_[i].name,
                   "' does not require grad");
@@ -127,6 +128,7 @@ void DataParallel::on_grad_accumulated(size_t i) {
 void DataParallel::reduce_bucket(size_t b) {
   const Bucket& bk = layout_.buckets()[b];
   started_[b] = 1;
+  finish_param_gather();  // a bucket no forward read (unused parameters) is still in flight
   if (dp_size_ == 1) return;
   torch::Tensor in = grad_buffer_.narrow(0, bk.start, bk.numel);  // [bucket]
   if (options_.zero1) {
@@ -160,6 +162,7 @@ void DataParallel::finish_grad_sync() {
   start_grad_sync();
   for (auto& w : in_flight_) w->wait();
   in_flight_.clear();
+  finish_param_gather();
 }
 
 void DataParallel::attach(MainGrads& table) {
@@ -223,7 +226,47 @@ void DataParallel::accumulate_param_grads() {
 }
 
 void DataParallel::all_gather_params(const torch::Tensor& shard) {
+  finish_param_gather();
   all_gather_into(param_buffer_, shard);
+}
+
+void DataParallel::start_param_gather(const torch::Tensor& shard) {
+  finish_param_gather();
+  if (shard_is_whole()) {
+    all_gather_into(param_buffer_, shard);
+    return;
+  }
+  MEGATON_ASSERT(shard.dim() == 1 && shard.numel() == shard_numel(), "shard of ", shard.numel(), " elements, expected ",
+                 shard_numel());
+  torch::NoGradGuard no_grad;
+  gather_source_ = shard.to(param_buffer_.scalar_type()).contiguous();  // [S] model dtype
+  // The layout is in reverse parameter order: the forward reads the last bucket first.
+  const auto& buckets = layout_.buckets();
+  for (size_t b = buckets.size(); b-- > 0;) {
+    const int64_t len = buckets[b].numel / dp_size_;
+    torch::Tensor in = gather_source_.narrow(0, layout_.shard_bucket_offset(static_cast<int>(b), dp_size_), len);
+    torch::Tensor out = param_buffer_.narrow(0, buckets[b].start, buckets[b].numel);  // [bucket]
+    gathers_[b] = groups_.dp->start_all_gather(out, in);
+    ++gathers_pending_;
+  }
+}
+
+void DataParallel::wait_param_gather(size_t begin, size_t end) {
+  if (gathers_pending_ == 0) return;
+  MEGATON_ASSERT(begin <= end && end <= params_.size(), "parameters [", begin, ", ", end, ") of ", params_.size());
+  for (size_t i = begin; i < end; ++i) {
+    dist::WorkPtr& w = gathers_[static_cast<size_t>(layout_.slots()[i].bucket)];
+    if (!w) continue;
+    w->wait();
+    w.reset();
+    --gathers_pending_;
+  }
+  if (gathers_pending_ == 0) gather_source_ = torch::Tensor();
+}
+
+void DataParallel::finish_param_gather() {
+  if (gathers_pending_ == 0) return;
+  wait_param_gather(0, params_.size());
 }
 
 void DataParallel::all_gather_into(torch::Tensor& full, const torch::Tensor& shard) const {

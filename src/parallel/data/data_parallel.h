@@ -19,6 +19,10 @@
 // Reduction: all-reduce (average) over the DP group; under ZeRO-1 a reduce-scatter (average) of each bucket, so each DP
 // rank ends with the reduced gradients of its shard only (shard_grad()), and all_gather_params() brings the updated
 // shards back into every rank's parameters.
+// With --overlap-param-gather (ZeRO-1, the default there) the optimizer calls start_param_gather() instead: every
+// bucket's all-gather is started at once, in the order the forward uses them, and the forward waits for a bucket just
+// before it reads the bucket's first parameter (wait_param_gather, called by the model's pre-use hook,
+// model::GptStage::set_before_use). Anything else that reads the parameters calls finish_param_gather() first.
 #pragma once
 #include <torch/torch.h>
 
@@ -38,6 +42,10 @@ struct DataParallelOptions {
   /// --overlap-grad-reduce: start a bucket's reduction from the backward hook as soon as its gradients are ready (last
   /// micro-batch only).
   bool overlap_grad_reduce = true;
+  /// --overlap-param-gather: under ZeRO-1, the optimizer only starts the updated shards' all-gather
+  /// (start_param_gather); whoever reads the parameters next must wait for them. Off here, on in the trainer (which
+  /// installs the model's waits).
+  bool overlap_param_gather = false;
   /// --zero-stage 1: reduce-scatter gradients into DP shards; the optimizer keeps state for its shard only.
   bool zero1 = false;
 };
@@ -97,6 +105,20 @@ class DataParallel {
   /// Writes a shard [S] (fp32 or model dtype) into the parameters: under ZeRO-1 all-gathers the shards of every DP
   /// rank (bucket by bucket); otherwise copies the whole buffer.
   void all_gather_params(const torch::Tensor& shard);
+  /// Whether the optimizer starts the parameters' all-gather instead of waiting for it: --overlap-param-gather with a
+  /// shard that is not the whole buffer.
+  bool overlaps_param_gather() const { return options_.overlap_param_gather && !shard_is_whole(); }
+  /// Starts writing a shard [S] (fp32 or model dtype) into the parameters, as all_gather_params, without waiting:
+  /// each bucket's all-gather is started (the bucket the forward reads first, first). The parameters may be read only
+  /// after wait_param_gather for them or finish_param_gather. A plain copy, done at once, when shard_is_whole().
+  void start_param_gather(const torch::Tensor& shard);
+  /// Waits for the all-gathers of the buckets holding parameters [begin, end) of params() (a no-op for those done).
+  void wait_param_gather(size_t begin, size_t end);
+  /// Waits for every all-gather still in flight.
+  void finish_param_gather();
+  /// Whether some bucket's parameter all-gather has not been waited for.
+  bool param_gather_pending() const { return gathers_pending_ > 0; }
+
   /// [N] <- every DP rank's [S] shard (collective over DP under ZeRO-1; a plain copy otherwise). `full` keeps its
   /// dtype.
   void all_gather_into(torch::Tensor& full, const torch::Tensor& shard) const;
@@ -129,6 +151,9 @@ class DataParallel {
   std::vector<int> ready_;                // per bucket: parameters whose last-micro-batch grad has arrived
   std::vector<char> started_;             // per bucket
   std::vector<dist::WorkPtr> in_flight_;  // reductions started and not yet waited for
+  std::vector<dist::WorkPtr> gathers_;    // per bucket: its parameter all-gather, until waited for
+  int gathers_pending_ = 0;
+  torch::Tensor gather_source_;  // [S] model dtype: the shard the gathers in flight read
   std::vector<std::shared_ptr<torch::autograd::Node>> grad_accs_;  // kept alive: they carry our hooks
   std::vector<uintptr_t> hook_keys_;
   bool last_microbatch_ = true;
