@@ -10,7 +10,9 @@
 #   bash perf/checkpoint/train_save.sh [BUILD_DIR (build-gpu)] [DIR (a directory on the disk to measure; ./ckpt-bench)]
 #   Mode `torch`: `torch.save` of tensors of the same shapes and dtypes (bf16 weights, fp32 masters and Adam moments,
 #   made on the GPU as a Megatron rank's state is) into one file, then fsync: the PyTorch stacks' synchronous save.
-#   MODES (default "none sync load async torch") picks the runs.
+#   Mode `ranks`: RANKS (2) ranks on the node's GPU (--tensor-model-parallel-size RANKS over --distributed-backend mpi,
+#   micro-batch 1, 10 iterations, a save every 5): every rank writes its slices of the same files.
+#   MODES (default "none sync load async torch ranks") picks the runs.
 set -euo pipefail
 src="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 build=$(realpath -m "${1:-$src/build-gpu}")
@@ -37,7 +39,7 @@ run() {  # run NAME ARGS...
   "$build/megaton" train "${args[@]}" "$@" > "$dir/$name.log" 2>&1 || { tail -20 "$dir/$name.log"; exit 1; }
   cp "$dir/$name.log" "${OUT:-/tmp}/train_save_$name.log" 2> /dev/null || true
 }
-MODES=${MODES:-none sync load async torch}
+MODES=${MODES:-none sync load async torch ranks}
 for m in $MODES; do
   case $m in
     none) run none ;;
@@ -77,6 +79,12 @@ print(f"torch.save: {gb:.2f} GB from {dev} in {s:.2f} s with fsync ({gb / s:.2f}
 PY
       rm -f "$dir/torch_save.pt" ;;
     async) run async --save "$dir/save" --save-interval 10 --keep-last 1 --async-save ;;
+    ranks)
+      rm -rf "$dir/save"
+      ${MPIRUN:-mpirun} -np "${RANKS:-2}" --bind-to none "$build/megaton" train "${args[@]}" --distributed-backend mpi \
+        --tensor-model-parallel-size "${RANKS:-2}" --micro-batch-size 1 --global-batch-size 1 --train-iters 10 \
+        --save "$dir/save" --save-interval 5 --keep-last 1 > "$dir/ranks.log" 2>&1 || { tail -20 "$dir/ranks.log"; exit 1; }
+      cp "$dir/ranks.log" "${OUT:-/tmp}/train_save_ranks.log" 2> /dev/null || true ;;
   esac
 done
 rm -f "$dir/dd.bin"
@@ -91,6 +99,7 @@ def ms(pattern, name):
 def found(pattern, name):
     return [float(x) for x in re.findall(pattern, open(f"{d}/{name}.log").read())] if name in modes else []
 sync_block = [x / 1e3 for x in found(r"saved checkpoint at iteration \d+ to \S+ \(([0-9.]+) ms\)", "sync")]
+ranks_block = [x / 1e3 for x in found(r"saved checkpoint at iteration \d+ to \S+ \(([0-9.]+) ms\)", "ranks")]
 async_block = [x / 1e3 for x in found(r"copied to host memory in ([0-9.]+) ms", "async")]
 async_write = found(r"written in the background in ([0-9.]+) s", "async")
 reserve = found(r"of host memory for the state's copy reserved in ([0-9.]+) s", "async")
@@ -99,7 +108,8 @@ gb = found(r"saved checkpoint \S+ \(iteration \d+, \d+ tensors, ([0-9.]+) GB", "
 print(f"checkpoint: {gb[0] if gb else float('nan'):.2f} GB" +
       (f"; --async-save reserved its pinned host memory at start in {reserve[0]:.1f} s" if reserve else ""))
 print(f"{'run':10} {'total s':>9} {'s/iter':>8} {'blocked per save (s)':>30} {'background write (s)':>26}")
-for name, block, write in (("none", [], []), ("sync", sync_block, []), ("async", async_block, async_write)):
+for name, block, write in (("none", [], []), ("sync", sync_block, []), ("async", async_block, async_write),
+                           ("ranks", ranks_block, [])):
     if name not in modes:
         continue
     total, it = per_iter(name)
