@@ -10,6 +10,7 @@
 #ifdef MEGATON_HAVE_CUDA
 #include <torch/torch.h>
 
+#include "ops/fp8/fp8_format.h"
 #include "ops/gemm_algo_memo.h"
 
 namespace megaton::ops::lt {
@@ -23,6 +24,20 @@ bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch
 /// product before its one rounding (epilogue DGELU). dy [T, h], w [h, f], pre [T, f] -> d_pre [T, f] (preallocated).
 bool linear_dgelu(const torch::Tensor& dy, const torch::Tensor& w, const torch::Tensor& pre, torch::Tensor& d_pre,
                   GemmAlgoMemo* memo = nullptr);
+
+/// One FP8 operand: its bytes [rows, k] row-major (k contiguous), the scale inverse that turns them back into the
+/// tensor's units (fp32 [1] on the device) and their format.
+struct Fp8Operand {
+  const torch::Tensor& bytes;
+  const torch::Tensor& scale_inv;
+  fp8::Format format;
+};
+
+/// d [M, N] = (a [M, K] . b [N, K]^T) * a.scale_inv * b.scale_inv, added to d when `accumulate` (d fp32), else
+/// written (d bf16, fp16 or fp32). Both operands K-major (Hopper's FP8 GEMMs take no other layout), not both E5M2;
+/// fp32 accumulation, or Hopper's fast accumulation with `fast_accum` (Transformer Engine's choice for the forward).
+bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool accumulate, bool fast_accum,
+              GemmAlgoMemo* memo = nullptr);
 
 }  // namespace megaton::ops::lt
 

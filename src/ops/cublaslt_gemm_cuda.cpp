@@ -104,9 +104,15 @@ struct Preference : PreferenceBase {
   Preference() : PreferenceBase(new_preference()) {}
 };
 
-// One column-major GEMM D [m, n] = op(A) [m, k] . op(B) [k, n] with an epilogue; lda/ldb/ldd of the stored matrices.
+// One column-major GEMM D [m, n] = op(A) [m, k] . op(B) [k, n] (* a_scale * b_scale) (+ beta D) with an epilogue;
+// lda/ldb/ldd of the stored matrices.
 struct Gemm {
   cublasOperation_t ta = CUBLAS_OP_N, tb = CUBLAS_OP_N;
+  cudaDataType_t a_type = CUDA_R_16BF, b_type = CUDA_R_16BF, d_type = CUDA_R_16BF;
+  const void* a_scale = nullptr;  // FP8: fp32 device scalars multiplying the product (the operands' scale inverses)
+  const void* b_scale = nullptr;
+  float beta = 0.0f;        // 1: D += the product (C is D)
+  bool fast_accum = false;  // FP8: Hopper's faster, less precise accumulation
   int64_t m = 0, n = 0, k = 0;
   const torch::Tensor* a = nullptr;
   int64_t lda = 0;
@@ -125,6 +131,7 @@ Gemm product(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, i
              int64_t lda, const torch::Tensor& b, int64_t ldb, torch::Tensor& d, int64_t ldd) {
   Gemm g;
   g.ta = ta, g.tb = tb;
+  g.a_type = g.b_type = g.d_type = data_type(a);
   g.m = m, g.n = n, g.k = k;
   g.a = &a, g.lda = lda;
   g.b = &b, g.ldb = ldb;
@@ -135,7 +142,7 @@ Gemm product(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, i
 // g's descriptors and (after query) the algorithm cuBLASLt's heuristic ranks first for them.
 class Prepared {
  public:
-  explicit Prepared(const Gemm& g) : type_(data_type(*g.a)) {
+  explicit Prepared(const Gemm& g) {
     op_.set(CUBLASLT_MATMUL_DESC_TRANSA, int32_t(g.ta));
     op_.set(CUBLASLT_MATMUL_DESC_TRANSB, int32_t(g.tb));
     op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE, uint32_t(g.epilogue));
@@ -144,9 +151,12 @@ class Prepared {
       op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
       op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.aux_ld);
     }
-    a_.emplace(type_, g.ta == CUBLAS_OP_N ? g.m : g.k, g.ta == CUBLAS_OP_N ? g.k : g.m, g.lda);
-    b_.emplace(type_, g.tb == CUBLAS_OP_N ? g.k : g.n, g.tb == CUBLAS_OP_N ? g.n : g.k, g.ldb);
-    d_.emplace(type_, g.m, g.n, g.ldd);
+    if (g.a_scale != nullptr) op_.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, g.a_scale);
+    if (g.b_scale != nullptr) op_.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, g.b_scale);
+    if (g.fast_accum) op_.set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(1));
+    a_.emplace(g.a_type, g.ta == CUBLAS_OP_N ? g.m : g.k, g.ta == CUBLAS_OP_N ? g.k : g.m, g.lda);
+    b_.emplace(g.b_type, g.tb == CUBLAS_OP_N ? g.k : g.n, g.tb == CUBLAS_OP_N ? g.n : g.k, g.ldb);
+    d_.emplace(g.d_type, g.m, g.n, g.ldd);
     pref_.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kWorkspaceBytes);
     pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(g.a->data_ptr()));
     pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(g.b->data_ptr()));
@@ -169,7 +179,7 @@ class Prepared {
     torch::Tensor& d = *g.d;
     torch::Tensor workspace =
         torch::empty({int64_t(kWorkspaceBytes)}, torch::TensorOptions().dtype(torch::kUInt8).device(d.device()));
-    const float alpha = 1.0f, beta = 0.0f;
+    const float alpha = 1.0f, beta = g.beta;
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(d.device().index()).stream();
     check(cublasLtMatmul(handle(), op_.get(), &alpha, g.a->data_ptr(), a_->get(), g.b->data_ptr(), b_->get(), &beta,
                          d.data_ptr(), d_->get(), d.data_ptr(), d_->get(), &algo, workspace.data_ptr(), kWorkspaceBytes,
@@ -179,7 +189,6 @@ class Prepared {
 
  private:
   static cublasLtHandle_t handle() { return reinterpret_cast<cublasLtHandle_t>(at::cuda::getCurrentCUDABlasHandle()); }
-  cudaDataType_t type_;
   MatmulDesc op_;
   std::optional<Layout> a_, b_, d_;
   Preference pref_;
@@ -198,7 +207,11 @@ std::vector<int64_t> key_of(const Gemm& g) {
           g.ldd,
           g.aux_ld,
           int64_t(g.epilogue),
-          int64_t(data_type(*g.a)),
+          int64_t(g.a_type),
+          int64_t(g.b_type),
+          int64_t(g.d_type),
+          int64_t(g.beta != 0.0f),
+          int64_t(g.fast_accum),
           alignment_of(g.a->data_ptr()),
           alignment_of(g.b->data_ptr()),
           alignment_of(g.d->data_ptr()),
@@ -242,6 +255,33 @@ bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch
   g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
   g.bias = b.data_ptr();
   g.aux = pre.data_ptr(), g.aux_ld = out;
+  return run(g, memo);
+}
+
+bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool accumulate, bool fast_accum,
+              GemmAlgoMemo* memo) {
+  const int64_t rows = a.bytes.size(0), cols = b.bytes.size(0), k = a.bytes.size(1);
+  MEGATON_ASSERT(a.bytes.scalar_type() == torch::kUInt8 && b.bytes.scalar_type() == torch::kUInt8 &&
+                     b.bytes.size(1) == k && a.bytes.is_contiguous() && b.bytes.is_contiguous(),
+                 "fp8_gemm: operands [", a.bytes.sizes(), "] and [", b.bytes.sizes(), "] of FP8 bytes");
+  MEGATON_ASSERT(d.dim() == 2 && d.size(0) == rows && d.size(1) == cols && d.is_contiguous(), "fp8_gemm: output ",
+                 d.sizes(), " for [", rows, ", ", cols, "]");
+  MEGATON_ASSERT(!accumulate || d.scalar_type() == torch::kFloat32, "fp8_gemm accumulates into fp32 only");
+  if (a.format == fp8::Format::kE5M2 && b.format == fp8::Format::kE5M2) return false;  // no E5M2 x E5M2 on Hopper
+  // Row-major d [rows, cols] = a [rows, k] . b [cols, k]^T is column-major d^T [cols, rows] = b_cm^T . a_cm: TN, the
+  // layout cuBLASLt's FP8 kernels take.
+  Gemm g;
+  g.ta = CUBLAS_OP_T, g.tb = CUBLAS_OP_N;
+  g.m = cols, g.n = rows, g.k = k;
+  g.a = &b.bytes, g.lda = k;
+  g.b = &a.bytes, g.ldb = k;
+  g.d = &d, g.ldd = cols;
+  const auto fp8_type = [](fp8::Format f) { return f == fp8::Format::kE4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; };
+  g.a_type = fp8_type(b.format), g.b_type = fp8_type(a.format);
+  g.d_type = d.scalar_type() == torch::kFloat32 ? CUDA_R_32F : data_type(d);
+  g.a_scale = b.scale_inv.data_ptr(), g.b_scale = a.scale_inv.data_ptr();
+  g.beta = accumulate ? 1.0f : 0.0f;
+  g.fast_accum = fast_accum;
   return run(g, memo);
 }
 

@@ -35,6 +35,13 @@ std::vector<Code> positive_codes(Format f) {
   return out;
 }
 
+void check_decode(Format f) {
+  for (const auto& c : positive_codes(f)) {
+    EXPECT_EQ(megaton::ops::fp8::fp8_decode(uint8_t(c.code), f), c.value) << c.code;
+    EXPECT_EQ(megaton::ops::fp8::fp8_decode(uint8_t(c.code | 0x80), f), -c.value) << c.code;
+  }
+}
+
 void check_format(Format f, float max, float min_subnormal) {
   const auto codes = positive_codes(f);
   EXPECT_EQ(codes.back().value, max);
@@ -79,6 +86,14 @@ TEST(Fp8Format, E4M3RoundsToNearestCodeTiesToEvenAndSaturates) {
 
 TEST(Fp8Format, E5M2RoundsToNearestCodeTiesToEvenAndSaturates) {
   check_format(Format::kE5M2, 57344.0f, std::ldexp(1.0f, -16));
+}
+
+TEST(Fp8Format, DecodeGivesEachCodesValue) {
+  check_decode(Format::kE4M3);
+  check_decode(Format::kE5M2);
+  EXPECT_TRUE(std::isnan(megaton::ops::fp8::fp8_decode(0x7f, Format::kE4M3)));
+  EXPECT_EQ(megaton::ops::fp8::fp8_decode(0x7c, Format::kE5M2), INFINITY);
+  EXPECT_TRUE(std::isnan(megaton::ops::fp8::fp8_decode(0x7d, Format::kE5M2)));
 }
 
 TEST(Fp8Format, QuantizeDequantizeAppliesTheScale) {

@@ -46,6 +46,18 @@ float fp8_round(float x, Format f) {
   return std::copysign(std::min(steps * quantum, l.max), x);
 }
 
+float fp8_decode(uint8_t code, Format f) {
+  const Layout l = layout_of(f);
+  const int exp_bits = 7 - l.mantissa_bits, bias = (1 << (exp_bits - 1)) - 1;
+  const int e = (code >> l.mantissa_bits) & ((1 << exp_bits) - 1), m = code & ((1 << l.mantissa_bits) - 1);
+  const float sign = (code & 0x80) ? -1.0f : 1.0f;
+  if (f == Format::kE4M3 && e == 15 && m == 7) return std::nanf("");
+  if (f == Format::kE5M2 && e == 31) return m == 0 ? sign * INFINITY : std::nanf("");
+  const float magnitude = e == 0 ? std::ldexp(float(m), 1 - bias - l.mantissa_bits)
+                                 : std::ldexp(1.0f + float(m) / float(1 << l.mantissa_bits), e - bias);
+  return sign * magnitude;
+}
+
 torch::Tensor quantize_dequantize(const torch::Tensor& x, float scale, Format f) {
   MEGATON_CHECK(std::isfinite(scale) && scale > 0.0f, InternalError, "fp8 quantization: scale ", scale,
                 " must be positive and finite");

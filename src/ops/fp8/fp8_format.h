@@ -9,6 +9,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <cstdint>
 #include <string>
 
 namespace megaton::ops::fp8 {
@@ -22,6 +23,8 @@ float format_max(Format f);
 
 /// The value x takes when cast to `f` (round to nearest, ties to even, saturating to +-format_max(f)).
 float fp8_round(float x, Format f);
+/// The value of the FP8 code `code` of format `f` (NaN for NaN codes, +-inf for E5M2's infinities).
+float fp8_decode(uint8_t code, Format f);
 
 /// fp8_round(x * scale) * (1 / scale) elementwise, in fp32 whatever x's dtype (scale > 0 and finite): x's shape,
 /// dtype fp32, on x's device.

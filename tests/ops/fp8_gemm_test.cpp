@@ -1,0 +1,101 @@
+// The FP8 cast kernel and cuBLASLt's FP8 GEMM on the GPU (skipped without a CUDA build and device): the cast's bytes
+// are the host's fp8_round of x * scale (decoded code by code), its transpose is the bytes' transpose, its amax is
+// max |x|; the GEMM of two cast matrices equals the product of their decoded values times the scale inverses (bf16
+// output, or fp32 accumulated into what the output held).
+#include <gtest/gtest.h>
+#include <torch/torch.h>
+
+#include "ops/fp8/fp8_format.h"
+#ifdef MEGATON_HAVE_CUDA
+#include "ops/cublaslt_gemm.h"
+#include "ops/fp8/fp8_cast.h"
+#endif
+
+using namespace megaton::ops;
+
+#ifdef MEGATON_HAVE_CUDA
+namespace {
+
+// [r, c] fp32 on the host: the decoded values of FP8 bytes.
+torch::Tensor decode(const torch::Tensor& bytes, fp8::Format f) {
+  torch::Tensor b = bytes.cpu().contiguous();
+  torch::Tensor out = torch::empty(b.sizes(), torch::kFloat32);
+  const uint8_t* src = b.data_ptr<uint8_t>();
+  float* dst = out.data_ptr<float>();
+  for (int64_t i = 0; i < b.numel(); ++i) dst[i] = fp8::fp8_decode(src[i], f);
+  return out;
+}
+
+// x [r, c] bf16 on the GPU with magnitudes over several binades, some beyond the format's range once scaled.
+torch::Tensor spread_values(int64_t r, int64_t c, uint64_t seed) {
+  torch::manual_seed(seed);
+  return (torch::randn({r, c}) * torch::exp2(torch::randint(-6, 6, {r, c}).to(torch::kFloat32)))
+      .to(torch::kCUDA, torch::kBFloat16);
+}
+
+bool have_gpu() {
+  return torch::cuda::is_available();
+}
+
+}  // namespace
+#endif
+
+TEST(Fp8Gemm, CastMatchesHostRoundingWithTransposeAndAmax) {
+#ifdef MEGATON_HAVE_CUDA
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  for (const fp8::Format f : {fp8::Format::kE4M3, fp8::Format::kE5M2}) {
+    const torch::Tensor x = spread_values(70, 45, 3);  // not a multiple of the kernel's tile
+    const float scale = f == fp8::Format::kE4M3 ? 3.0f : 700.0f;
+    const auto dev = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32);
+    const torch::Tensor s = torch::full({1}, scale, dev);
+    torch::Tensor amax = torch::full({1}, 0.5f, dev);
+    const fp8::Fp8Matrix m = fp8::cast_to_fp8(x, s, f, /*transpose=*/true, amax);
+    const torch::Tensor got = decode(m.bytes, f);
+    const torch::Tensor xf = x.cpu().to(torch::kFloat32);
+    const float* xs = xf.data_ptr<float>();
+    const float* gs = got.data_ptr<float>();
+    int64_t bad = 0;
+    for (int64_t i = 0; i < xf.numel(); ++i) bad += gs[i] != fp8::fp8_round(xs[i] * scale, f);
+    EXPECT_EQ(bad, 0) << fp8::format_name(f) << ": elements cast unlike fp8_round";
+    EXPECT_TRUE(m.bytes_t.cpu().equal(m.bytes.cpu().t().contiguous())) << "the transpose differs";
+    EXPECT_EQ(amax.item<float>(), std::max(0.5f, xf.abs().max().item<float>()));
+    EXPECT_FLOAT_EQ(m.scale_inv.item<float>(), 1.0f / scale);
+  }
+#else
+  GTEST_SKIP() << "not a CUDA build";
+#endif
+}
+
+TEST(Fp8Gemm, ProductOfDecodedOperandsTimesScaleInverses) {
+#ifdef MEGATON_HAVE_CUDA
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const int64_t M = 256, K = 512, N = 384;
+  const auto dev = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32);
+  const torch::Tensor x = spread_values(M, K, 5), w = spread_values(N, K, 6);
+  const fp8::Fp8Matrix a = fp8::cast_to_fp8(x, torch::full({1}, 8.0f, dev), fp8::Format::kE4M3, false);
+  const fp8::Fp8Matrix b = fp8::cast_to_fp8(w, torch::full({1}, 16.0f, dev), fp8::Format::kE5M2, false);
+  // fp64 reference from the decoded operands.
+  const torch::Tensor want = torch::mm(decode(a.bytes, a.format).to(torch::kFloat64) / 8.0,
+                                       decode(b.bytes, b.format).to(torch::kFloat64).t() / 16.0);  // [M, N]
+  const double norm = want.abs().max().item<double>();
+  const lt::Fp8Operand oa{a.bytes, a.scale_inv, a.format}, ob{b.bytes, b.scale_inv, b.format};
+
+  torch::Tensor d = torch::empty({M, N}, dev.dtype(torch::kBFloat16));
+  ASSERT_TRUE(lt::fp8_gemm(oa, ob, d, /*accumulate=*/false, /*fast_accum=*/false)) << "no FP8 algorithm";
+  const double err = (d.cpu().to(torch::kFloat64) - want).abs().max().item<double>();
+  EXPECT_LT(err, 1e-2 * norm) << "bf16 output, worst |diff| " << err << " of max " << norm;
+
+  torch::Tensor acc = torch::randn({M, N}, dev);
+  const torch::Tensor before = acc.cpu().to(torch::kFloat64);
+  ASSERT_TRUE(lt::fp8_gemm(oa, ob, acc, /*accumulate=*/true, /*fast_accum=*/false));
+  const double err32 = (acc.cpu().to(torch::kFloat64) - before - want).abs().max().item<double>();
+  EXPECT_LT(err32, 1e-4 * norm) << "fp32 accumulation, worst |diff| " << err32;
+
+  // E5M2 x E5M2 has no Hopper kernel: refused without touching the output.
+  const lt::Fp8Operand ob2{b.bytes, b.scale_inv, fp8::Format::kE5M2};
+  const lt::Fp8Operand oa2{a.bytes, a.scale_inv, fp8::Format::kE5M2};
+  EXPECT_FALSE(lt::fp8_gemm(oa2, ob2, d, false, false));
+#else
+  GTEST_SKIP() << "not a CUDA build";
+#endif
+}
