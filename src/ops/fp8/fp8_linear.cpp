@@ -1,0 +1,185 @@
+#include "ops/fp8/fp8_linear.h"
+
+#include <torch/csrc/autograd/custom_function.h>
+
+#include "core/error.h"
+#include "ops/gelu_bias_grad.h"
+#ifdef MEGATON_HAVE_CUDA
+#include "ops/cublaslt_gemm.h"
+#include "ops/fp8/fp8_cast.h"
+#endif
+
+namespace megaton::ops::fp8 {
+
+namespace {
+
+using torch::autograd::AutogradContext;
+using torch::autograd::variable_list;
+
+// The scale one cast of `t` uses in `slot`: fp32 [1] on t's device. Delayed: the slot's current scale. Tensorwise:
+// from t's own amax now (also recorded in the table, for inspection).
+torch::Tensor scale_for(ScalingTable& table, int slot, const torch::Tensor& t) {
+  if (table.options().delayed()) return table.scale().narrow(0, slot, 1);
+  const torch::Tensor amax = t.detach().abs().amax().to(torch::kFloat32).reshape({1});  // [1]
+  table.record_amax(slot, amax);
+  const float max = format_max(table.format(slot)) * std::exp2(-static_cast<float>(table.options().margin));
+  return torch::where(torch::isfinite(amax) & (amax > 0), max / amax, torch::ones_like(amax));
+}
+
+// The amax cell a delayed cast records into (row 0 of the slot's history), or undefined (tensorwise recorded it).
+torch::Tensor amax_cell(ScalingTable& table, int slot) {
+  return table.options().delayed() ? table.amax_history()[0].narrow(0, slot, 1) : torch::Tensor();
+}
+
+// CPU: t's values as its FP8 cast in `slot` gives them back (fp32), the amax recorded.
+torch::Tensor emulate_cast(ScalingTable& table, int slot, const torch::Tensor& t) {
+  const torch::Tensor scale = scale_for(table, slot, t);
+  if (table.options().delayed()) table.record_amax(slot, t.detach().abs().amax().to(torch::kFloat32));
+  return quantize_dequantize(t, scale.item<float>(), table.format(slot));
+}
+
+void check_shapes(const torch::Tensor& x2, const torch::Tensor& w) {
+  const bool gpu = x2.is_cuda();
+  MEGATON_CHECK(w.size(0) % 16 == 0 && w.size(1) % 16 == 0 && (!gpu || x2.size(0) % 16 == 0), UsageError,
+                "FP8 linear layers need their input and output features", gpu ? " and tokens" : "",
+                " divisible by 16: x [", x2.size(0), ", ", x2.size(1), "], weight [", w.size(0), ", ", w.size(1), "]");
+}
+
+struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
+  // b: [out] or an empty placeholder; main/overwrite, b_main/b_overwrite: ops/linear.h's main_grad_inputs.
+  static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w, torch::Tensor b,
+                               torch::Tensor main, torch::Tensor overwrite, torch::Tensor b_main,
+                               torch::Tensor b_overwrite, Fp8LinearSlots slots) {
+    ScalingTable& table = *slots.table;
+    const bool fp8_wgrad = table.options().wgrad;
+    const torch::Tensor x2 = x.reshape({-1, x.size(-1)}).contiguous();  // [T, in]
+    check_shapes(x2, w);
+    torch::Tensor y2;  // [T, out]
+    variable_list saved;
+    if (x.is_cuda()) {
+#ifdef MEGATON_HAVE_CUDA
+      const Fp8Matrix qx = cast_to_fp8(x2, scale_for(table, slots.input, x2), table.format(slots.input), fp8_wgrad,
+                                       amax_cell(table, slots.input));
+      const Fp8Matrix qw = cast_to_fp8(w.contiguous(), scale_for(table, slots.weight, w), table.format(slots.weight),
+                                       true, amax_cell(table, slots.weight));
+      y2 = torch::empty({x2.size(0), w.size(0)}, x2.options());
+      MEGATON_CHECK(lt::fp8_gemm({qx.bytes, qx.scale_inv, qx.format}, {qw.bytes, qw.scale_inv, qw.format}, y2, false,
+                                 /*fast_accum=*/true),
+                    RuntimeError, "cuBLASLt offers no FP8 GEMM for x ", x2.sizes(), " and weight ", w.sizes());
+      // For the backward: w^T [in, out] and x^T [in, T] (or x itself for a 16-bit weight gradient).
+      saved = {qw.bytes_t, qw.scale_inv, fp8_wgrad ? qx.bytes_t : x2, qx.scale_inv};
+#endif
+    } else {
+      const torch::Tensor xq = emulate_cast(table, slots.input, x2);  // [T, in] fp32
+      const torch::Tensor wq = emulate_cast(table, slots.weight, w);  // [out, in] fp32
+      y2 = torch::mm(xq, wq.t()).to(x.scalar_type());
+      saved = {wq, torch::Tensor(), fp8_wgrad ? xq : x2, torch::Tensor()};
+    }
+    if (b.numel() > 0) y2.add_(b);
+    ctx->save_for_backward(saved);
+    ctx->saved_data["w_dtype"] = w.scalar_type();
+    ctx->saved_data["has_b"] = b.numel() > 0;
+    ctx->saved_data["main"] = main;
+    ctx->saved_data["overwrite"] = overwrite;
+    ctx->saved_data["b_main"] = b_main;
+    ctx->saved_data["b_overwrite"] = b_overwrite;
+    // The table outlives every backward of the layers registered in it (the model owns both).
+    ctx->saved_data["table"] = reinterpret_cast<int64_t>(slots.table);
+    ctx->saved_data["grad_slot"] = slots.grad_output;
+    std::vector<int64_t> y_shape = x.sizes().vec();
+    y_shape.back() = w.size(0);
+    return y2.view(y_shape);  // [.., out]
+  }
+
+  static variable_list backward(AutogradContext* ctx, variable_list grads) {
+    const variable_list s = ctx->get_saved_variables();
+    auto& table = *reinterpret_cast<ScalingTable*>(ctx->saved_data["table"].toInt());
+    const int g_slot = static_cast<int>(ctx->saved_data["grad_slot"].toInt());
+    const bool fp8_wgrad = table.options().wgrad;
+    const torch::Tensor& dy = grads[0];                                    // [.., out]
+    const torch::Tensor dy2 = dy.reshape({-1, dy.size(-1)}).contiguous();  // [T, out]
+    const MainGrad main = ops::saved_main_grad(ctx, "main", "overwrite");
+    torch::Tensor dx2, dw;  // [T, in]; [out, in] when there is no main grad
+    if (dy.is_cuda()) {
+#ifdef MEGATON_HAVE_CUDA
+      const torch::Tensor &w_t = s[0], &w_sinv = s[1], &x_saved = s[2], &x_sinv = s[3];
+      const Fp8Matrix qg =
+          cast_to_fp8(dy2, scale_for(table, g_slot, dy2), table.format(g_slot), fp8_wgrad, amax_cell(table, g_slot));
+      if (ctx->needs_input_grad(0)) {
+        dx2 = torch::empty({dy2.size(0), w_t.size(0)}, dy2.options());
+        MEGATON_CHECK(
+            lt::fp8_gemm({qg.bytes, qg.scale_inv, qg.format}, {w_t, w_sinv, Format::kE4M3}, dx2, false, false),
+            RuntimeError, "cuBLASLt offers no FP8 GEMM for dy ", dy2.sizes(), " and w^T ", w_t.sizes());
+      }
+      if (fp8_wgrad) {
+        const bool overwrite = !main.defined() || consume_overwrite(main);
+        torch::Tensor out = main.defined()
+                                ? main.grad
+                                : torch::empty({dy2.size(1), x_saved.size(0)}, dy2.options().dtype(torch::kFloat32));
+        MEGATON_CHECK(lt::fp8_gemm({qg.bytes_t, qg.scale_inv, qg.format}, {x_saved, x_sinv, Format::kE4M3}, out,
+                                   !overwrite, false),
+                      RuntimeError, "cuBLASLt offers no FP8 GEMM for the weight gradient of dy ", dy2.sizes());
+        if (!main.defined()) dw = out;
+      } else {
+        dw = weight_grad(dy2, x_saved, main);
+      }
+#endif
+    } else {
+      const torch::Tensor &wq = s[0], &x_saved = s[2];
+      const torch::Tensor gq = emulate_cast(table, g_slot, dy2);  // [T, out] fp32
+      if (ctx->needs_input_grad(0)) dx2 = torch::mm(gq, wq).to(dy.scalar_type());
+      if (fp8_wgrad) {
+        const torch::Tensor prod = torch::mm(gq.t(), x_saved);  // [out, in] fp32
+        if (!main.defined())
+          dw = prod;
+        else if (consume_overwrite(main))
+          main.grad.copy_(prod);
+        else
+          main.grad.add_(prod);
+      } else {
+        dw = weight_grad(dy2, x_saved, main);
+      }
+    }
+    const auto w_dtype = ctx->saved_data["w_dtype"].toScalarType();
+    const bool db_wanted = ctx->saved_data["has_b"].toBool() && ctx->needs_input_grad(2);
+    const torch::Tensor db =
+        db_wanted ? bias_grad(dy2, saved_main_grad(ctx, "b_main", "b_overwrite")) : torch::Tensor();
+    std::vector<int64_t> x_shape = dy.sizes().vec();
+    if (dx2.defined()) x_shape.back() = dx2.size(1);
+    const torch::Tensor none;
+    return {dx2.defined() ? dx2.view(x_shape) : none,
+            dw.defined() && ctx->needs_input_grad(1) ? dw.to(w_dtype) : none,
+            db,
+            none,
+            none,
+            none,
+            none,
+            none};
+  }
+};
+
+torch::Tensor or_empty(const torch::Tensor& t, const torch::TensorOptions& o) {
+  return t.defined() ? t : torch::empty({0}, o);
+}
+
+}  // namespace
+
+Fp8LinearSlots register_fp8_linear(ScalingTable& table, const std::string& name) {
+  const Fp8Options& o = table.options();
+  Fp8LinearSlots s;
+  s.table = &table;
+  s.input = table.slot(name + ":input", o.forward_format());
+  s.weight = table.slot(name + ":weight", o.forward_format());
+  s.grad_output = table.slot(name + ":grad_output", o.backward_format());
+  return s;
+}
+
+torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                         const MainGrad& main_grad, const Fp8LinearSlots& slots) {
+  MEGATON_ASSERT(slots.defined(), "fp8_linear without scaling slots");
+  auto [main, overwrite] = main_grad_inputs(main_grad);
+  auto [b_main, b_overwrite] = main_grad_inputs(MainGrad{});  // the bias's gradient goes through autograd
+  return Fp8Linear::apply(x, w, or_empty(b, w.options()), main, overwrite, b_main, b_overwrite, slots);
+}
+
+}  // namespace megaton::ops::fp8
