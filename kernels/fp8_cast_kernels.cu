@@ -1,5 +1,7 @@
 #include <cuda_fp8.h>
 
+#include <algorithm>
+
 #include "fp8_cast_kernels.h"
 #include "kernel_util.cuh"
 
@@ -19,6 +21,22 @@ __device__ __forceinline__ uint8_t to_fp8(float x) {
 // Non-negative floats order as their bit patterns do: atomicMax on the int view.
 __device__ __forceinline__ void atomic_max_nonnegative(float* addr, float v) {
   atomicMax(reinterpret_cast<int*>(addr), __float_as_int(v));
+}
+
+// The block's maximum of every thread's v, folded into *amax by one atomic (blockDim.x * blockDim.y a multiple of 32,
+// at most 1024).
+__device__ __forceinline__ void block_max_to(float* amax, float v) {
+  __shared__ float warp_max[32];
+  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+  const int lane = (threadIdx.y * blockDim.x + threadIdx.x) % 32, warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
+  const int warps = blockDim.x * blockDim.y / 32;
+  if (lane == 0) warp_max[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    v = lane < warps ? warp_max[lane] : 0.0f;
+    for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
+    if (lane == 0) atomic_max_nonnegative(amax, v);
+  }
 }
 
 template <typename T, Fp8Type F>
@@ -48,15 +66,96 @@ __global__ void cast_kernel(const T* __restrict__ in, int64_t rows, int64_t cols
       if (r < rows && cc < cols) out_t[cc * rows + r] = tile[threadIdx.x][j];
     }
   }
-  if (amax != nullptr) {
-    for (int off = 16; off > 0; off /= 2) local_max = fmaxf(local_max, __shfl_xor_sync(0xffffffffu, local_max, off));
-    if (threadIdx.x == 0) atomic_max_nonnegative(amax, local_max);
+  if (amax != nullptr) block_max_to(amax, local_max);
+}
+
+// 16-bit input, both dimensions multiples of kBig: 64 x 64 tiles, a block of 256 threads striding over them (one
+// atomic per block for the amax, not one per warp: they all hit one address), 16-byte loads of 8 elements, 8-byte
+// stores of their 8 FP8 bytes, and the transpose's rows written 16 bytes at a time from a shared-memory tile.
+constexpr int kBig = 64;
+constexpr int kBigThreads = 256;
+
+template <typename T, Fp8Type F>
+__global__ void __launch_bounds__(kBigThreads)
+    cast_tiles_kernel(const T* __restrict__ in, int64_t rows, int64_t cols, const float* __restrict__ scale,
+                      uint8_t* __restrict__ out, uint8_t* __restrict__ out_t, float* __restrict__ amax) {
+  static_assert(sizeof(T) == 2, "8 elements per 16-byte load");
+  __shared__ __align__(16) uint8_t tile[kBig][kBig + 16];  // [row][col] FP8 bytes
+  const float s = *scale;
+  const int t = threadIdx.x;
+  const int lr = t / 8, lc = (t % 8) * 8;  // the 8 elements a thread casts: row lr (+ 32), columns lc..lc + 7
+  const int64_t tiles_c = cols / kBig, tiles = (rows / kBig) * tiles_c;
+  float local_max = 0.0f;
+  for (int64_t k = blockIdx.x; k < tiles; k += gridDim.x) {
+    const int64_t r0 = (k / tiles_c) * kBig, c0 = (k % tiles_c) * kBig;
+    for (int half = 0; half < 2; ++half) {
+      const int r = lr + 32 * half;
+      const int64_t at = (r0 + r) * cols + c0 + lc;
+      union {
+        uint4 v;
+        T x[8];
+      } src;
+      src.v = *reinterpret_cast<const uint4*>(in + at);
+      union {
+        uint2 v;
+        uint8_t b[8];
+      } dst;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        const float x = util::to_float(src.x[j]);
+        local_max = fmaxf(local_max, fabsf(x));
+        dst.b[j] = to_fp8<F>(x * s);
+      }
+      *reinterpret_cast<uint2*>(out + at) = dst.v;
+      if (out_t != nullptr) *reinterpret_cast<uint2*>(&tile[r][lc]) = dst.v;
+    }
+    if (out_t != nullptr) {
+      __syncthreads();
+      const int c = t / 4, rr = (t % 4) * 16;  // out_t row c0 + c, its bytes r0 + rr .. + 15
+      union {
+        uint4 v;
+        uint8_t b[16];
+      } col;
+#pragma unroll
+      for (int j = 0; j < 16; ++j) col.b[j] = tile[rr + j][c];
+      *reinterpret_cast<uint4*>(out_t + (c0 + c) * rows + r0 + rr) = col.v;
+      __syncthreads();
+    }
+  }
+  if (amax != nullptr) block_max_to(amax, local_max);
+}
+
+// Blocks for the tiled kernel: a few per SM, no more than there are tiles.
+unsigned tiled_blocks(int64_t tiles) {
+  int device = 0, sms = 132;
+  if (cudaGetDevice(&device) == cudaSuccess) cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  return unsigned(std::min<int64_t>(tiles, int64_t(sms) * 8));
+}
+
+template <typename T>
+bool launch_tiles(const void* in, int64_t rows, int64_t cols, const float* scale, Fp8Type type, uint8_t* out,
+                  uint8_t* out_t, float* amax, cudaStream_t stream) {
+  if constexpr (sizeof(T) != 2) {
+    return false;
+  } else {
+    const bool aligned = util::aligned16(in) && util::aligned16(out) && (out_t == nullptr || util::aligned16(out_t));
+    if (rows % kBig != 0 || cols % kBig != 0 || !aligned) return false;
+    const unsigned blocks = tiled_blocks((rows / kBig) * (cols / kBig));
+    const T* src = static_cast<const T*>(in);
+    if (type == Fp8Type::kE4M3)
+      cast_tiles_kernel<T, Fp8Type::kE4M3>
+          <<<blocks, kBigThreads, 0, stream>>>(src, rows, cols, scale, out, out_t, amax);
+    else
+      cast_tiles_kernel<T, Fp8Type::kE5M2>
+          <<<blocks, kBigThreads, 0, stream>>>(src, rows, cols, scale, out, out_t, amax);
+    return true;
   }
 }
 
 template <typename T>
 void launch(const void* in, int64_t rows, int64_t cols, const float* scale, Fp8Type type, uint8_t* out, uint8_t* out_t,
             float* amax, cudaStream_t stream) {
+  if (launch_tiles<T>(in, rows, cols, scale, type, out, out_t, amax, stream)) return;
   const dim3 block(kTile, kRowsPerPass);
   const dim3 grid(unsigned((cols + kTile - 1) / kTile), unsigned((rows + kTile - 1) / kTile));
   const T* src = static_cast<const T*>(in);

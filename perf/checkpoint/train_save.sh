@@ -50,7 +50,7 @@ for m in $MODES; do
       echo "disk: dd read of 8 GiB from the disk: $(dd if="$dir/dd.bin" of=/dev/null bs=64M 2>&1 | tail -1)"
       mapfile -t files < <(find "$dir/save" -type f)
       evict "${files[@]}"
-      "$build/megaton" train "${args[@]}" --load "$dir/save" --train-iters 31 > "$dir/load.log" 2>&1 ||
+      "$build/megaton" train "${args[@]}" --load "$dir/save" --train-iters 31 --override-lr-scheduler > "$dir/load.log" 2>&1 ||
         { tail -20 "$dir/load.log"; exit 1; }
       grep -o "loaded checkpoint .*" "$dir/load.log" | head -1 ;;
     torch)

@@ -12,6 +12,7 @@
 #include "checkpoint/format.h"
 #include "checkpoint/h5.h"
 #include "checkpoint/meta_checksums.h"
+#include "checkpoint/readahead.h"
 #include "checkpoint/sections.h"
 #include "checkpoint/tracker.h"
 #include "core/error.h"
@@ -229,8 +230,19 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_arg, parallel:
   double total_bytes = 0, done = 0;
   for (const auto& [path, e] : cat) total_bytes += static_cast<double>(catalog_entry_bytes(e));
   Progress shown(total_bytes, "GB", 1e9);  // rank 0 reports every rank's reads together
+  const Readahead readahead(file, fp);
+  // The next dataset this rank reads whole: the disk fetches it while this one is checksummed and placed.
+  const auto prefetch_after = [&](Catalog::const_iterator it) {
+    for (++it; it != cat.end(); ++it) {
+      if (!mine.count(it->first)) continue;
+      const ShardPlacement next = place(it->second, me.tp, tp);
+      if (next.main.box.count == next.main.dataset_shape) readahead.prefetch(it->first);
+      return;
+    }
+  };
   run_agreed([&] {
-    for (const auto& [path, e] : cat) {
+    for (auto entry = cat.begin(); entry != cat.end(); ++entry) {
+      const auto& [path, e] = *entry;
       if (shown.due(opts.progress_every_s)) log.info0("checkpoint: loading ", fp, ": ", shown.line(done));
       done += static_cast<double>(catalog_entry_bytes(e));
       const ShardPlacement pl = place(e, me.tp, tp);
@@ -241,6 +253,7 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_arg, parallel:
       const torch::ScalarType stored = dtype_from_name(rec.at("dtype").get<std::string>(), str(fp, " '", path, "'"));
       torch::Tensor dst = have ? it->second->tensor : torch::Tensor();
       torch::Tensor buf = read_box(file, path, pl.main.box, stored, have, xfer, opts.collective_io);
+      prefetch_after(entry);
       uint32_t part = 0;
       if (have) {
         if (designated && opts.verify_checksums)

@@ -17,6 +17,7 @@ struct CompatibilityFlags {
   bool deepspeed_mpi = false;                       // megaton always starts through MPI
   bool accumulate_allreduce_grads_in_fp32 = false;  // main grads are always fp32
   bool fp16_lm_cross_entropy = false;               // the loss always reads the 16-bit logits (needs --fp16)
+  int fp8_interval = 1;                             // --fp8-interval: accepted, no effect (deprecated by TE)
   bool abort_on_unmet_fused_kernel_constraints = false;
   int num_workers = 2, valid_num_workers = 2;  // samples are mmap reads: no loader threads
   int encoder_seq_length = 0;                  // pretrain_gpt.py's alias of --seq-length

@@ -250,7 +250,16 @@ void MegatronFlags::bind(po::options_description& d) {
       ("accumulate-allreduce-grads-in-fp32", po::bool_switch(&compat.accumulate_allreduce_grads_in_fp32),
        "accepted: gradients always accumulate and all-reduce in fp32 main grads")
       ("fp16-lm-cross-entropy", po::bool_switch(&compat.fp16_lm_cross_entropy),
-       "accepted with --fp16: the cross-entropy always reads the fp16 logits, no fp32 copy");
+       "accepted with --fp16: the cross-entropy always reads the fp16 logits, no fp32 copy")
+      ("fp8-format", sval(config.fp8.format),
+       "e4m3 | hybrid (e5m2 output gradients): the transformer layers' linear GEMMs in FP8")
+      ("fp8-recipe", sval(config.fp8.recipe), "delayed (amax history) | tensorwise (current scaling)")
+      ("fp8-margin", val(config.fp8.margin), "scale = FP8 maximum / 2^margin / amax")
+      ("fp8-amax-history-len", val(config.fp8.amax_history_len), "iterations of amax history (delayed recipe)")
+      ("fp8-amax-compute-algo", sval(config.fp8.amax_compute_algo),
+       "most_recent | max: the amax the delayed scale is computed from")
+      ("fp8-interval", val(compat.fp8_interval), "accepted, no effect (deprecated by Transformer Engine)")
+      ("no-fp8-wgrad", negative_switch(config.fp8.wgrad), "the weight-gradient GEMMs in 16 bits, not FP8");
   checkpointing.add_options()
       ("save", sval(c.save), "checkpoint directory to save to")
       ("load", sval(c.load), "checkpoint directory to resume from")

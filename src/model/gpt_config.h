@@ -10,6 +10,7 @@
 #include "model/gpt_options.h"
 #include "model/positions.h"
 #include "ops/activations.h"
+#include "ops/fp8/fp8_scaling.h"
 #include "ops/kernel_options.h"
 #include "parallel/parallel_options.h"
 
@@ -18,9 +19,10 @@ namespace megaton::model {
 struct GptConfig {
   GptOptions model;  // validated (kv_channels, ffn_hidden_size filled in)
   ops::KernelOptions kernels;
-  int64_t vocab_size = 0;                     // the tokenizer's
-  int64_t padded_vocab_size = 0;              // rows of the word embedding; >= vocab_size, divisible by TP
-  uint64_t seed = 1234;                       // --seed: parameter init and dropout
+  ops::fp8::Fp8Options fp8;       // --fp8-format and its recipe: the transformer layers' linear GEMMs in FP8
+  int64_t vocab_size = 0;         // the tokenizer's
+  int64_t padded_vocab_size = 0;  // rows of the word embedding; >= vocab_size, divisible by TP
+  uint64_t seed = 1234;           // --seed: parameter init and dropout
   torch::ScalarType dtype = torch::kFloat32;  // --fp16 / --bf16 params
   torch::Device device = torch::kCPU;
   std::string pp_partition_method = "uniform";  // uniform | parameters | type:REGEX (partition_layers)

@@ -75,6 +75,7 @@ GptStage::GptStage(GptConfig config, const dist::ProcessGroups& groups, StagePar
   const int64_t h = m.hidden_size, V = c_.padded_vocab_size;
   factory_ = std::make_unique<parallel::ParamFactory>(c_.seed, tp_rank_, tp_size_, c_.dtype, c_.device);
   auto& f = *factory_;
+  if (c_.fp8.enabled()) f.set_fp8_table(std::make_shared<ops::fp8::ScalingTable>(c_.fp8, c_.device));
   const bool tied = !m.untie_embeddings_and_output_weights;
   const InitSpec emb_init =
       m.init_method_xavier_uniform ? InitSpec::xavier_uniform(V, h) : InitSpec::normal(m.init_method_std);

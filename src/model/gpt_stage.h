@@ -94,6 +94,8 @@ class GptStage {
   parallel::MainGrads& main_grads() const { return *factory_->main_grads(); }
   /// Sets every parameter's .grad to undefined.
   void zero_grad();
+  /// The FP8 scaling state of this stage's linear layers (--fp8-format), or null.
+  ops::fp8::ScalingTable* fp8_table() const { return factory_->fp8_table(); }
   /// forward() and forward_losses() call `fn(begin, end)` just before they first read params() [begin, end): the
   /// embedding's, each layer's (each recomputed chunk's with --checkpoint-activations), the final LayerNorm's and
   /// output layer's. The overlapped ZeRO-1 parameter all-gather waits there (DataParallel::wait_param_gather).

@@ -70,7 +70,7 @@ TransformerLayer::TransformerLayer(parallel::ParamFactory& f, const GptConfig& c
   const int64_t h = m.hidden_size, heads = m.num_attention_heads, d = m.kv_channels, ffn = m.ffn_hidden_size;
   const int n = tp->size();
   local_heads_ = heads / n;
-  bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh;
+  bias_gelu_mlp_ = act_ == ops::Activation::kGeluTanh && !c_.fp8.enabled();  // FP8: fc1 and fc2 run fp8_linear
   const ops::KernelOptions& k = c.kernels;
   fuse_qkv_grad_ = k.qkv_grad_fusion;
   use_varlen_ = k.varlen_attention;

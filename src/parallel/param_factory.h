@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "ops/fp8/fp8_scaling.h"
 #include "parallel/data/main_grads.h"
 #include "parallel/param_info.h"
 #include "parallel/sharded_init.h"
@@ -44,6 +45,9 @@ class ParamFactory {
   torch::Device device() const { return device_; }
   /// The main-grad table shared with the layers built from this factory (empty until the trainer binds it).
   const MainGradsPtr& main_grads() const { return main_grads_; }
+  /// The FP8 scaling table the linear layers built from this factory register in (--fp8-format), or null.
+  ops::fp8::ScalingTable* fp8_table() const { return fp8_table_.get(); }
+  void set_fp8_table(std::shared_ptr<ops::fp8::ScalingTable> table) { fp8_table_ = std::move(table); }
 
  private:
   uint64_t seed_;
@@ -52,6 +56,7 @@ class ParamFactory {
   torch::Device device_;
   ParamList params_;
   MainGradsPtr main_grads_ = std::make_shared<MainGrads>();
+  std::shared_ptr<ops::fp8::ScalingTable> fp8_table_;
 };
 
 }  // namespace megaton::parallel

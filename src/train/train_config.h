@@ -10,6 +10,7 @@
 #include "data/tokenizer_options.h"
 #include "dist/dist_options.h"
 #include "model/gpt_options.h"
+#include "ops/fp8/fp8_scaling.h"
 #include "ops/kernel_options.h"
 #include "optim/lr_schedule_options.h"
 #include "optim/optimizer_options.h"
@@ -30,6 +31,7 @@ struct TrainConfig {
   optim::OptimizerOptions optimizer;
   optim::LrScheduleOptions lr;
   optim::PrecisionOptions precision;
+  ops::fp8::Fp8Options fp8;  // --fp8-format and its recipe
   checkpoint::CheckpointOptions checkpoint;
   data::DataOptions data;
   data::TokenizerOptions tokenizer;

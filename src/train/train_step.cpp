@@ -50,6 +50,7 @@ StepOutcome TrainStep::run(const TrainingProgress& progress, bool log_point, int
   auto before_backward = [&](int, int mb) { p_.dp.set_last_microbatch(mb == m - 1); };
   p_.timers("forward-backward").start();
   p_.model.run_schedule(m, o_.micro_batch_size, seq_length, forward, before_backward, false);
+  p_.model.update_fp8_scaling();
   // average_losses_across_data_parallel_group's local part, on the device (fp64 mean): [1]
   const torch::Tensor loss =
       p_.model.holds_loss() ? torch::stack(losses).to(torch::kFloat64).mean().reshape({1}) : torch::Tensor();

@@ -116,6 +116,7 @@ Trainer::Trainer(TrainConfig cfg, const dist::LaunchEnv& env, std::ostream& out)
   model::GptConfig gpt;
   gpt.model = cfg_.model;
   gpt.kernels = cfg_.kernels;
+  gpt.fp8 = cfg_.fp8;
   gpt.vocab_size = vocab;
   gpt.padded_vocab_size = cfg_.model.padded_vocab_size(vocab, p.tensor_model_parallel_size);
   gpt.seed = static_cast<uint64_t>(t.seed);

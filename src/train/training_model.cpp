@@ -27,6 +27,18 @@ void TrainingModel::set_training(bool on) {
   for (auto& c : chunks_) c->set_training(on);
 }
 
+void TrainingModel::update_fp8_scaling() {
+  for (auto& c : chunks_) {
+    ops::fp8::ScalingTable* table = c->fp8_table();
+    if (table == nullptr) continue;
+    table->reduce_amax([this](torch::Tensor& amax) {  // [slots] fp32
+      if (groups_.tp->size() > 1) groups_.tp->all_reduce(amax, dist::ReduceOp::kMax);
+      if (groups_.dp->size() > 1) groups_.dp->all_reduce(amax, dist::ReduceOp::kMax);
+    });
+    table->update();
+  }
+}
+
 void TrainingModel::set_before_use(const model::GptStage::BeforeUse& fn) {
   size_t offset = 0;  // chunk k's parameters follow those of chunks 0..k-1 in params_
   for (auto& c : chunks_) {

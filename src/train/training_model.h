@@ -30,6 +30,10 @@ class TrainingModel {
   /// The dropout generators, one for the rank, shared by its chunks (as Megatron).
   parallel::RngTracker& rng() { return chunks_.front()->rng(); }
   void set_training(bool on);
+  /// --fp8-format: one step of the FP8 scaling recipe after an iteration's backward: every chunk's amaxes reduced
+  /// (maximum) over TP and DP, so the ranks sharing a tensor or a batch use one scale, then the scales updated.
+  /// Collective over TP and DP; nothing without FP8.
+  void update_fp8_scaling();
   /// Every chunk's forward calls `fn(begin, end)` before it first reads params() [begin, end) (indices into the
   /// rank's whole list; model::GptStage::set_before_use).
   void set_before_use(const model::GptStage::BeforeUse& fn);

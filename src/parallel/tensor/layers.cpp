@@ -31,6 +31,7 @@ ColumnParallelLinear::ColumnParallelLinear(ParamFactory& f, const std::string& n
   ParamRequest w{name + ".weight", o_.canonical_shape, o_.partition_dim, {o_.out / n, o_.in}, o_.init};
   w.lr_scale = o_.weight_lr_scale;
   weight = f.make(w);
+  if (f.fp8_table() != nullptr) fp8_ = ops::fp8::register_fp8_linear(*f.fp8_table(), name + ".weight");
   if (o_.bias)
     bias = f.make({name + ".bias",
                    drop_last(o_.canonical_shape),
@@ -53,7 +54,9 @@ torch::Tensor ColumnParallelLinear::forward_with_bias(const torch::Tensor& x, co
   // at::linear, not torch::nn::functional::linear: the latter runs matmul + a broadcast `+= bias` for 3-D inputs, the
   // former folds [s, b, in] to 2-D and adds the bias in the GEMM's epilogue (one pass less over the output).
   const ops::MainGrad b_main = b.defined() && b.requires_grad() ? bias_main_grad() : ops::MainGrad{};
-  torch::Tensor y = ops::linear(copy_to_tp_region(x, tp_), weight, b, main_grad(), b_main);  // [.., out/tp]
+  const torch::Tensor xp = copy_to_tp_region(x, tp_);
+  torch::Tensor y = fp8_.defined() ? ops::fp8::fp8_linear(xp, weight, b, main_grad(), fp8_)
+                                   : ops::linear(xp, weight, b, main_grad(), b_main);  // [.., out/tp]
   return o_.gather_output ? gather_from_tp_region(y, tp_) : y;
 }
 
@@ -66,15 +69,22 @@ RowParallelLinear::RowParallelLinear(ParamFactory& f, const std::string& name, R
   ParamRequest w{name + ".weight", {o_.out, o_.in}, 1, {o_.out, o_.in / n}, o_.init};
   w.lr_scale = o_.weight_lr_scale;
   weight = f.make(w);
+  if (f.fp8_table() != nullptr) fp8_ = ops::fp8::register_fp8_linear(*f.fp8_table(), name + ".weight");
   if (o_.bias) bias = f.make({name + ".bias", {o_.out}, -1, {}, InitSpec::zeros(), 0, /*no_weight_decay=*/true});
 }
 
 torch::Tensor RowParallelLinear::forward(const torch::Tensor& x) const {
   torch::Tensor xp = o_.input_is_parallel ? x : scatter_to_tp_region(x, tp_);
   // One rank: the bias goes into the GEMM's epilogue. Several: it is added once, after the reduction (Megatron).
-  if (tp_->size() == 1) return ops::linear(xp, weight, bias, main_grad(), bias_main_grad());  // [.., out]
-  torch::Tensor y = reduce_from_tp_region(ops::linear(xp, weight, {}, main_grad()), tp_);     // [.., out]
+  if (tp_->size() == 1) return gemm(xp, bias, bias_main_grad());                // [.., out]
+  torch::Tensor y = reduce_from_tp_region(gemm(xp, {}, ops::MainGrad{}), tp_);  // [.., out]
   return bias.defined() ? y + bias : y;
+}
+
+torch::Tensor RowParallelLinear::gemm(const torch::Tensor& x, const torch::Tensor& b,
+                                      const ops::MainGrad& b_main) const {
+  return fp8_.defined() ? ops::fp8::fp8_linear(x, weight, b, main_grad(), fp8_)
+                        : ops::linear(x, weight, b, main_grad(), b_main);
 }
 
 VocabParallelEmbedding::VocabParallelEmbedding(ParamFactory& f, const std::string& name, int64_t vocab,

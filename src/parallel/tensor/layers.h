@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "dist/communicator.h"
+#include "ops/fp8/fp8_linear.h"
 #include "parallel/param_factory.h"
 
 namespace megaton::parallel {
@@ -54,6 +55,7 @@ class ColumnParallelLinear {
   ColumnParallelOptions o_;
   dist::CommunicatorPtr tp_;
   MainGradsPtr main_grads_;
+  ops::fp8::Fp8LinearSlots fp8_;  // defined when the factory had an FP8 scaling table: the GEMMs run in FP8
 };
 
 // ~~~ RowParallelLinear ~~~
@@ -80,9 +82,12 @@ class RowParallelLinear {
   ops::MainGrad bias_main_grad() const { return bias.defined() ? main_grads_->of(bias) : ops::MainGrad{}; }
 
  private:
+  torch::Tensor gemm(const torch::Tensor& x, const torch::Tensor& b, const ops::MainGrad& b_main) const;
+
   RowParallelOptions o_;
   dist::CommunicatorPtr tp_;
   MainGradsPtr main_grads_;
+  ops::fp8::Fp8LinearSlots fp8_;  // as ColumnParallelLinear's
 };
 
 // ~~~ VocabParallelEmbedding ~~~
