@@ -1,27 +1,11 @@
 #include <c10/cuda/CUDAStream.h>
 
 #include "core/error.h"
+#include "core/kernel_float_type.h"
 #include "fp8_cast_kernels.h"  // kernels/
 #include "ops/fp8/fp8_cast.h"
 
 namespace megaton::ops::fp8 {
-
-namespace {
-
-kernels::FloatType float_type(const torch::Tensor& t) {
-  switch (t.scalar_type()) {
-    case torch::kBFloat16:
-      return kernels::FloatType::kBFloat16;
-    case torch::kFloat16:
-      return kernels::FloatType::kFloat16;
-    case torch::kFloat32:
-      return kernels::FloatType::kFloat32;
-    default:
-      throw InternalError(str("cast_to_fp8: unsupported dtype ", c10::toString(t.scalar_type())));
-  }
-}
-
-}  // namespace
 
 Fp8Matrix cast_to_fp8(const torch::Tensor& x, const torch::Tensor& scale, Format format, bool transpose,
                       const torch::Tensor& amax) {
@@ -38,7 +22,7 @@ Fp8Matrix cast_to_fp8(const torch::Tensor& x, const torch::Tensor& scale, Format
   m.bytes = torch::empty({rows, cols}, bytes);
   if (transpose) m.bytes_t = torch::empty({cols, rows}, bytes);
   m.scale_inv = scale.reciprocal();
-  kernels::cast_to_fp8(x.data_ptr(), float_type(x), rows, cols, scale.data_ptr<float>(),
+  kernels::cast_to_fp8(x.data_ptr(), kernel_float_type(x, "cast_to_fp8"), rows, cols, scale.data_ptr<float>(),
                        format == Format::kE4M3 ? kernels::Fp8Type::kE4M3 : kernels::Fp8Type::kE5M2,
                        m.bytes.data_ptr<uint8_t>(), transpose ? m.bytes_t.data_ptr<uint8_t>() : nullptr,
                        amax.defined() ? amax.data_ptr<float>() : nullptr,
