@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/collective.h"
 #include "core/format.h"
 #include "core/timer.h"
 #include "train/training_state.h"
@@ -50,6 +51,9 @@ void TrainCheckpoints::load(TrainingProgress& progress) {
       // --reset-progress starts the command line's schedule over as well.
       if (lo.load_optim && !c.reset_progress && st.contains("lr_scheduler")) p_.lr.load_state_dict(st["lr_scheduler"]);
       if (r->optim_loaded && st.contains("optimizer")) p_.optimizer.load_scalar_state(st["optimizer"]);
+      if (p_.model.fp8() && st.contains("fp8")) p_.model.load_fp8_state(st["fp8"]);
+      if (p_.model.fp8() && !st.contains("fp8"))
+        p_.log.warn0("--fp8-format: ", r->path, " has no FP8 scaling state (saved without FP8): scales start at 1");
     } catch (const nlohmann::json::exception& e) {
       throw CheckpointError(str(r->path, ": meta/state.json is malformed (", e.what(), ")"));
     }
@@ -93,6 +97,7 @@ void TrainCheckpoints::save(const TrainingProgress& progress) {
               {"consumed_train_tokens", progress.consumed_train_tokens},
               {"lr_scheduler", p_.lr.state_dict()},
               {"optimizer", p_.optimizer.scalar_state()}};
+  if (p_.model.fp8()) st.state["fp8"] = gathered_fp8_state();
   st.model_config = model::architecture_json(p_.model.config());
   st.args = args_json(config_);
   checkpoint::SaveOptions so;
@@ -129,6 +134,17 @@ void TrainCheckpoints::save(const TrainingProgress& progress) {
   char ms[32];
   std::snprintf(ms, sizeof ms, "%.1f", took.elapsed() * 1e3);
   p_.log.info0("saved checkpoint at iteration ", progress.iteration, " to ", dir, " (", ms, " ms)");
+}
+
+nlohmann::json TrainCheckpoints::gathered_fp8_state() const {
+  const auto& c = p_.groups.coords;
+  const bool sender = c.tp == 0 && c.dp == 0;
+  const std::vector<std::string> all = checkpoint::allgather_strings(sender ? p_.model.fp8_state().dump() : "");
+  nlohmann::json merged = nlohmann::json::object();
+  if (checkpoint::world_rank() != 0) return merged;
+  for (const std::string& s : all)
+    if (!s.empty()) merged.update(nlohmann::json::parse(s));
+  return merged;
 }
 
 void TrainCheckpoints::to_host(parallel::ParamList& params, checkpoint::OptimState& optim, checkpoint::RngState& rng,

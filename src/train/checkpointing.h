@@ -67,6 +67,9 @@ class TrainCheckpoints {
   // Points the tensors of a save at host buffers of host_ (allocated where missing or of another shape), copying the
   // values unless `copy` is false; waits for the device's copies.
   void to_host(parallel::ParamList& params, checkpoint::OptimState& optim, checkpoint::RngState& rng, bool copy);
+  /// --fp8-format: every pipeline stage's FP8 scaling state merged on rank 0 (one TP x DP replica of each stage
+  /// sends it; the replicas agree after the amax reduction); {} on the other ranks. Collective over the world.
+  nlohmann::json gathered_fp8_state() const;
 };
 
 }  // namespace megaton::train

@@ -16,9 +16,6 @@ void TrainConfig::validate(int world) {
   optimizer.validate();
   precision.validate(model.fp32_residual_connection);
   fp8.validate();
-  MEGATON_CHECK(!fp8.enabled() || (checkpoint.save.empty() && checkpoint.load.empty()), UsageError,
-                "--fp8-format with --save or --load: checkpoints do not carry the FP8 scaling state yet, so a resumed "
-                "run would not continue this one exactly; train without --save/--load, or without --fp8-format");
   checkpoint.validate();
   data.validate();
   logging.validate();

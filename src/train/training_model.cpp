@@ -39,6 +39,18 @@ void TrainingModel::update_fp8_scaling() {
   }
 }
 
+nlohmann::json TrainingModel::fp8_state() const {
+  nlohmann::json out = nlohmann::json::object();
+  for (const auto& c : chunks_)
+    if (const ops::fp8::ScalingTable* table = c->fp8_table()) out.update(table->to_json());
+  return out;
+}
+
+void TrainingModel::load_fp8_state(const nlohmann::json& state) {
+  for (auto& c : chunks_)
+    if (ops::fp8::ScalingTable* table = c->fp8_table()) table->load_json(state);
+}
+
 void TrainingModel::set_before_use(const model::GptStage::BeforeUse& fn) {
   size_t offset = 0;  // chunk k's parameters follow those of chunks 0..k-1 in params_
   for (auto& c : chunks_) {

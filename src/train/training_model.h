@@ -34,6 +34,12 @@ class TrainingModel {
   /// (maximum) over TP and DP, so the ranks sharing a tensor or a batch use one scale, then the scales updated.
   /// Collective over TP and DP; nothing without FP8.
   void update_fp8_scaling();
+  /// Whether the model's linear layers run in FP8.
+  bool fp8() const { return config_.fp8.enabled(); }
+  /// This rank's FP8 scaling state (every chunk's slots; ops::fp8::ScalingTable::to_json), {} without FP8.
+  nlohmann::json fp8_state() const;
+  /// Restores each chunk's slots from a state holding them (the merged state of every stage).
+  void load_fp8_state(const nlohmann::json& state);
   /// Every chunk's forward calls `fn(begin, end)` before it first reads params() [begin, end) (indices into the
   /// rank's whole list; model::GptStage::set_before_use).
   void set_before_use(const model::GptStage::BeforeUse& fn);

@@ -104,8 +104,6 @@ void ScalingTable::load_state(const std::vector<std::string>& names,
   MEGATON_CHECK(h.dim() == 2 && h.size(1) == n && s.numel() == n && si.numel() == n, CheckpointError,
                 "FP8 scaling state: ", n, " slot names but amax_history ", h.sizes(), ", scale ", s.sizes(),
                 ", scale_inv ", si.sizes());
-  MEGATON_CHECK(n == num_slots(), CheckpointError, "FP8 scaling state: the checkpoint has ", n,
-                " FP8 tensors, this model ", num_slots());
   std::unordered_map<std::string, int64_t> saved;
   for (int64_t j = 0; j < n; ++j) saved.emplace(names[static_cast<size_t>(j)], j);
   std::vector<int64_t> order;  // order[k]: the saved column of this table's slot k
@@ -116,8 +114,8 @@ void ScalingTable::load_state(const std::vector<std::string>& names,
   }
   const torch::Tensor idx = torch::tensor(order, torch::kInt64);
   const torch::Tensor cols = h.to(torch::kCPU, torch::kFloat32).index_select(1, idx);  // [L', n] in this order
-  const int64_t L = amax_history_.size(0), Ls = cols.size(0);
-  torch::Tensor hist = torch::zeros({L, n}, torch::kFloat32);
+  const int64_t L = amax_history_.size(0), Ls = cols.size(0), k = num_slots();
+  torch::Tensor hist = torch::zeros({L, k}, torch::kFloat32);
   // Row 0 is the iteration in progress; rows 1.. run oldest to newest, so the newest rows are the last ones.
   hist[0].copy_(cols[0]);
   const int64_t keep = std::min(L, Ls) - 1;
@@ -125,6 +123,48 @@ void ScalingTable::load_state(const std::vector<std::string>& names,
   amax_history_.copy_(hist);
   scale_.copy_(s.to(torch::kCPU, torch::kFloat32).reshape({-1}).index_select(0, idx));
   scale_inv_.copy_(si.to(torch::kCPU, torch::kFloat32).reshape({-1}).index_select(0, idx));
+}
+
+nlohmann::json ScalingTable::to_json() const {
+  const torch::Tensor h = amax_history_.to(torch::kCPU).contiguous(), s = scale_.to(torch::kCPU);
+  nlohmann::json out = nlohmann::json::object();
+  for (int k = 0; k < num_slots(); ++k) {
+    const torch::Tensor col = h.select(1, k).contiguous();
+    const float* p = col.data_ptr<float>();
+    out[names_[static_cast<size_t>(k)]] = {{"scale", s[k].item<float>()},
+                                           {"amax_history", std::vector<float>(p, p + col.numel())}};
+  }
+  return out;
+}
+
+void ScalingTable::load_json(const nlohmann::json& j) {
+  MEGATON_CHECK(j.is_object(), CheckpointError, "FP8 scaling state: expected an object of slots, got ", j.type_name());
+  std::vector<std::string> names;
+  std::vector<float> scales;
+  std::vector<std::vector<float>> rows;  // [slot][row]
+  int64_t length = -1;
+  try {
+    for (const auto& [name, slot] : j.items()) {
+      names.push_back(name);
+      scales.push_back(slot.at("scale").get<float>());
+      rows.push_back(slot.at("amax_history").get<std::vector<float>>());
+      MEGATON_CHECK(!rows.back().empty() && (length < 0 || int64_t(rows.back().size()) == length), CheckpointError,
+                    "FP8 scaling state: slot '", name, "' has an amax history of ", rows.back().size(),
+                    " rows, the others ", length);
+      length = static_cast<int64_t>(rows.back().size());
+    }
+  } catch (const nlohmann::json::exception& e) {
+    throw CheckpointError(str("FP8 scaling state: a slot is malformed (", e.what(), ")"));
+  }
+  const int64_t n = static_cast<int64_t>(names.size());
+  const int64_t L = std::max<int64_t>(length, 1);
+  std::vector<float> flat(static_cast<size_t>(L * n), 0.0f);  // [L, n] row-major
+  for (int64_t c = 0; c < n; ++c)
+    for (int64_t r = 0; r < length; ++r)
+      flat[static_cast<size_t>(r * n + c)] = rows[static_cast<size_t>(c)][static_cast<size_t>(r)];
+  const torch::Tensor h = torch::from_blob(flat.data(), {L, n}, torch::kFloat32).clone();
+  const torch::Tensor s = torch::tensor(scales, torch::kFloat32);
+  load_state(names, {{"amax_history", h}, {"scale", s}, {"scale_inv", s.reciprocal()}});
 }
 
 }  // namespace megaton::ops::fp8

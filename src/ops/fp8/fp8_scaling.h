@@ -20,6 +20,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -84,10 +85,15 @@ class ScalingTable {
 
   /// Checkpoint state: {"amax_history": [L, n], "scale": [n], "scale_inv": [n]} and the slot names in order.
   std::unordered_map<std::string, torch::Tensor> state() const;
-  /// Restores state() of a table with the same slot names (by name: the order may differ, slots missing on either side
-  /// are a CheckpointError). A saved history of another length is cut to this one's (the most recent rows kept) or
-  /// padded with zeros.
+  /// Restores state() saved with slot names `names` (by name: the order may differ, and the saved state may hold more
+  /// slots, e.g. every pipeline stage's; one of this table's slots missing is a CheckpointError naming it). A saved
+  /// history of another length is cut to this one's (the most recent rows kept) or padded with zeros.
   void load_state(const std::vector<std::string>& names, const std::unordered_map<std::string, torch::Tensor>& state);
+  /// The same state as JSON, for the checkpoint's meta/state.json: {"<slot>": {"scale": s, "amax_history": [row 0,
+  /// row 1, ..]}, ..}. Tables of several stages merge by key (slot names are global).
+  nlohmann::json to_json() const;
+  /// load_state from to_json()'s form (CheckpointError naming what is malformed or missing).
+  void load_json(const nlohmann::json& j);
 
   const Fp8Options& options() const { return options_; }
 
