@@ -142,6 +142,13 @@ TEST(Fp8Scaling, StateRoundTripsByNameAcrossSlotOrderAndHistoryLength) {
   c.load_state(a.names(), a.state());
   EXPECT_TRUE(c.amax_history()[1].equal(a.amax_history()[3]));
 
+  // The JSON form (meta/state.json) restores the same, into a table holding a subset of the saved slots.
+  ScalingTable e(o, torch::kCPU);
+  e.slot("w1", Format::kE4M3);
+  e.load_json(a.to_json());
+  EXPECT_EQ(e.scale()[0].item<float>(), a.scale()[s1].item<float>());
+  EXPECT_TRUE(e.amax_history().select(1, 0).equal(c.amax_history().select(1, 1)));
+
   // A checkpoint without one of the model's FP8 tensors is refused naming it.
   ScalingTable d(o, torch::kCPU);
   d.slot("w0", Format::kE4M3);
