@@ -3,7 +3,8 @@
 # the loss curve of 30 iterations decreases and stays near the 32-bit run's; TP=2 and DP=2 stay near the one-rank FP8
 # run (the scales' agreement across ranks is megaton_mpi_tests' Fp8ScalingParallel.*); the tensorwise recipe and
 # --no-fp8-wgrad train too; a run saved at iteration 15 resumes with the straight run's losses exactly (the scaling
-# state is in meta/state.json), and at TP=2 from a TP=1 checkpoint; bad recipe flags are refused naming the flags.
+# state is in meta/state.json), and at TP=2 from a TP=1 checkpoint, and at PP=1 from a PP=2 one (every stage's slots
+# merged); a checkpoint without FP8 state loads with a warning; bad recipe flags are refused naming the flags.
 set -euo pipefail
 BUILD=$1 SRC=$2
 source "$SRC/tests/support/train_lib.sh"
@@ -67,6 +68,15 @@ compare_losses "$work/fp8.jsonl" "$work/resumed.jsonl" 0 16
 run resumed_tp2 2 "${fp8[@]}" --load "$work/ckpt" --tensor-model-parallel-size 2
 echo -n "FP8 resumed at 15 at TP=2: "
 compare_losses "$work/fp8.jsonl" "$work/resumed_tp2.jsonl" 2e-3 16
+# Saved at PP=2 (each stage's slots merged into one state), resumed at PP=1.
+run saved_pp2 2 "${fp8[@]}" --pipeline-model-parallel-size 2 --save "$work/ckpt_pp2" --save-interval 15 \
+  --exit-interval 15
+"$MEGATON" inspect --checkpoint "$work/ckpt_pp2" --json --no-verify > "$work/inspect_pp2.json"
+python3 -c 'import json, sys; t = json.dumps(json.load(open(sys.argv[1]))); assert t.count(":grad_output") == 16, t.count(":grad_output")' \
+  "$work/inspect_pp2.json"
+run resumed_pp1 1 "${fp8[@]}" --load "$work/ckpt_pp2"
+echo -n "FP8 saved at PP=2, resumed at PP=1: "
+compare_losses "$work/fp8.jsonl" "$work/resumed_pp1.jsonl" 2e-3 16
 # A checkpoint saved without FP8 loads into an FP8 run, whose scales start at 1 (said in the log).
 run plain 1 --save "$work/plain" --save-interval 15 --exit-interval 15
 run from_plain 1 "${fp8[@]}" --load "$work/plain"
