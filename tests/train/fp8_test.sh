@@ -24,6 +24,10 @@ echo -n "FP8: "
 loss_decreases "$work/fp8.jsonl"
 echo -n "FP8 against 32 bits: "
 compare_losses "$work/ref.jsonl" "$work/fp8.jsonl" 0.01
+# Evaluation forwards use the scales without recording amaxes: training is the same with them.
+run fp8_eval 1 "${fp8[@]}" --eval-interval 4 --eval-iters 2
+echo -n "FP8 with --eval-interval 4: "
+compare_losses "$work/fp8.jsonl" "$work/fp8_eval.jsonl" 0
 run fp8_tp2 2 "${fp8[@]}" --tensor-model-parallel-size 2
 echo -n "FP8 TP=2 against TP=1: "
 compare_losses "$work/fp8.jsonl" "$work/fp8_tp2.jsonl" 2e-3

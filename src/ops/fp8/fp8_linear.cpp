@@ -16,25 +16,28 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
+// Amaxes are recorded (`record`) in training only, autograd on: evaluation forwards use the scales and leave them as
+// they are, so a run's training is the same with or without --eval-interval.
+
 // The scale one cast of `t` uses in `slot`: fp32 [1] on t's device. Delayed: the slot's current scale. Tensorwise:
 // from t's own amax now (also recorded in the table, for inspection).
-torch::Tensor scale_for(ScalingTable& table, int slot, const torch::Tensor& t) {
+torch::Tensor scale_for(ScalingTable& table, int slot, const torch::Tensor& t, bool record) {
   if (table.options().delayed()) return table.scale().narrow(0, slot, 1);
   const torch::Tensor amax = t.detach().abs().amax().to(torch::kFloat32).reshape({1});  // [1]
-  table.record_amax(slot, amax);
+  if (record) table.record_amax(slot, amax);
   const float max = format_max(table.format(slot)) * std::exp2(-static_cast<float>(table.options().margin));
   return torch::where(torch::isfinite(amax) & (amax > 0), max / amax, torch::ones_like(amax));
 }
 
 // The amax cell a delayed cast records into (row 0 of the slot's history), or undefined (tensorwise recorded it).
-torch::Tensor amax_cell(ScalingTable& table, int slot) {
-  return table.options().delayed() ? table.amax_history()[0].narrow(0, slot, 1) : torch::Tensor();
+torch::Tensor amax_cell(ScalingTable& table, int slot, bool record) {
+  return table.options().delayed() && record ? table.amax_history()[0].narrow(0, slot, 1) : torch::Tensor();
 }
 
 // CPU: t's values as its FP8 cast in `slot` gives them back (fp32), the amax recorded.
-torch::Tensor emulate_cast(ScalingTable& table, int slot, const torch::Tensor& t) {
-  const torch::Tensor scale = scale_for(table, slot, t);
-  if (table.options().delayed()) table.record_amax(slot, t.detach().abs().amax().to(torch::kFloat32));
+torch::Tensor emulate_cast(ScalingTable& table, int slot, const torch::Tensor& t, bool record) {
+  const torch::Tensor scale = scale_for(table, slot, t, record);
+  if (table.options().delayed() && record) table.record_amax(slot, t.detach().abs().amax().to(torch::kFloat32));
   return quantize_dequantize(t, scale.item<float>(), table.format(slot));
 }
 
@@ -49,7 +52,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
   // b: [out] or an empty placeholder; main/overwrite, b_main/b_overwrite: ops/linear.h's main_grad_inputs.
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w, torch::Tensor b,
                                torch::Tensor main, torch::Tensor overwrite, torch::Tensor b_main,
-                               torch::Tensor b_overwrite, Fp8LinearSlots slots) {
+                               torch::Tensor b_overwrite, Fp8LinearSlots slots, bool record) {
     ScalingTable& table = *slots.table;
     const bool fp8_wgrad = table.options().wgrad;
     const torch::Tensor x2 = x.reshape({-1, x.size(-1)}).contiguous();  // [T, in]
@@ -58,10 +61,10 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     variable_list saved;
     if (x.is_cuda()) {
 #ifdef MEGATON_HAVE_CUDA
-      const Fp8Matrix qx = cast_to_fp8(x2, scale_for(table, slots.input, x2), table.format(slots.input), fp8_wgrad,
-                                       amax_cell(table, slots.input));
-      const Fp8Matrix qw = cast_to_fp8(w.contiguous(), scale_for(table, slots.weight, w), table.format(slots.weight),
-                                       true, amax_cell(table, slots.weight));
+      const Fp8Matrix qx = cast_to_fp8(x2, scale_for(table, slots.input, x2, record), table.format(slots.input),
+                                       fp8_wgrad, amax_cell(table, slots.input, record));
+      const Fp8Matrix qw = cast_to_fp8(w.contiguous(), scale_for(table, slots.weight, w, record),
+                                       table.format(slots.weight), true, amax_cell(table, slots.weight, record));
       y2 = torch::empty({x2.size(0), w.size(0)}, x2.options());
       MEGATON_CHECK(lt::fp8_gemm({qx.bytes, qx.scale_inv, qx.format}, {qw.bytes, qw.scale_inv, qw.format}, y2, false,
                                  /*fast_accum=*/true),
@@ -70,8 +73,8 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
       saved = {qw.bytes_t, qw.scale_inv, fp8_wgrad ? qx.bytes_t : x2, qx.scale_inv};
 #endif
     } else {
-      const torch::Tensor xq = emulate_cast(table, slots.input, x2);  // [T, in] fp32
-      const torch::Tensor wq = emulate_cast(table, slots.weight, w);  // [out, in] fp32
+      const torch::Tensor xq = emulate_cast(table, slots.input, x2, record);  // [T, in] fp32
+      const torch::Tensor wq = emulate_cast(table, slots.weight, w, record);  // [out, in] fp32
       y2 = torch::mm(xq, wq.t()).to(x.scalar_type());
       saved = {wq, torch::Tensor(), fp8_wgrad ? xq : x2, torch::Tensor()};
     }
@@ -86,6 +89,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     // The table outlives every backward of the layers registered in it (the model owns both).
     ctx->saved_data["table"] = reinterpret_cast<int64_t>(slots.table);
     ctx->saved_data["grad_slot"] = slots.grad_output;
+    ctx->saved_data["record"] = record;
     std::vector<int64_t> y_shape = x.sizes().vec();
     y_shape.back() = w.size(0);
     return y2.view(y_shape);  // [.., out]
@@ -96,6 +100,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     auto& table = *reinterpret_cast<ScalingTable*>(ctx->saved_data["table"].toInt());
     const int g_slot = static_cast<int>(ctx->saved_data["grad_slot"].toInt());
     const bool fp8_wgrad = table.options().wgrad;
+    const bool record = ctx->saved_data["record"].toBool();
     const torch::Tensor& dy = grads[0];                                    // [.., out]
     const torch::Tensor dy2 = dy.reshape({-1, dy.size(-1)}).contiguous();  // [T, out]
     const MainGrad main = ops::saved_main_grad(ctx, "main", "overwrite");
@@ -103,8 +108,8 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     if (dy.is_cuda()) {
 #ifdef MEGATON_HAVE_CUDA
       const torch::Tensor &w_t = s[0], &w_sinv = s[1], &x_saved = s[2], &x_sinv = s[3];
-      const Fp8Matrix qg =
-          cast_to_fp8(dy2, scale_for(table, g_slot, dy2), table.format(g_slot), fp8_wgrad, amax_cell(table, g_slot));
+      const Fp8Matrix qg = cast_to_fp8(dy2, scale_for(table, g_slot, dy2, record), table.format(g_slot), fp8_wgrad,
+                                       amax_cell(table, g_slot, record));
       if (ctx->needs_input_grad(0)) {
         dx2 = torch::empty({dy2.size(0), w_t.size(0)}, dy2.options());
         MEGATON_CHECK(
@@ -126,7 +131,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
 #endif
     } else {
       const torch::Tensor &wq = s[0], &x_saved = s[2];
-      const torch::Tensor gq = emulate_cast(table, g_slot, dy2);  // [T, out] fp32
+      const torch::Tensor gq = emulate_cast(table, g_slot, dy2, record);  // [T, out] fp32
       if (ctx->needs_input_grad(0)) dx2 = torch::mm(gq, wq).to(dy.scalar_type());
       if (fp8_wgrad) {
         const torch::Tensor prod = torch::mm(gq.t(), x_saved);  // [out, in] fp32
@@ -150,6 +155,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     return {dx2.defined() ? dx2.view(x_shape) : none,
             dw.defined() && ctx->needs_input_grad(1) ? dw.to(w_dtype) : none,
             db,
+            none,
             none,
             none,
             none,
@@ -179,7 +185,9 @@ torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& w, const t
   MEGATON_ASSERT(slots.defined(), "fp8_linear without scaling slots");
   auto [main, overwrite] = main_grad_inputs(main_grad);
   auto [b_main, b_overwrite] = main_grad_inputs(MainGrad{});  // the bias's gradient goes through autograd
-  return Fp8Linear::apply(x, w, or_empty(b, w.options()), main, overwrite, b_main, b_overwrite, slots);
+  // Read here: autograd switches itself off inside the function's forward and backward.
+  const bool record = torch::GradMode::is_enabled();
+  return Fp8Linear::apply(x, w, or_empty(b, w.options()), main, overwrite, b_main, b_overwrite, slots, record);
 }
 
 }  // namespace megaton::ops::fp8
