@@ -25,8 +25,7 @@ torch::Tensor scale_for(ScalingTable& table, int slot, const torch::Tensor& t, b
   if (table.options().delayed()) return table.scale().narrow(0, slot, 1);
   const torch::Tensor amax = t.detach().abs().amax().to(torch::kFloat32).reshape({1});  // [1]
   if (record) table.record_amax(slot, amax);
-  const float max = format_max(table.format(slot)) * std::exp2(-static_cast<float>(table.options().margin));
-  return torch::where(torch::isfinite(amax) & (amax > 0), max / amax, torch::ones_like(amax));
+  return table.scale_for(slot, amax);
 }
 
 // The amax cell a delayed cast records into (row 0 of the slot's history), or undefined (tensorwise recorded it).

@@ -18,9 +18,24 @@ void Fp8Options::validate() const {
   MEGATON_CHECK(margin >= 0, UsageError, "--fp8-margin must be >= 0, got ", margin);
 }
 
+namespace {
+
+// The largest value a scaled tensor may reach: the format's maximum / 2^margin.
+float scaled_max_of(Format f, int margin) {
+  return format_max(f) * std::exp2(-static_cast<float>(margin));
+}
+
+// scaled_max / amax where amax is finite and > 0, else fallback; elementwise, fp32.
+torch::Tensor scale_from_amax(const torch::Tensor& amax, const torch::Tensor& scaled_max,
+                              const torch::Tensor& fallback) {
+  return torch::where(torch::isfinite(amax) & (amax > 0), scaled_max / amax, fallback);
+}
+
+}  // namespace
+
 float scale_for_amax(float amax, Format f, int margin, float fallback) {
   if (!std::isfinite(amax) || amax <= 0.0f) return fallback;
-  return format_max(f) * std::exp2(-static_cast<float>(margin)) / amax;
+  return scaled_max_of(f, margin) / amax;
 }
 
 ScalingTable::ScalingTable(Fp8Options options, torch::Device device) : options_(std::move(options)), device_(device) {
@@ -57,12 +72,16 @@ void ScalingTable::grow(int n) {
   s.narrow(0, 0, old).copy_(scale_);
   si.narrow(0, 0, old).copy_(scale_inv_);
   std::vector<float> maxima;
-  for (const Format f : formats_) maxima.push_back(format_max(f) * std::exp2(-static_cast<float>(options_.margin)));
+  for (const Format f : formats_) maxima.push_back(scaled_max_of(f, options_.margin));
   m.copy_(torch::tensor(maxima, torch::kFloat32));
   amax_history_ = h;
   scale_ = s;
   scale_inv_ = si;
   scaled_max_ = m;
+}
+
+torch::Tensor ScalingTable::scale_for(int slot, const torch::Tensor& amax) const {
+  return scale_from_amax(amax, scaled_max_.narrow(0, slot, 1), torch::ones_like(amax));
 }
 
 void ScalingTable::record_amax(int slot, const torch::Tensor& amax) {
@@ -77,8 +96,7 @@ void ScalingTable::update() {
   torch::Tensor& h = amax_history_;  // [L, n]
   const int64_t L = h.size(0);
   const torch::Tensor amax = options_.amax_compute_algo == "max" ? std::get<0>(h.max(0)) : h[0].clone();  // [n]
-  const torch::Tensor usable = torch::isfinite(amax) & (amax > 0);
-  scale_.copy_(torch::where(usable, scaled_max_ / amax, scale_));
+  scale_.copy_(scale_from_amax(amax, scaled_max_, scale_));
   scale_inv_.copy_(scale_.reciprocal());
   if (L > 1) {
     const torch::Tensor newest = h[0].clone();

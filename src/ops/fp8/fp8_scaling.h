@@ -69,6 +69,9 @@ class ScalingTable {
   const torch::Tensor& scale() const { return scale_; }
   const torch::Tensor& scale_inv() const { return scale_inv_; }
 
+  /// The scale of a tensor of absolute maximum `amax` (fp32 [1] on the table's device) in `slot`, as the recipe
+  /// computes it (format maximum / 2^margin / amax), or 1 when amax is 0 or not finite: the tensorwise recipe's.
+  torch::Tensor scale_for(int slot, const torch::Tensor& amax) const;
   /// Records the amax [] / [1] (fp32, on the table's device) of a tensor cast in `slot`: row 0 keeps the maximum.
   void record_amax(int slot, const torch::Tensor& amax);
   /// The maximum of row 0 over `all_reduce_max` (a callback reducing an fp32 [n] tensor with MAX in place: the TP
