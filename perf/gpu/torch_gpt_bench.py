@@ -1,8 +1,8 @@
 # The PyTorch baseline of docs/performance.md: a plain PyTorch GPT training step (bf16 autocast, SDPA flash attention,
 # fused AdamW), eager. The configs to
 # run can be picked on the command line, e.g. `python3 perf/gpu/torch_gpt_bench.py 124M 1.3B`; names: 124M, 350M,
-# 1.3B, 1.3B-compile, 124M-compile, or custom:L,h,heads,S,B for any dims; no argument runs the five named ones, in
-# the peer's order. PEER_PROFILE_DIR=DIR also records 2 more steps of each config with torch.profiler and writes
+# 1.3B, 1.3B-compile, 124M-compile, 2.7B (32 x 2560, micro-batch 2), 2.7B-compile, or custom:L,h,heads,S,B for any
+# dims; no argument runs the first five, in the peer's order. PEER_PROFILE_DIR=DIR also records 2 more steps of each config with torch.profiler and writes
 # DIR/peer_<name>.summary.txt: CUDA kernels by total time, in the format of `megaton train --profile`'s summary.
 # PEER_SUSTAINED=1 measures with megaton's sustained protocol instead (30 steps, windows of 5, the median of steps
 # 11-30: the GPU at its power limit; a line starting "sustained "), for a comparison under one protocol.
@@ -94,8 +94,10 @@ CONFIGS = {  # name -> the peer's run(...) arguments, in the peer's order
     "1.3B": (("gpt-1.3B", 24, 2048, 16, 2048, 8), {}),
     "1.3B-compile": (("gpt-1.3B", 24, 2048, 16, 2048, 8), {"compile": True}),
     "124M-compile": (("gpt2-124M", 12, 768, 12, 1024, 32), {"compile": True}),
+    "2.7B": (("gpt-2.7B", 32, 2560, 32, 2048, 2), {}),
+    "2.7B-compile": (("gpt-2.7B", 32, 2560, 32, 2048, 2), {"compile": True}),
 }
-wanted = sys.argv[1:] or list(CONFIGS)
+wanted = sys.argv[1:] or list(CONFIGS)[:5]
 for w in wanted:  # custom:L,h,heads,S,B — any dims (used by perf/sweep/sweep.py)
     if w.startswith("custom:"):
         L, h, nh, S, B = (int(x) for x in w[len("custom:"):].split(","))
