@@ -67,6 +67,12 @@ if wants speed; then
         > "$OUT/speed_${p}_$c.log" 2>&1 || { say "$p $c: exit code $?"; tail -15 "$OUT/speed_${p}_$c.log"; }
     done
   done
+  # Where an FP8 step's time goes: its kernels over iterations 21-22 of the first config (the summary table only).
+  c=${CONFIGS%% *}
+  # shellcheck disable=SC2086,SC2206
+  "$BUILD/megaton" train "${common[@]}" ${dims[$c]} $FP8_FLAGS --train-iters 22 --profile --profile-step-start 20 \
+    --profile-step-end 22 --profile-dir /tmp/megaton_fp8_profile > "$OUT/profile_fp8_$c.log" 2>&1 &&
+    cp /tmp/megaton_fp8_profile/rank0.summary.txt "$OUT/profile_fp8_$c.summary.txt"
 fi
 if wants peer; then
   peers=()
