@@ -192,8 +192,11 @@ torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
     y = parallel::reduce_from_tp_region(y, tp);
     return fc2.bias.defined() ? y + fc2.bias : y;
   }
-  torch::Tensor inter = ops::apply_activation(fc1_->forward(x), act_);  // [s, b, f/tp]
-  return fc2_->forward(inter);                                          // [s, b, h]
+  // FP8: fc1's GELU in its GEMM's epilogue
+  torch::Tensor inter = act_ == ops::Activation::kGeluTanh && fc1.fuses_gelu()
+                            ? fc1.forward_gelu(x)
+                            : ops::apply_activation(fc1.forward(x), act_);  // [s, b, f/tp]
+  return fc2.forward(inter);                                                // [s, b, h]
 }
 
 torch::Tensor TransformerLayer::forward(const torch::Tensor& x, const LayerContext& ctx) const {

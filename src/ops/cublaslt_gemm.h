@@ -33,11 +33,20 @@ struct Fp8Operand {
   fp8::Format format;
 };
 
+/// What an FP8 GEMM's epilogue adds to its product p [M, N] (d bf16 or fp16, not accumulating): nothing; the bias
+/// (epilogue BIAS: d = p + bias); or, with `gelu_pre` too, the bias and the tanh GELU (GELU_AUX_BIAS: gelu_pre =
+/// p + bias, d = gelu(gelu_pre)).
+struct Fp8Epilogue {
+  torch::Tensor bias;      // [N], d's dtype, or undefined
+  torch::Tensor gelu_pre;  // [M, N] contiguous, d's dtype, written; or undefined
+};
+
 /// d [M, N] = (a [M, K] . b [N, K]^T) * a.scale_inv * b.scale_inv, added to d when `accumulate` (d fp32), else
-/// written (d bf16, fp16 or fp32). Both operands K-major (Hopper's FP8 GEMMs take no other layout), not both E5M2;
-/// fp32 accumulation, or Hopper's fast accumulation with `fast_accum` (Transformer Engine's choice for the forward).
+/// written (d bf16, fp16 or fp32) through `epilogue`. Both operands K-major (Hopper's FP8 GEMMs take no other layout),
+/// not both E5M2; fp32 accumulation, or Hopper's fast accumulation with `fast_accum` (Transformer Engine's choice for
+/// the forward).
 bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool accumulate, bool fast_accum,
-              GemmAlgoMemo* memo = nullptr);
+              GemmAlgoMemo* memo = nullptr, const Fp8Epilogue& epilogue = {});
 
 }  // namespace megaton::ops::lt
 

@@ -3,6 +3,7 @@
 // (X_cm is row-major X read column-major, i.e. X^T):
 //   linear_gelu_aux  act_cm [out, T]  = w_cm^T [out, in] . x_cm [in, T]; bias over D's rows       (TN)
 //   linear_dgelu     d_pre_cm [f, T]  = w_cm [f, h] . dy_cm [h, T]; times gelu'(aux)                (NN)
+//   fp8_gemm         d_cm [N, M]      = b_cm^T [N, K] . a_cm [K, M]; bias (and GELU) over D's rows    (TN)
 // (the layouts Transformer Engine uses for the same GEMMs). The handle is the current cuBLAS handle cast to a
 // cuBLASLt one (cuBLAS documents that every cublasHandle_t is a valid cublasLtHandle_t); the workspace comes from the
 // caching allocator on the current stream. The heuristic's answer for a GEMM's key is kept in the caller's
@@ -124,6 +125,8 @@ struct Gemm {
   void* bias = nullptr;  // the bias (input) or the bias gradient (output)
   void* aux = nullptr;   // GELU input: output of the forward, input of the backward
   int64_t aux_ld = 0;
+  // FP8 GEMMs: the bias's and the GELU input's types, set explicitly (cuBLASLt's defaults for FP8 depend on D's type)
+  std::optional<cudaDataType_t> bias_type, aux_type;
 };
 
 // g with its product: D [m, n] = op(A) [m, k] . op(B) [k, n], the stored matrices and their leading dimensions.
@@ -151,6 +154,8 @@ class Prepared {
       op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
       op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, g.aux_ld);
     }
+    if (g.bias_type) op_.set(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(*g.bias_type));
+    if (g.aux_type) op_.set(CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE, int32_t(*g.aux_type));
     if (g.a_scale != nullptr) op_.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, g.a_scale);
     if (g.b_scale != nullptr) op_.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, g.b_scale);
     if (g.fast_accum) op_.set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(1));
@@ -259,7 +264,7 @@ bool linear_gelu_aux(const torch::Tensor& x, const torch::Tensor& w, const torch
 }
 
 bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool accumulate, bool fast_accum,
-              GemmAlgoMemo* memo) {
+              GemmAlgoMemo* memo, const Fp8Epilogue& epilogue) {
   const int64_t rows = a.bytes.size(0), cols = b.bytes.size(0), k = a.bytes.size(1);
   MEGATON_ASSERT(a.bytes.scalar_type() == torch::kUInt8 && b.bytes.scalar_type() == torch::kUInt8 &&
                      b.bytes.size(1) == k && a.bytes.is_contiguous() && b.bytes.is_contiguous(),
@@ -282,6 +287,23 @@ bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool a
   g.a_scale = b.scale_inv.data_ptr(), g.b_scale = a.scale_inv.data_ptr();
   g.beta = accumulate ? 1.0f : 0.0f;
   g.fast_accum = fast_accum;
+  if (epilogue.bias.defined()) {
+    MEGATON_ASSERT(!accumulate && d.scalar_type() != torch::kFloat32 &&
+                       epilogue.bias.scalar_type() == d.scalar_type() && epilogue.bias.numel() == cols &&
+                       epilogue.bias.is_contiguous(),
+                   "fp8_gemm: bias [", epilogue.bias.sizes(), "] for output ", d.sizes(), " ", d.scalar_type());
+    g.epilogue = CUBLASLT_EPILOGUE_BIAS;
+    g.bias = epilogue.bias.data_ptr();
+    g.bias_type = data_type(epilogue.bias);
+    if (epilogue.gelu_pre.defined()) {
+      MEGATON_ASSERT(epilogue.gelu_pre.sizes() == d.sizes() && epilogue.gelu_pre.is_contiguous() &&
+                         epilogue.gelu_pre.scalar_type() == d.scalar_type(),
+                     "fp8_gemm: GELU input ", epilogue.gelu_pre.sizes(), " for output ", d.sizes());
+      g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
+      g.aux = epilogue.gelu_pre.data_ptr(), g.aux_ld = cols;
+      g.aux_type = g.d_type;
+    }
+  }
   return run(g, memo);
 }
 

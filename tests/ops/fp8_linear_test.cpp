@@ -133,3 +133,59 @@ TEST(Fp8Linear, CudaMatchesCpuEmulation) {
   EXPECT_LT(rel(gm, cm), 1e-4) << "wgrad into the fp32 main grad";
   EXPECT_TRUE(gpu_table.amax_history().cpu().equal(cpu_table.amax_history())) << "amaxes";
 }
+
+// fc1 with its GELU: the forward is gelu_tanh of fp8_linear's output, and the backward the FP8 GEMMs of the GELU
+// input's gradient (with the bias's gradient summed from it), as autograd through the two functions gives them.
+TEST(Fp8Linear, GeluVariantIsTheGeluOfTheLinear) {
+  fp8::ScalingTable fused_table(hybrid(), torch::kCPU), plain_table(hybrid(), torch::kCPU);
+  const auto fs = fp8::register_fp8_linear(fused_table, "w"), ps = fp8::register_fp8_linear(plain_table, "w");
+  Case f(torch::kCPU, torch::kBFloat16, 5), p(torch::kCPU, torch::kBFloat16, 5);
+  torch::Tensor fm = torch::zeros({64, 48}), pm = torch::zeros({64, 48});
+  const torch::Tensor fy = fp8::fp8_linear_gelu(f.x, f.w, f.b, MainGrad(fm), fs);
+  const torch::Tensor py = torch::gelu(fp8::fp8_linear(p.x, p.w, p.b, MainGrad(pm), ps), "tanh");
+  EXPECT_TRUE(fy.detach().equal(py.detach())) << "forward";
+  fy.backward(f.dy * 100);
+  py.backward(p.dy * 100);
+  EXPECT_TRUE(f.x.grad().equal(p.x.grad())) << "dgrad";
+  EXPECT_TRUE(f.b.grad().equal(p.b.grad())) << "bias gradient";
+  EXPECT_TRUE(fm.equal(pm)) << "wgrad";
+  EXPECT_GT(fm.abs().max().item<float>(), 0.0f);
+  EXPECT_TRUE(fused_table.amax_history().equal(plain_table.amax_history())) << "amaxes";
+}
+
+// On a GPU: the bias (and the GELU) in the forward GEMM's epilogue, the bias gradient into its fp32 main grad, against
+// the CPU emulation.
+TEST(Fp8Linear, CudaEpiloguesMatchCpuEmulation) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (bool gelu : {false, true}) {
+    fp8::ScalingTable cpu_table(hybrid(), torch::kCPU), gpu_table(hybrid(), torch::kCUDA);
+    const auto cs = fp8::register_fp8_linear(cpu_table, "w"), gs = fp8::register_fp8_linear(gpu_table, "w");
+    for (auto* t : {&cpu_table, &gpu_table}) {
+      t->record_amax(0, torch::tensor(9.0f).to(t->scale().device()));
+      t->record_amax(1, torch::tensor(0.2f).to(t->scale().device()));
+      t->record_amax(2, torch::tensor(0.4f).to(t->scale().device()));
+      t->update();
+    }
+    Case cc(torch::kCPU, torch::kBFloat16, 6), gc(torch::kCUDA, torch::kBFloat16, 6);
+    const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+    torch::Tensor cm = torch::zeros({64, 48}), gm = torch::zeros({64, 48}, cuda);
+    torch::Tensor gbm = torch::zeros({64}, cuda), gbo = torch::ones({1}, torch::kBool);
+    const auto run = [&](Case& c, torch::Tensor& m, const fp8::Fp8LinearSlots& s, const MainGrad& bm) {
+      return gelu ? fp8::fp8_linear_gelu(c.x, c.w, c.b, MainGrad(m), s, bm)
+                  : fp8::fp8_linear(c.x, c.w, c.b, MainGrad(m), s, bm);
+    };
+    const torch::Tensor cy = run(cc, cm, cs, {}), gy = run(gc, gm, gs, MainGrad(gbm, gbo));
+    const auto rel = [](const torch::Tensor& got, const torch::Tensor& want) {
+      return ((got.detach().cpu().to(torch::kFloat64) - want.detach().to(torch::kFloat64)).abs().max() /
+              want.detach().to(torch::kFloat64).abs().max())
+          .item<double>();
+    };
+    EXPECT_LT(rel(gy, cy), 1e-2) << "forward, gelu " << gelu;
+    cy.backward(cc.dy * 100);
+    gy.backward(gc.dy * 100);
+    EXPECT_LT(rel(gc.x.grad(), cc.x.grad()), 2e-2) << "dgrad, gelu " << gelu;
+    EXPECT_LT(rel(gm, cm), 1e-2) << "wgrad, gelu " << gelu;
+    EXPECT_LT(rel(gbm, cc.b.grad()), 1e-2) << "bias gradient into its main grad, gelu " << gelu;
+    EXPECT_FALSE(gc.b.grad().defined()) << "the bias's gradient went into its main grad";
+  }
+}

@@ -2,6 +2,8 @@
 
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <tuple>
+
 #include "core/error.h"
 #include "ops/gelu_bias_grad.h"
 #ifdef MEGATON_HAVE_CUDA
@@ -51,12 +53,14 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
   // b: [out] or an empty placeholder; main/overwrite, b_main/b_overwrite: ops/linear.h's main_grad_inputs.
   static torch::Tensor forward(AutogradContext* ctx, torch::Tensor x, torch::Tensor w, torch::Tensor b,
                                torch::Tensor main, torch::Tensor overwrite, torch::Tensor b_main,
-                               torch::Tensor b_overwrite, Fp8LinearSlots slots, bool record) {
+                               torch::Tensor b_overwrite, Fp8LinearSlots slots, bool record, bool gelu) {
     ScalingTable& table = *slots.table;
     const bool fp8_wgrad = table.options().wgrad;
     const torch::Tensor x2 = x.reshape({-1, x.size(-1)}).contiguous();  // [T, in]
     check_shapes(x2, w);
-    torch::Tensor y2;  // [T, out]
+    const bool has_b = b.numel() > 0;
+    torch::Tensor y2;   // [T, out]
+    torch::Tensor pre;  // gelu: the GELU's input x w^T + b [T, out]
     variable_list saved;
     if (x.is_cuda()) {
 #ifdef MEGATON_HAVE_CUDA
@@ -65,9 +69,21 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
       const Fp8Matrix qw = cast_to_fp8(w.contiguous(), scale_for(table, slots.weight, w, record),
                                        table.format(slots.weight), true, amax_cell(table, slots.weight, record));
       y2 = torch::empty({x2.size(0), w.size(0)}, x2.options());
-      MEGATON_CHECK(lt::fp8_gemm({qx.bytes, qx.scale_inv, qx.format}, {qw.bytes, qw.scale_inv, qw.format}, y2, false,
-                                 /*fast_accum=*/true),
-                    RuntimeError, "cuBLASLt offers no FP8 GEMM for x ", x2.sizes(), " and weight ", w.sizes());
+      const lt::Fp8Operand ax{qx.bytes, qx.scale_inv, qx.format}, aw{qw.bytes, qw.scale_inv, qw.format};
+      lt::Fp8Epilogue epilogue;
+      if (has_b) epilogue.bias = b.to(y2.scalar_type()).contiguous();
+      if (gelu) epilogue.gelu_pre = pre = torch::empty_like(y2);
+      // (fast accumulation in the forward, as Transformer Engine)
+      if (!lt::fp8_gemm(ax, aw, y2, false, /*fast_accum=*/true, nullptr, epilogue)) {
+        // No algorithm with the epilogue for these shapes: the bias and the GELU as ATen ops after a plain GEMM.
+        MEGATON_CHECK(has_b && lt::fp8_gemm(ax, aw, y2, false, true), RuntimeError,
+                      "cuBLASLt offers no FP8 GEMM for x ", x2.sizes(), " and weight ", w.sizes());
+        y2.add_(b);
+        if (gelu) {
+          pre = y2;
+          y2 = torch::gelu(pre, "tanh");
+        }
+      }
       // For the backward: w^T [in, out] and x^T [in, T] (or x itself for a 16-bit weight gradient).
       saved = {qw.bytes_t, qw.scale_inv, fp8_wgrad ? qx.bytes_t : x2, qx.scale_inv};
 #endif
@@ -76,11 +92,17 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
       const torch::Tensor wq = emulate_cast(table, slots.weight, w, record);  // [out, in] fp32
       y2 = torch::mm(xq, wq.t()).to(x.scalar_type());
       saved = {wq, torch::Tensor(), fp8_wgrad ? xq : x2, torch::Tensor()};
+      if (has_b) y2.add_(b);
+      if (gelu) {
+        pre = y2;
+        y2 = torch::gelu(pre, "tanh");
+      }
     }
-    if (b.numel() > 0) y2.add_(b);
+    saved.push_back(pre);
     ctx->save_for_backward(saved);
     ctx->saved_data["w_dtype"] = w.scalar_type();
-    ctx->saved_data["has_b"] = b.numel() > 0;
+    ctx->saved_data["has_b"] = has_b;
+    ctx->saved_data["gelu"] = gelu;
     ctx->saved_data["main"] = main;
     ctx->saved_data["overwrite"] = overwrite;
     ctx->saved_data["b_main"] = b_main;
@@ -100,9 +122,18 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     const int g_slot = static_cast<int>(ctx->saved_data["grad_slot"].toInt());
     const bool fp8_wgrad = table.options().wgrad;
     const bool record = ctx->saved_data["record"].toBool();
-    const torch::Tensor& dy = grads[0];                                    // [.., out]
-    const torch::Tensor dy2 = dy.reshape({-1, dy.size(-1)}).contiguous();  // [T, out]
+    const torch::Tensor& dy = grads[0];                              // [.., out]
+    torch::Tensor dy2 = dy.reshape({-1, dy.size(-1)}).contiguous();  // [T, out]
     const MainGrad main = ops::saved_main_grad(ctx, "main", "overwrite");
+    const MainGrad b_main = saved_main_grad(ctx, "b_main", "b_overwrite");
+    // The bias's gradient, and with the GELU the gradient of its input (which the GEMMs below then take as dy).
+    const bool db_wanted = ctx->saved_data["has_b"].toBool() && ctx->needs_input_grad(2);
+    torch::Tensor db;  // [out], or undefined (none wanted, or it went into b_main)
+    if (ctx->saved_data["gelu"].toBool()) {
+      std::tie(dy2, db) = gelu_backward_bias_grad(dy2, s[4], db_wanted ? b_main : MainGrad{});
+    } else if (db_wanted) {
+      db = bias_grad(dy2, b_main);
+    }
     torch::Tensor dx2, dw;  // [T, in]; [out, in] when there is no main grad
     if (dy.is_cuda()) {
 #ifdef MEGATON_HAVE_CUDA
@@ -145,15 +176,13 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
       }
     }
     const auto w_dtype = ctx->saved_data["w_dtype"].toScalarType();
-    const bool db_wanted = ctx->saved_data["has_b"].toBool() && ctx->needs_input_grad(2);
-    const torch::Tensor db =
-        db_wanted ? bias_grad(dy2, saved_main_grad(ctx, "b_main", "b_overwrite")) : torch::Tensor();
     std::vector<int64_t> x_shape = dy.sizes().vec();
     if (dx2.defined()) x_shape.back() = dx2.size(1);
     const torch::Tensor none;
     return {dx2.defined() ? dx2.view(x_shape) : none,
             dw.defined() && ctx->needs_input_grad(1) ? dw.to(w_dtype) : none,
-            db,
+            db_wanted ? db : none,
+            none,
             none,
             none,
             none,
@@ -165,6 +194,17 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
 
 torch::Tensor or_empty(const torch::Tensor& t, const torch::TensorOptions& o) {
   return t.defined() ? t : torch::empty({0}, o);
+}
+
+torch::Tensor apply_fp8_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                               const MainGrad& main_grad, const Fp8LinearSlots& slots, const MainGrad& bias_main_grad,
+                               bool gelu) {
+  MEGATON_ASSERT(slots.defined(), "fp8_linear without scaling slots");
+  auto [main, overwrite] = main_grad_inputs(main_grad);
+  auto [b_main, b_overwrite] = main_grad_inputs(b.defined() ? bias_main_grad : MainGrad{});
+  // Read here: autograd switches itself off inside the function's forward and backward.
+  const bool record = torch::GradMode::is_enabled();
+  return Fp8Linear::apply(x, w, or_empty(b, w.options()), main, overwrite, b_main, b_overwrite, slots, record, gelu);
 }
 
 }  // namespace
@@ -180,13 +220,14 @@ Fp8LinearSlots register_fp8_linear(ScalingTable& table, const std::string& name)
 }
 
 torch::Tensor fp8_linear(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
-                         const MainGrad& main_grad, const Fp8LinearSlots& slots) {
-  MEGATON_ASSERT(slots.defined(), "fp8_linear without scaling slots");
-  auto [main, overwrite] = main_grad_inputs(main_grad);
-  auto [b_main, b_overwrite] = main_grad_inputs(MainGrad{});  // the bias's gradient goes through autograd
-  // Read here: autograd switches itself off inside the function's forward and backward.
-  const bool record = torch::GradMode::is_enabled();
-  return Fp8Linear::apply(x, w, or_empty(b, w.options()), main, overwrite, b_main, b_overwrite, slots, record);
+                         const MainGrad& main_grad, const Fp8LinearSlots& slots, const MainGrad& bias_main_grad) {
+  return apply_fp8_linear(x, w, b, main_grad, slots, bias_main_grad, false);
+}
+
+torch::Tensor fp8_linear_gelu(const torch::Tensor& x, const torch::Tensor& w, const torch::Tensor& b,
+                              const MainGrad& main_grad, const Fp8LinearSlots& slots, const MainGrad& bias_main_grad) {
+  MEGATON_ASSERT(b.defined(), "fp8_linear_gelu without a bias");
+  return apply_fp8_linear(x, w, b, main_grad, slots, bias_main_grad, true);
 }
 
 }  // namespace megaton::ops::fp8

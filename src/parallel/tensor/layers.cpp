@@ -55,9 +55,15 @@ torch::Tensor ColumnParallelLinear::forward_with_bias(const torch::Tensor& x, co
   // former folds [s, b, in] to 2-D and adds the bias in the GEMM's epilogue (one pass less over the output).
   const ops::MainGrad b_main = b.defined() && b.requires_grad() ? bias_main_grad() : ops::MainGrad{};
   const torch::Tensor xp = copy_to_tp_region(x, tp_);
-  torch::Tensor y = fp8_.defined() ? ops::fp8::fp8_linear(xp, weight, b, main_grad(), fp8_)
+  torch::Tensor y = fp8_.defined() ? ops::fp8::fp8_linear(xp, weight, b, main_grad(), fp8_, b_main)
                                    : ops::linear(xp, weight, b, main_grad(), b_main);  // [.., out/tp]
   return o_.gather_output ? gather_from_tp_region(y, tp_) : y;
+}
+
+torch::Tensor ColumnParallelLinear::forward_gelu(const torch::Tensor& x) const {
+  if (!fuses_gelu()) return torch::gelu(forward(x), "tanh");
+  const ops::MainGrad b_main = bias.requires_grad() ? bias_main_grad() : ops::MainGrad{};
+  return ops::fp8::fp8_linear_gelu(copy_to_tp_region(x, tp_), weight, bias, main_grad(), fp8_, b_main);  // [.., out/tp]
 }
 
 RowParallelLinear::RowParallelLinear(ParamFactory& f, const std::string& name, RowParallelOptions o,
@@ -83,7 +89,7 @@ torch::Tensor RowParallelLinear::forward(const torch::Tensor& x) const {
 
 torch::Tensor RowParallelLinear::gemm(const torch::Tensor& x, const torch::Tensor& b,
                                       const ops::MainGrad& b_main) const {
-  return fp8_.defined() ? ops::fp8::fp8_linear(x, weight, b, main_grad(), fp8_)
+  return fp8_.defined() ? ops::fp8::fp8_linear(x, weight, b, main_grad(), fp8_, b_main)
                         : ops::linear(x, weight, b, main_grad(), b_main);
 }
 

@@ -40,6 +40,11 @@ class ColumnParallelLinear {
   /// forward with the bias added outside autograd (bias.detach()): the caller gives the bias its gradient
   /// (ops::split_qkv does, from the same pass that assembles the QKV gradient).
   torch::Tensor forward_bias_grad_elsewhere(const torch::Tensor& x) const;
+  /// gelu_tanh(forward(x)). Under FP8 with a bias (and no gather_output) the GELU runs in the GEMM's epilogue and its
+  /// backward with the bias gradient in one kernel (ops::fp8::fp8_linear_gelu); otherwise forward, then the GELU.
+  torch::Tensor forward_gelu(const torch::Tensor& x) const;
+  /// Whether forward_gelu fuses the GELU (FP8 with a bias, no gather_output).
+  bool fuses_gelu() const { return fp8_.defined() && bias.defined() && !o_.gather_output; }
 
   torch::Tensor weight;  // [out/tp, in]
   torch::Tensor bias;    // [out/tp] (undefined without bias)
