@@ -74,9 +74,9 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
       if (has_b) epilogue.bias = b.to(y2.scalar_type()).contiguous();
       if (gelu) epilogue.gelu_pre = pre = torch::empty_like(y2);
       // (fast accumulation in the forward, as Transformer Engine)
-      if (!lt::fp8_gemm(ax, aw, y2, false, /*fast_accum=*/true, nullptr, epilogue)) {
+      if (!lt::fp8_gemm(ax, aw, y2, false, /*fast_accum=*/true, slots.memo, epilogue)) {
         // No algorithm with the epilogue for these shapes: the bias and the GELU as ATen ops after a plain GEMM.
-        MEGATON_CHECK(has_b && lt::fp8_gemm(ax, aw, y2, false, true), RuntimeError,
+        MEGATON_CHECK(has_b && lt::fp8_gemm(ax, aw, y2, false, true, slots.memo), RuntimeError,
                       "cuBLASLt offers no FP8 GEMM for x ", x2.sizes(), " and weight ", w.sizes());
         y2.add_(b);
         if (gelu) {
@@ -109,6 +109,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     ctx->saved_data["b_overwrite"] = b_overwrite;
     // The table outlives every backward of the layers registered in it (the model owns both).
     ctx->saved_data["table"] = reinterpret_cast<int64_t>(slots.table);
+    ctx->saved_data["memo"] = reinterpret_cast<int64_t>(slots.memo);  // likewise the layer's memo
     ctx->saved_data["grad_slot"] = slots.grad_output;
     ctx->saved_data["record"] = record;
     std::vector<int64_t> y_shape = x.sizes().vec();
@@ -122,6 +123,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     const int g_slot = static_cast<int>(ctx->saved_data["grad_slot"].toInt());
     const bool fp8_wgrad = table.options().wgrad;
     const bool record = ctx->saved_data["record"].toBool();
+    auto* memo = reinterpret_cast<GemmAlgoMemo*>(ctx->saved_data["memo"].toInt());
     const torch::Tensor& dy = grads[0];                              // [.., out]
     torch::Tensor dy2 = dy.reshape({-1, dy.size(-1)}).contiguous();  // [T, out]
     const MainGrad main = ops::saved_main_grad(ctx, "main", "overwrite");
@@ -143,7 +145,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
       if (ctx->needs_input_grad(0)) {
         dx2 = torch::empty({dy2.size(0), w_t.size(0)}, dy2.options());
         MEGATON_CHECK(
-            lt::fp8_gemm({qg.bytes, qg.scale_inv, qg.format}, {w_t, w_sinv, Format::kE4M3}, dx2, false, false),
+            lt::fp8_gemm({qg.bytes, qg.scale_inv, qg.format}, {w_t, w_sinv, Format::kE4M3}, dx2, false, false, memo),
             RuntimeError, "cuBLASLt offers no FP8 GEMM for dy ", dy2.sizes(), " and w^T ", w_t.sizes());
       }
       if (fp8_wgrad) {
@@ -152,7 +154,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
                                 ? main.grad
                                 : torch::empty({dy2.size(1), x_saved.size(0)}, dy2.options().dtype(torch::kFloat32));
         MEGATON_CHECK(lt::fp8_gemm({qg.bytes_t, qg.scale_inv, qg.format}, {x_saved, x_sinv, Format::kE4M3}, out,
-                                   !overwrite, false),
+                                   !overwrite, false, memo),
                       RuntimeError, "cuBLASLt offers no FP8 GEMM for the weight gradient of dy ", dy2.sizes());
         if (!main.defined()) dw = out;
       } else {

@@ -16,14 +16,17 @@
 #include <string>
 
 #include "ops/fp8/fp8_scaling.h"
+#include "ops/gemm_algo_memo.h"
 #include "ops/linear.h"
 
 namespace megaton::ops::fp8 {
 
-/// One layer's slots in a ScalingTable: its input, weight and output gradient.
+/// One layer's slots in a ScalingTable: its input, weight and output gradient; and the memo of cuBLASLt's algorithms
+/// for its GEMMs (owned by the layer, outliving its backward), or none.
 struct Fp8LinearSlots {
   ScalingTable* table = nullptr;
   int input = -1, weight = -1, grad_output = -1;
+  GemmAlgoMemo* memo = nullptr;
   bool defined() const { return table != nullptr; }
 };
 

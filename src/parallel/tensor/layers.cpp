@@ -31,7 +31,11 @@ ColumnParallelLinear::ColumnParallelLinear(ParamFactory& f, const std::string& n
   ParamRequest w{name + ".weight", o_.canonical_shape, o_.partition_dim, {o_.out / n, o_.in}, o_.init};
   w.lr_scale = o_.weight_lr_scale;
   weight = f.make(w);
-  if (f.fp8_table() != nullptr) fp8_ = ops::fp8::register_fp8_linear(*f.fp8_table(), name + ".weight");
+  if (f.fp8_table() != nullptr) {
+    fp8_ = ops::fp8::register_fp8_linear(*f.fp8_table(), name + ".weight");
+    fp8_algos_ = std::make_shared<ops::GemmAlgoMemo>();
+    fp8_.memo = fp8_algos_.get();
+  }
   if (o_.bias)
     bias = f.make({name + ".bias",
                    drop_last(o_.canonical_shape),
@@ -75,7 +79,11 @@ RowParallelLinear::RowParallelLinear(ParamFactory& f, const std::string& name, R
   ParamRequest w{name + ".weight", {o_.out, o_.in}, 1, {o_.out, o_.in / n}, o_.init};
   w.lr_scale = o_.weight_lr_scale;
   weight = f.make(w);
-  if (f.fp8_table() != nullptr) fp8_ = ops::fp8::register_fp8_linear(*f.fp8_table(), name + ".weight");
+  if (f.fp8_table() != nullptr) {
+    fp8_ = ops::fp8::register_fp8_linear(*f.fp8_table(), name + ".weight");
+    fp8_algos_ = std::make_shared<ops::GemmAlgoMemo>();
+    fp8_.memo = fp8_algos_.get();
+  }
   if (o_.bias) bias = f.make({name + ".bias", {o_.out}, -1, {}, InitSpec::zeros(), 0, /*no_weight_decay=*/true});
 }
 

@@ -8,6 +8,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -61,6 +62,7 @@ class ColumnParallelLinear {
   dist::CommunicatorPtr tp_;
   MainGradsPtr main_grads_;
   ops::fp8::Fp8LinearSlots fp8_;  // defined when the factory had an FP8 scaling table: the GEMMs run in FP8
+  std::shared_ptr<ops::GemmAlgoMemo> fp8_algos_;  // fp8_.memo: cuBLASLt's algorithms for the FP8 GEMMs
 };
 
 // ~~~ RowParallelLinear ~~~
@@ -93,6 +95,7 @@ class RowParallelLinear {
   dist::CommunicatorPtr tp_;
   MainGradsPtr main_grads_;
   ops::fp8::Fp8LinearSlots fp8_;  // as ColumnParallelLinear's
+  std::shared_ptr<ops::GemmAlgoMemo> fp8_algos_;
 };
 
 // ~~~ VocabParallelEmbedding ~~~
