@@ -1,10 +1,15 @@
 // Checkpoint save/load throughput (GB/s of tensor bytes) at the rank count mpirun gives, beside torch::save /
 // torch::load of the same global tensors by one process. Run through perf/checkpoint/run.sh, or:
-//   mpirun -np 4 build/perf/bench_checkpoint --hidden=1024 --layers=8 --tp=2 --dir=/tmp/megaton_bench
+//   mpirun -np 4 build/perf/bench_checkpoint --hidden=1024 --layers=8 --tp=2 --dir=/tmp/megaton_bench [--cold]
+//     [--readahead=BYTES]
+// (--cold: each load reads from the disk, the checkpoint's pages dropped from the page cache before it;
+// --readahead: how far the loader's disk reads may run ahead of it, LoadOptions::readahead_bytes, 0 for none.)
 // Each benchmark iteration is timed as the slowest rank's wall time (MPI_MAX), bracketed by barriers, and includes
 // everything a real save does (catalog exchange, collective HDF5 writes, checksums, fsync, rename, trackers).
 #include <benchmark/benchmark.h>
+#include <fcntl.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
@@ -28,6 +33,8 @@ struct Config {
   int pp = 1;
   std::string dir = "/tmp/megaton_bench_ckpt";
   bool collective = true;
+  bool cold = false;  // each load reads from the disk: the checkpoint's pages are dropped from the page cache first
+  int64_t readahead = checkpoint::LoadOptions{}.readahead_bytes;  // --readahead=BYTES (0: none)
 };
 Config cfg;
 
@@ -91,6 +98,18 @@ Model make_model(const dist::RankGrid& grid, const dist::Coords& coords) {
   return m;
 }
 
+// Drops every file under `dir` from the page cache (written back first), so the next read comes from the disk.
+void evict_page_cache(const std::string& dir) {
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    const int fd = ::open(e.path().c_str(), O_RDONLY);
+    if (fd < 0) continue;
+    ::fdatasync(fd);
+    ::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+    ::close(fd);
+  }
+}
+
 double timed(const std::function<void()>& fn) {
   MPI_Barrier(MPI_COMM_WORLD);
   const auto t0 = std::chrono::steady_clock::now();
@@ -130,9 +149,15 @@ void BM_Load(benchmark::State& st) {
   checkpoint::LoadOptions lo;
   lo.collective_io = cfg.collective;
   lo.verify_checksums = st.range(0) != 0;
-  for (auto _ : st)
+  lo.readahead_bytes = cfg.readahead;
+  for (auto _ : st) {
+    if (cfg.cold) {
+      MPI_Barrier(MPI_COMM_WORLD);
+      if (world_rank() == 0) evict_page_cache(cfg.dir + "/load");
+    }
     st.SetIterationTime(
         timed([&] { checkpoint::load_checkpoint(cfg.dir + "/load", m.params, &m.optim, nullptr, g, lo, log); }));
+  }
   st.SetBytesProcessed(static_cast<int64_t>(m.bytes) * st.iterations());
   st.counters["ranks"] = world;
   st.counters["verify"] = static_cast<double>(lo.verify_checksums);
@@ -193,6 +218,10 @@ int main(int argc, char** argv) {
       cfg.dir = val("--dir=");
     else if (a == "--independent")
       cfg.collective = false;
+    else if (a == "--cold")
+      cfg.cold = true;
+    else if (!val("--readahead=").empty())
+      cfg.readahead = std::stoll(val("--readahead="));
     else
       rest.push_back(argv[i]);
   }

@@ -72,6 +72,8 @@ struct LoadOptions {
   /// Keys compared with the checkpoint's model_config; any difference is a CheckpointError naming the key.
   nlohmann::json expected_model_config = nlohmann::json::object();
   double progress_every_s = kProgressEverySeconds;  // rank 0 logs the load's progress (GB, rate, ETA) this often
+  int64_t readahead_bytes =
+      int64_t{1} << 30;  // how far a rank's disk reads may run ahead of it (checkpoint/readahead.h)
 };
 
 /// The layout a checkpoint was saved at (for information and RNG restore; tensors do not depend on it).

@@ -230,16 +230,19 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_arg, parallel:
   double total_bytes = 0, done = 0;
   for (const auto& [path, e] : cat) total_bytes += static_cast<double>(catalog_entry_bytes(e));
   Progress shown(total_bytes, "GB", 1e9);  // rank 0 reports every rank's reads together
-  const Readahead readahead(file, fp);
-  // The next dataset this rank reads whole: the disk fetches it while this one is checksummed and placed.
-  const auto prefetch_after = [&](Catalog::const_iterator it) {
-    for (++it; it != cat.end(); ++it) {
-      if (!mine.count(it->first)) continue;
-      const ShardPlacement next = place(it->second, me.tp, tp);
-      if (next.main.box.count == next.main.dataset_shape) readahead.prefetch(it->first);
-      return;
+  // The bytes of each dataset this rank reads, in the order it reads them, for the read-ahead thread.
+  std::vector<ByteRange> ahead;
+  std::map<std::string, size_t> ahead_index;
+  for (const auto& [path, e] : cat) {
+    if (!mine.count(path)) continue;
+    const ShardPlacement pl = place(e, me.tp, tp);
+    const int64_t element = c10::elementSize(dtype_from_name(mt.at(path).at("dtype").get<std::string>(), path));
+    if (const auto span = dataset_span(file, path, pl.main.box.offset, pl.main.box.count, element)) {
+      ahead_index[path] = ahead.size();
+      ahead.push_back(*span);
     }
-  };
+  }
+  Readahead readahead(fp, std::move(ahead), opts.readahead_bytes);
   run_agreed([&] {
     for (auto entry = cat.begin(); entry != cat.end(); ++entry) {
       const auto& [path, e] = *entry;
@@ -252,8 +255,8 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_arg, parallel:
       const auto& rec = mt.at(path);
       const torch::ScalarType stored = dtype_from_name(rec.at("dtype").get<std::string>(), str(fp, " '", path, "'"));
       torch::Tensor dst = have ? it->second->tensor : torch::Tensor();
+      if (const auto a = ahead_index.find(path); a != ahead_index.end()) readahead.reached(a->second);
       torch::Tensor buf = read_box(file, path, pl.main.box, stored, have, xfer, opts.collective_io);
-      prefetch_after(entry);
       uint32_t part = 0;
       if (have) {
         if (designated && opts.verify_checksums)
