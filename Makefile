@@ -18,7 +18,7 @@ GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo "-G Ninja")
 
 DEBIAN_PACKAGES := build-essential cmake ninja-build pkg-config git ca-certificates \
   libtorch-dev libopenblas0-openmp libopenmpi-dev openmpi-bin libhdf5-openmpi-dev hdf5-tools libboost-program-options-dev \
-  nlohmann-json3-dev libsimdjson-dev libpcre2-dev zlib1g-dev liblzma-dev libcpp-httplib-dev \
+  nlohmann-json3-dev libsimdjson-dev libpcre2-dev zlib1g-dev libisal-dev liblzma-dev libcpp-httplib-dev \
   libgtest-dev libgmock-dev libbenchmark-dev nodejs npm fortunes-min fortunes python3 python3-numpy python3-matplotlib \
   python3-torch \
   slurm-wlm munge lmod clang libclang-rt-14-dev

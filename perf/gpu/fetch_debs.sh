@@ -13,13 +13,13 @@ DEPS=${1:-.deps}
 the .deb versions will differ from the ones docs/gpu.md was checked with" >&2
 
 # Boost.Program_options (+ the Boost headers it includes), parallel HDF5 built on OpenMPI (libmpi.so.40),
-# JSON, PCRE2, zlib/lzma headers, GoogleTest, cpp-httplib (megaton serve; its header needs OpenSSL's and Brotli's,
+# JSON, PCRE2, zlib/ISA-L/lzma headers, GoogleTest, cpp-httplib (megaton serve; its header needs OpenSSL's and Brotli's,
 # whose runtime libraries the image has); the runtime libraries only where the -dev symlinks point at them.
 ALWAYS="libboost-program-options1.74.0 libboost-program-options1.74-dev libboost1.74-dev
   libhdf5-openmpi-103-1 libhdf5-openmpi-dev libaec0 libsz2 libaec-dev
   nlohmann-json3-dev libsimdjson-dev libsimdjson14
   libpcre2-dev libpcre2-8-0 libpcre2-16-0 libpcre2-32-0 libpcre2-posix3
-  zlib1g-dev zlib1g liblzma-dev liblzma5 libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
+  zlib1g-dev zlib1g libisal-dev libisal2 liblzma-dev liblzma5 libgtest-dev libgmock-dev libbenchmark-dev libbenchmark1debian
   libcpp-httplib-dev libcpp-httplib0.11 libssl-dev libbrotli-dev"
 # Debian 12's libcurl4 needs OpenLDAP 2.5 (Ubuntu 24.04 has 2.6): carried, used only where missing.
 FALLBACK="libcurl4 libnghttp2-14 librtmp1 libssh2-1 libpsl5 libbrotli1 libldap-2.5-0 libsasl2-2

@@ -34,16 +34,36 @@ json parse_json(const std::string& text, const std::string& where) {
   }
 }
 
-/// Reads `box` of dataset `path` as `dtype` (stored dtype) into a new CPU tensor; `want` false: takes part in a
-/// collective read with an empty selection and returns an undefined tensor.
+/// One host buffer that the loader's reads reuse, grown to the largest read: a new buffer per dataset would have the
+/// kernel fault in and zero every page of it first (a second pass over each tensor's bytes).
+class ReadBuffer {
+ public:
+  /// A CPU tensor of `shape` and `dtype` over the buffer; valid until the next take().
+  torch::Tensor take(const std::vector<int64_t>& shape, torch::ScalarType dtype) {
+    const int64_t numel = c10::multiply_integers(shape), bytes = numel * int64_t(c10::elementSize(dtype));
+    if (bytes_.numel() < bytes) {
+      bytes_ = torch::Tensor();  // (the old one goes first)
+      bytes_ = torch::empty({bytes}, torch::TensorOptions().dtype(torch::kUInt8));
+    }
+    return bytes_.narrow(0, 0, bytes).view(dtype).view(shape);
+  }
+
+ private:
+  torch::Tensor bytes_;  // uint8 [capacity]
+};
+
+/// Reads `box` of dataset `path` as `dtype` (stored dtype) into a CPU tensor, from `scratch` when given (then valid
+/// until its next use) or new; `want` false: takes part in a collective read with an empty selection and returns an
+/// undefined tensor.
 torch::Tensor read_box(hid_t file, const std::string& path, const Box& box, torch::ScalarType dtype, bool want,
-                       hid_t xfer, bool collective) {
+                       hid_t xfer, bool collective, ReadBuffer* scratch = nullptr) {
   if (!want && !collective) return {};
   h5::Id ds = h5::open_dataset(file, path);
   h5::Id fspace(h5::check_id(H5Dget_space(ds), "H5Dget_space"), H5Sclose);
   torch::Tensor buf;
   if (want && !box.empty()) {
-    buf = torch::empty(box.count, torch::TensorOptions().dtype(dtype));
+    buf = scratch != nullptr ? scratch->take(box.count, dtype)
+                             : torch::empty(box.count, torch::TensorOptions().dtype(dtype));
     h5::select_box(fspace, box.offset, box.count);
   } else {
     h5::select_none(fspace);
@@ -243,6 +263,7 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_arg, parallel:
     }
   }
   Readahead readahead(fp, std::move(ahead), opts.readahead_bytes);
+  ReadBuffer scratch;  // the tensors' reads (each checksummed and copied into place before the next)
   run_agreed([&] {
     for (auto entry = cat.begin(); entry != cat.end(); ++entry) {
       const auto& [path, e] = *entry;
@@ -256,7 +277,7 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_arg, parallel:
       const torch::ScalarType stored = dtype_from_name(rec.at("dtype").get<std::string>(), str(fp, " '", path, "'"));
       torch::Tensor dst = have ? it->second->tensor : torch::Tensor();
       if (const auto a = ahead_index.find(path); a != ahead_index.end()) readahead.reached(a->second);
-      torch::Tensor buf = read_box(file, path, pl.main.box, stored, have, xfer, opts.collective_io);
+      torch::Tensor buf = read_box(file, path, pl.main.box, stored, have, xfer, opts.collective_io, &scratch);
       uint32_t part = 0;
       if (have) {
         if (designated && opts.verify_checksums)
@@ -272,7 +293,7 @@ std::optional<LoadResult> load_checkpoint(const std::string& load_arg, parallel:
       const std::string ppath = path + kPaddingSuffix;
       const bool same_padding = rec.value("padded_rows", int64_t{-1}) == e.global_shape[0] && mt.contains(ppath);
       if (same_padding) {
-        torch::Tensor pbuf = read_box(file, ppath, pl.padding.box, stored, have, xfer, opts.collective_io);
+        torch::Tensor pbuf = read_box(file, ppath, pl.padding.box, stored, have, xfer, opts.collective_io, &scratch);
         uint32_t ppart = 0;
         if (have) {
           if (designated && opts.verify_checksums)
