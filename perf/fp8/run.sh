@@ -10,12 +10,13 @@
 #           10 and the peak memory                                                             -> OUTDIR/speed_*.jsonl
 #   peer    torch.compile's bf16 step on the same dims (perf/gpu/torch_gpt_bench.py, megaton's sustained protocol)
 #                                                                                               -> OUTDIR/peer.log
-#   numerics  GPT-2 124M on the bundled fortunes corpus (GPT-2 BPE, seq 1024, global batch 8), NUMERICS_ITERS (2000)
+#   numerics  GPT-2 124M (NUMERICS_MODEL=1.3B: GPT 1.3B, seq 2048, global batch 4) on the bundled fortunes corpus
+#           (GPT-2 BPE, seq 1024, global batch 8), NUMERICS_ITERS (2000)
 #           iterations: bf16 with seeds 1234 and 4321 (the run-to-run spread) and FP8 with seed 1234; the largest
 #           |FP8 - bf16| of the smoothed training loss against the largest |bf16 - bf16'|    -> OUTDIR/numerics_*.jsonl
 # Model FLOPs are counted with the bf16 formula, 72 B s l h^2 (1 + s/6h + V/12lh), for both precisions.
 # Environment: PHASES ("build tests gemm speed peer numerics"), CONFIGS ("1.3B 2.7B"), BUILD (build-gpu),
-# FP8_FLAGS (the FP8 run's flags), NUMERICS_ITERS (2000).
+# FP8_FLAGS (the FP8 run's flags), NUMERICS_MODEL (124M), NUMERICS_ITERS (2000).
 set -uo pipefail
 OUT=$(realpath -m "${1:-/tmp/megaton-fp8-run}")
 mkdir -p "$OUT"
@@ -121,8 +122,14 @@ if wants numerics; then
     --json-keys text --tokenizer-type GPT2BPETokenizer --vocab-file "$SRC/data/downloaded/gpt2/vocab.json" \
     --merge-file "$SRC/data/downloaded/gpt2/merges.txt" --append-eod --workers 8 > "$OUT/preprocess.log" 2>&1 ||
     { say "preprocess failed"; tail "$OUT/preprocess.log"; exit 1; }
-  gpt2=(--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024 --max-position-embeddings 1024
-        --micro-batch-size 8 --global-batch-size 8 --bf16 --lr 6e-4 --min-lr 6e-5 --lr-decay-style cosine
+  case ${NUMERICS_MODEL:-124M} in
+    124M) model=(--num-layers 12 --hidden-size 768 --num-attention-heads 12 --seq-length 1024
+                 --max-position-embeddings 1024 --micro-batch-size 8 --global-batch-size 8 --lr 6e-4 --min-lr 6e-5) ;;
+    1.3B) model=(--num-layers 24 --hidden-size 2048 --num-attention-heads 16 --seq-length 2048
+                 --max-position-embeddings 2048 --micro-batch-size 4 --global-batch-size 4 --lr 2e-4 --min-lr 2e-5) ;;
+    *) say "NUMERICS_MODEL: expected 124M or 1.3B, got '$NUMERICS_MODEL'"; exit 2 ;;
+  esac
+  gpt2=("${model[@]}" --bf16 --lr-decay-style cosine
         --lr-warmup-iters 100 --lr-decay-iters "$NUMERICS_ITERS" --train-iters "$NUMERICS_ITERS" --weight-decay 0.1
         --clip-grad 1.0 --adam-beta2 0.95 --data-path "${corpus}_text_document" --split 98,2,0
         --tokenizer-type GPT2BPETokenizer --vocab-file "$SRC/data/downloaded/gpt2/vocab.json"
