@@ -192,8 +192,8 @@ torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
     y = parallel::reduce_from_tp_region(y, tp);
     return fc2.bias.defined() ? y + fc2.bias : y;
   }
-  // FP8: fc1's GELU in its GEMM's epilogue
-  torch::Tensor inter = act_ == ops::Activation::kGeluTanh && fc1.fuses_gelu()
+  // (forward_gelu: under FP8, the GELU in fc1's GEMM epilogue)
+  torch::Tensor inter = act_ == ops::Activation::kGeluTanh
                             ? fc1.forward_gelu(x)
                             : ops::apply_activation(fc1.forward(x), act_);  // [s, b, f/tp]
   return fc2.forward(inter);                                                // [s, b, h]

@@ -1,8 +1,8 @@
 // What cuBLASLt's heuristic ranks first for each GEMM a model layer runs through ops/cublaslt_gemm.h, asked once per
 // GEMM key (shapes, layouts, epilogue, dtype, alignments, device) and then reused: the heuristic's answer depends on
 // the key alone, and asking it costs host time on every call. One per TransformerLayer (its MLP's two epilogue
-// GEMMs) and one per FP8 linear layer, owned there and passed down explicitly; not shared between threads. In a build
-// without CUDA it stays empty.
+// GEMMs) and one per FP8 linear layer (in its slots), owned there and passed down explicitly; not shared between
+// threads. In a build without CUDA it stays empty.
 #pragma once
 #include <cstdint>
 #include <map>

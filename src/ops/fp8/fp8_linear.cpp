@@ -30,10 +30,12 @@ torch::Tensor scale_for(ScalingTable& table, int slot, const torch::Tensor& t, b
   return table.scale_for(slot, amax);
 }
 
+#ifdef MEGATON_HAVE_CUDA
 // The amax cell a delayed cast records into (row 0 of the slot's history), or undefined (tensorwise recorded it).
 torch::Tensor amax_cell(ScalingTable& table, int slot, bool record) {
   return table.options().delayed() && record ? table.amax_history()[0].narrow(0, slot, 1) : torch::Tensor();
 }
+#endif
 
 // CPU: t's values as its FP8 cast in `slot` gives them back (fp32), the amax recorded.
 torch::Tensor emulate_cast(ScalingTable& table, int slot, const torch::Tensor& t, bool record) {
@@ -59,8 +61,9 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     const torch::Tensor x2 = x.reshape({-1, x.size(-1)}).contiguous();  // [T, in]
     check_shapes(x2, w);
     const bool has_b = b.numel() > 0;
-    torch::Tensor y2;   // [T, out]
-    torch::Tensor pre;  // gelu: the GELU's input x w^T + b [T, out]
+    torch::Tensor y2;          // [T, out]
+    torch::Tensor pre;         // gelu: the GELU's input x w^T + b [T, out]
+    bool in_epilogue = false;  // the bias and the GELU applied by the GEMM
     variable_list saved;
     if (x.is_cuda()) {
 #ifdef MEGATON_HAVE_CUDA
@@ -74,16 +77,10 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
       if (has_b) epilogue.bias = b.to(y2.scalar_type()).contiguous();
       if (gelu) epilogue.gelu_pre = pre = torch::empty_like(y2);
       // (fast accumulation in the forward, as Transformer Engine)
-      if (!lt::fp8_gemm(ax, aw, y2, false, /*fast_accum=*/true, slots.memo, epilogue)) {
-        // No algorithm with the epilogue for these shapes: the bias and the GELU as ATen ops after a plain GEMM.
-        MEGATON_CHECK(has_b && lt::fp8_gemm(ax, aw, y2, false, true, slots.memo), RuntimeError,
-                      "cuBLASLt offers no FP8 GEMM for x ", x2.sizes(), " and weight ", w.sizes());
-        y2.add_(b);
-        if (gelu) {
-          pre = y2;
-          y2 = torch::gelu(pre, "tanh");
-        }
-      }
+      in_epilogue = lt::fp8_gemm(ax, aw, y2, false, /*fast_accum=*/true, slots.memo.get(), epilogue);
+      // No algorithm with the epilogue for these shapes: the bias and the GELU as ATen ops after a plain GEMM.
+      MEGATON_CHECK(in_epilogue || (has_b && lt::fp8_gemm(ax, aw, y2, false, true, slots.memo.get())), RuntimeError,
+                    "cuBLASLt offers no FP8 GEMM for x ", x2.sizes(), " and weight ", w.sizes());
       // For the backward: w^T [in, out] and x^T [in, T] (or x itself for a 16-bit weight gradient).
       saved = {qw.bytes_t, qw.scale_inv, fp8_wgrad ? qx.bytes_t : x2, qx.scale_inv};
 #endif
@@ -92,6 +89,8 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
       const torch::Tensor wq = emulate_cast(table, slots.weight, w, record);  // [out, in] fp32
       y2 = torch::mm(xq, wq.t()).to(x.scalar_type());
       saved = {wq, torch::Tensor(), fp8_wgrad ? xq : x2, torch::Tensor()};
+    }
+    if (!in_epilogue) {
       if (has_b) y2.add_(b);
       if (gelu) {
         pre = y2;
@@ -109,7 +108,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     ctx->saved_data["b_overwrite"] = b_overwrite;
     // The table outlives every backward of the layers registered in it (the model owns both).
     ctx->saved_data["table"] = reinterpret_cast<int64_t>(slots.table);
-    ctx->saved_data["memo"] = reinterpret_cast<int64_t>(slots.memo);  // likewise the layer's memo
+    ctx->saved_data["memo"] = reinterpret_cast<int64_t>(slots.memo.get());  // likewise the layer's memo
     ctx->saved_data["grad_slot"] = slots.grad_output;
     ctx->saved_data["record"] = record;
     std::vector<int64_t> y_shape = x.sizes().vec();
@@ -123,7 +122,6 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     const int g_slot = static_cast<int>(ctx->saved_data["grad_slot"].toInt());
     const bool fp8_wgrad = table.options().wgrad;
     const bool record = ctx->saved_data["record"].toBool();
-    auto* memo = reinterpret_cast<GemmAlgoMemo*>(ctx->saved_data["memo"].toInt());
     const torch::Tensor& dy = grads[0];                              // [.., out]
     torch::Tensor dy2 = dy.reshape({-1, dy.size(-1)}).contiguous();  // [T, out]
     const MainGrad main = ops::saved_main_grad(ctx, "main", "overwrite");
@@ -140,6 +138,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     if (dy.is_cuda()) {
 #ifdef MEGATON_HAVE_CUDA
       const torch::Tensor &w_t = s[0], &w_sinv = s[1], &x_saved = s[2], &x_sinv = s[3];
+      auto* memo = reinterpret_cast<GemmAlgoMemo*>(ctx->saved_data["memo"].toInt());
       const Fp8Matrix qg = cast_to_fp8(dy2, scale_for(table, g_slot, dy2, record), table.format(g_slot), fp8_wgrad,
                                        amax_cell(table, g_slot, record));
       if (ctx->needs_input_grad(0)) {
@@ -218,6 +217,7 @@ Fp8LinearSlots register_fp8_linear(ScalingTable& table, const std::string& name)
   s.input = table.slot(name + ":input", o.forward_format());
   s.weight = table.slot(name + ":weight", o.forward_format());
   s.grad_output = table.slot(name + ":grad_output", o.backward_format());
+  s.memo = std::make_shared<GemmAlgoMemo>();
   return s;
 }
 

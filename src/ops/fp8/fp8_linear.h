@@ -13,6 +13,7 @@
 #pragma once
 #include <torch/torch.h>
 
+#include <memory>
 #include <string>
 
 #include "ops/fp8/fp8_scaling.h"
@@ -22,16 +23,16 @@
 namespace megaton::ops::fp8 {
 
 /// One layer's slots in a ScalingTable: its input, weight and output gradient; and the memo of cuBLASLt's algorithms
-/// for its GEMMs (owned by the layer, outliving its backward), or none.
+/// for its GEMMs (the layer holds its slots, so the memo outlives its backward), or none.
 struct Fp8LinearSlots {
   ScalingTable* table = nullptr;
   int input = -1, weight = -1, grad_output = -1;
-  GemmAlgoMemo* memo = nullptr;
+  std::shared_ptr<GemmAlgoMemo> memo;
   bool defined() const { return table != nullptr; }
 };
 
 /// Registers `name` (the weight's canonical name)'s three tensors in `table`: "<name>:input", ":weight",
-/// ":grad_output".
+/// ":grad_output"; the slots come with a new memo.
 Fp8LinearSlots register_fp8_linear(ScalingTable& table, const std::string& name);
 
 /// x [.., in] -> [.., out] = x w^T + b (b [out] or undefined) with the GEMMs in FP8 under `slots`. With main_grad

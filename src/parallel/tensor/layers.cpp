@@ -31,11 +31,7 @@ ColumnParallelLinear::ColumnParallelLinear(ParamFactory& f, const std::string& n
   ParamRequest w{name + ".weight", o_.canonical_shape, o_.partition_dim, {o_.out / n, o_.in}, o_.init};
   w.lr_scale = o_.weight_lr_scale;
   weight = f.make(w);
-  if (f.fp8_table() != nullptr) {
-    fp8_ = ops::fp8::register_fp8_linear(*f.fp8_table(), name + ".weight");
-    fp8_algos_ = std::make_shared<ops::GemmAlgoMemo>();
-    fp8_.memo = fp8_algos_.get();
-  }
+  if (f.fp8_table() != nullptr) fp8_ = ops::fp8::register_fp8_linear(*f.fp8_table(), name + ".weight");
   if (o_.bias)
     bias = f.make({name + ".bias",
                    drop_last(o_.canonical_shape),
@@ -54,20 +50,21 @@ torch::Tensor ColumnParallelLinear::forward_bias_grad_elsewhere(const torch::Ten
   return forward_with_bias(x, bias.defined() ? bias.detach() : torch::Tensor());
 }
 
-torch::Tensor ColumnParallelLinear::forward_with_bias(const torch::Tensor& x, const torch::Tensor& b) const {
+torch::Tensor ColumnParallelLinear::forward_with_bias(const torch::Tensor& x, const torch::Tensor& b, bool gelu) const {
   // at::linear, not torch::nn::functional::linear: the latter runs matmul + a broadcast `+= bias` for 3-D inputs, the
   // former folds [s, b, in] to 2-D and adds the bias in the GEMM's epilogue (one pass less over the output).
   const ops::MainGrad b_main = b.defined() && b.requires_grad() ? bias_main_grad() : ops::MainGrad{};
   const torch::Tensor xp = copy_to_tp_region(x, tp_);
+  if (gelu) return ops::fp8::fp8_linear_gelu(xp, weight, b, main_grad(), fp8_, b_main);  // [.., out/tp]
   torch::Tensor y = fp8_.defined() ? ops::fp8::fp8_linear(xp, weight, b, main_grad(), fp8_, b_main)
                                    : ops::linear(xp, weight, b, main_grad(), b_main);  // [.., out/tp]
   return o_.gather_output ? gather_from_tp_region(y, tp_) : y;
 }
 
 torch::Tensor ColumnParallelLinear::forward_gelu(const torch::Tensor& x) const {
-  if (!fuses_gelu()) return torch::gelu(forward(x), "tanh");
-  const ops::MainGrad b_main = bias.requires_grad() ? bias_main_grad() : ops::MainGrad{};
-  return ops::fp8::fp8_linear_gelu(copy_to_tp_region(x, tp_), weight, bias, main_grad(), fp8_, b_main);  // [.., out/tp]
+  // (FP8 with a bias, and no gather_output to come between the GEMM and the GELU)
+  const bool fused = fp8_.defined() && bias.defined() && !o_.gather_output;
+  return fused ? forward_with_bias(x, bias, /*gelu=*/true) : torch::gelu(forward(x), "tanh");
 }
 
 RowParallelLinear::RowParallelLinear(ParamFactory& f, const std::string& name, RowParallelOptions o,
@@ -79,11 +76,7 @@ RowParallelLinear::RowParallelLinear(ParamFactory& f, const std::string& name, R
   ParamRequest w{name + ".weight", {o_.out, o_.in}, 1, {o_.out, o_.in / n}, o_.init};
   w.lr_scale = o_.weight_lr_scale;
   weight = f.make(w);
-  if (f.fp8_table() != nullptr) {
-    fp8_ = ops::fp8::register_fp8_linear(*f.fp8_table(), name + ".weight");
-    fp8_algos_ = std::make_shared<ops::GemmAlgoMemo>();
-    fp8_.memo = fp8_algos_.get();
-  }
+  if (f.fp8_table() != nullptr) fp8_ = ops::fp8::register_fp8_linear(*f.fp8_table(), name + ".weight");
   if (o_.bias) bias = f.make({name + ".bias", {o_.out}, -1, {}, InitSpec::zeros(), 0, /*no_weight_decay=*/true});
 }
 

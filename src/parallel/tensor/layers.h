@@ -8,7 +8,6 @@
 #pragma once
 #include <torch/torch.h>
 
-#include <memory>
 #include <string>
 #include <vector>
 
@@ -44,8 +43,6 @@ class ColumnParallelLinear {
   /// gelu_tanh(forward(x)). Under FP8 with a bias (and no gather_output) the GELU runs in the GEMM's epilogue and its
   /// backward with the bias gradient in one kernel (ops::fp8::fp8_linear_gelu); otherwise forward, then the GELU.
   torch::Tensor forward_gelu(const torch::Tensor& x) const;
-  /// Whether forward_gelu fuses the GELU (FP8 with a bias, no gather_output).
-  bool fuses_gelu() const { return fp8_.defined() && bias.defined() && !o_.gather_output; }
 
   torch::Tensor weight;  // [out/tp, in]
   torch::Tensor bias;    // [out/tp] (undefined without bias)
@@ -56,13 +53,13 @@ class ColumnParallelLinear {
   ops::MainGrad bias_main_grad() const { return bias.defined() ? main_grads_->of(bias) : ops::MainGrad{}; }
 
  private:
-  torch::Tensor forward_with_bias(const torch::Tensor& x, const torch::Tensor& b) const;
+  // gelu: fp8_linear_gelu (FP8, no gather_output)
+  torch::Tensor forward_with_bias(const torch::Tensor& x, const torch::Tensor& b, bool gelu = false) const;
 
   ColumnParallelOptions o_;
   dist::CommunicatorPtr tp_;
   MainGradsPtr main_grads_;
   ops::fp8::Fp8LinearSlots fp8_;  // defined when the factory had an FP8 scaling table: the GEMMs run in FP8
-  std::shared_ptr<ops::GemmAlgoMemo> fp8_algos_;  // fp8_.memo: cuBLASLt's algorithms for the FP8 GEMMs
 };
 
 // ~~~ RowParallelLinear ~~~
@@ -95,7 +92,6 @@ class RowParallelLinear {
   dist::CommunicatorPtr tp_;
   MainGradsPtr main_grads_;
   ops::fp8::Fp8LinearSlots fp8_;  // as ColumnParallelLinear's
-  std::shared_ptr<ops::GemmAlgoMemo> fp8_algos_;
 };
 
 // ~~~ VocabParallelEmbedding ~~~
