@@ -1,8 +1,7 @@
-#include <cuda_fp8.h>
-
 #include <algorithm>
 
 #include "fp8_cast_kernels.h"
+#include "fp8_device.cuh"
 #include "kernel_util.cuh"
 
 namespace megaton::kernels {
@@ -12,32 +11,8 @@ namespace {
 constexpr int kTile = 32;        // a block casts a kTile x kTile tile
 constexpr int kRowsPerPass = 8;  // blockDim = (kTile, kRowsPerPass)
 
-template <Fp8Type F>
-__device__ __forceinline__ uint8_t to_fp8(float x) {
-  constexpr __nv_fp8_interpretation_t kind = F == Fp8Type::kE4M3 ? __NV_E4M3 : __NV_E5M2;
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(x, __NV_SATFINITE, kind));
-}
-
-// Non-negative floats order as their bit patterns do: atomicMax on the int view.
-__device__ __forceinline__ void atomic_max_nonnegative(float* addr, float v) {
-  atomicMax(reinterpret_cast<int*>(addr), __float_as_int(v));
-}
-
-// The block's maximum of every thread's v, folded into *amax by one atomic (blockDim.x * blockDim.y a multiple of 32,
-// at most 1024).
-__device__ __forceinline__ void block_max_to(float* amax, float v) {
-  __shared__ float warp_max[32];
-  for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-  const int lane = (threadIdx.y * blockDim.x + threadIdx.x) % 32, warp = (threadIdx.y * blockDim.x + threadIdx.x) / 32;
-  const int warps = blockDim.x * blockDim.y / 32;
-  if (lane == 0) warp_max[warp] = v;
-  __syncthreads();
-  if (warp == 0) {
-    v = lane < warps ? warp_max[lane] : 0.0f;
-    for (int off = 16; off > 0; off /= 2) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, off));
-    if (lane == 0) atomic_max_nonnegative(amax, v);
-  }
-}
+using fp8_device::block_max_to;
+using fp8_device::to_fp8;
 
 template <typename T, Fp8Type F>
 __global__ void cast_kernel(const T* __restrict__ in, int64_t rows, int64_t cols, const float* __restrict__ scale,

@@ -5,7 +5,9 @@
 #include <stdexcept>
 #include <string>
 
+#include "column_sum_partials.cuh"
 #include "gelu_bias_grad_kernels.h"
+#include "gelu_math.cuh"
 #include "kernel_util.cuh"
 
 namespace megaton::kernels {
@@ -14,28 +16,13 @@ namespace {
 
 using util::aligned16;
 using util::from_float;
+using util::gelu_tanh_grad;
 using util::to_float;
 
 constexpr int kVec = 8;          // elements per 16-byte load
 constexpr int kColThreads = 32;  // threadIdx.x: a warp spans 32 * 8 = 256 columns of one row
 constexpr int kRowThreads = 8;   // threadIdx.y: rows handled side by side
 constexpr int kBlockCols = kColThreads * kVec;
-
-__device__ __forceinline__ float gelu_tanh_grad(float dy, float x) {
-  constexpr float kBeta = 0.7978845608028654f;  // M_SQRT2 * M_2_SQRTPI * 0.5
-  constexpr float kKappa = 0.044715f;
-  const float x_sq = x * x;
-  const float x_cube = x_sq * x;
-  const float inner = kBeta * (x + kKappa * x_cube);
-  const float tanh_inner = tanhf(inner);
-  const float left = 0.5f * x;
-  const float right = 1.0f + tanh_inner;
-  const float left_derivative = 0.5f * right;
-  const float tanh_derivative = 1.0f - tanh_inner * tanh_inner;
-  const float inner_derivative = kBeta * (1.0f + 3.0f * kKappa * x_sq);
-  const float right_derivative = left * tanh_derivative * inner_derivative;
-  return dy * (left_derivative + right_derivative);
-}
 
 template <typename T>
 struct alignas(16) Pack {
@@ -130,17 +117,6 @@ __global__ void __launch_bounds__(kColThreads* kRowThreads, kBlocks)
   }
 }
 
-// db[c] = sum over p of partial[p, c], in order (db: the element-type vector or the fp32 main grad).
-template <typename T>
-__global__ void sum_partials_kernel(const float* __restrict__ partial, int64_t partials, int64_t cols,
-                                    ColumnSumOut db) {
-  const int64_t c = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (c >= cols) return;
-  float s = 0.0f;
-  for (int64_t p = 0; p < partials; ++p) s += partial[p * cols + c];
-  util::store_column_sum<T>(db, c, s);
-}
-
 // The interleave's other two parts (dk, dv), the head size and each part's head stride; unused by the other modes.
 struct Parts {
   const void* dk = nullptr;
@@ -161,10 +137,7 @@ void launch(const void* d_act, const void* pre, void* d_pre, const ColumnSumOut&
   util::check(cudaGetLastError(), kMode == Mode::kGelu         ? "gelu_backward_bias_grad launch"
                                   : kMode == Mode::kInterleave ? "qkv_interleave_bias_grad launch"
                                                                : "bias_grad launch");
-  constexpr int kThreads = 256;
-  sum_partials_kernel<T>
-      <<<static_cast<unsigned>((cols + kThreads - 1) / kThreads), kThreads, 0, stream>>>(workspace, partials, cols, db);
-  util::check(cudaGetLastError(), "bias gradient partial sums launch");
+  util::launch_sum_partials<T>(workspace, partials, cols, db, stream);
 }
 
 // The GELU kernel's compiled (rows in flight, blocks per SM) pairs, as GeluBiasGradTuning names them.

@@ -8,6 +8,10 @@
 // Counters per row: bf16_ms, fp8_ms (the GEMM alone, operands already cast), fp8_cast_ms (the GEMM plus the casts it
 // needs: for fprop x and w with w's transpose, for dgrad dy with its transpose, none more for wgrad) and speedup
 // (bf16 / FP8 with its casts). Argument: {tokens, in, out, kind: 0 fprop, 1 dgrad, 2 wgrad}.
+// BM_CastDbias: a backward's output-gradient cast (E5M2 with its transpose) and bias gradient (into an fp32 main grad)
+// as one fused kernel (fused_ms) against the separate kernels it replaces (separate_ms: the column sums, or the GELU
+// derivative with them, then the cast), and the fused kernel's bytes moved per second. Argument: {tokens, features,
+// gelu}: the projection's and fc2's [16384, 2048] gradient, fc1's [16384, 8192] through the GELU.
 //   build-gpu/perf/bench_fp8_gemm
 #include <benchmark/benchmark.h>
 #include <torch/torch.h>
@@ -17,6 +21,7 @@
 #ifdef MEGATON_HAVE_CUDA
 #include "ops/cublaslt_gemm.h"
 #include "ops/fp8/fp8_cast.h"
+#include "ops/gelu_bias_grad.h"
 #include "ops/linear.h"
 #endif
 
@@ -97,7 +102,46 @@ void BM_Fp8VsBf16Gemm(benchmark::State& state) {
 #endif
 }
 
+void BM_CastDbias(benchmark::State& state) {
+  if (perf::skip_without_cuda(state)) return;
+#ifdef MEGATON_HAVE_CUDA
+  const int64_t T = state.range(0), n = state.range(1);
+  const bool gelu = state.range(2) != 0;
+  const auto bf16 = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kBFloat16);
+  const auto fp32 = bf16.dtype(torch::kFloat32);
+  const torch::Tensor dy = torch::randn({T, n}, bf16) * 1e-3;
+  const torch::Tensor pre = gelu ? torch::randn({T, n}, bf16) : torch::Tensor();
+  const torch::Tensor sg = torch::full({1}, 1e6f, fp32);
+  torch::Tensor amax = torch::zeros({1}, fp32), main = torch::zeros({n}, fp32), db;
+  const ops::MainGrad m(main);  // no overwrite flag: added to
+  const auto separate = [&] {
+    const torch::Tensor g = gelu ? ops::gelu_backward_bias_grad(dy, pre, m).first : dy;
+    if (!gelu) ops::bias_grad(dy, m);
+    fp8::cast_to_fp8(g, sg, fp8::Format::kE5M2, true, amax);
+  };
+  const auto fused = [&] { fp8::cast_to_fp8_dbias(dy, pre, sg, fp8::Format::kE5M2, amax, true, m, db); };
+  double sep = 0, fus = 0;
+  for (auto _ : state) {
+    sep = perf::gpu_seconds(separate, 20);
+    fus = perf::gpu_seconds(fused, 20);
+    state.SetIterationTime(fus);
+  }
+  state.counters["separate_ms"] = sep * 1e3;
+  state.counters["fused_ms"] = fus * 1e3;
+  state.counters["speedup"] = sep / fus;
+  // read dy (and pre) in 16 bits, write the bytes and their transpose
+  state.counters["fused_TBps"] = double(T * n) * ((gelu ? 4 : 2) + 2) / fus / 1e12;
+#endif
+}
+
 }  // namespace
+
+BENCHMARK(BM_CastDbias)  // {tokens, features, gelu}
+    ->Args({16384, 2048, 0})
+    ->Args({16384, 8192, 1})
+    ->UseManualTime()
+    ->Iterations(3)
+    ->Unit(benchmark::kMillisecond);
 
 BENCHMARK(BM_Fp8VsBf16Gemm)  // {tokens, in, out, kind}
     ->ArgsProduct({{16384}, {2048}, {6144}, {0, 1, 2}})

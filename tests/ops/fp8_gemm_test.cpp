@@ -9,6 +9,7 @@
 #ifdef MEGATON_HAVE_CUDA
 #include "ops/cublaslt_gemm.h"
 #include "ops/fp8/fp8_cast.h"
+#include "ops/gelu_bias_grad.h"
 #endif
 
 using namespace megaton::ops;
@@ -62,6 +63,56 @@ TEST(Fp8Gemm, CastMatchesHostRoundingWithTransposeAndAmax) {
       EXPECT_TRUE(m.bytes_t.cpu().equal(m.bytes.cpu().t().contiguous())) << "the transpose differs";
       EXPECT_EQ(amax.item<float>(), std::max(0.5f, xf.abs().max().item<float>()));
       EXPECT_FLOAT_EQ(m.scale_inv.item<float>(), 1.0f / scale);
+    }
+#else
+  GTEST_SKIP() << "not a CUDA build";
+#endif
+}
+
+// The fused cast of a gradient (and of the GELU input's gradient) with its bias gradient gives the bytes, transpose
+// and amax of the separate kernels bit for bit, and their column sums up to summation order: into an fp32 main grad
+// (written over, then added to) or a bf16 vector.
+TEST(Fp8Gemm, CastDbiasIsTheGeluBackwardAndBiasGradientThenTheCast) {
+#ifdef MEGATON_HAVE_CUDA
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const auto dev = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32);
+  const int64_t rows = 384, cols = 192;
+  EXPECT_FALSE(fp8::cast_to_fp8_dbias_supported(spread_values(96, cols, 1))) << "rows not a multiple of 64";
+  for (const bool gelu : {false, true})
+    for (const fp8::Format f : {fp8::Format::kE4M3, fp8::Format::kE5M2}) {
+      SCOPED_TRACE(testing::Message() << "gelu " << gelu << ", " << fp8::format_name(f));
+      const torch::Tensor dy = spread_values(rows, cols, 7) * 1e-2;
+      const torch::Tensor pre = gelu ? spread_values(rows, cols, 8) : torch::Tensor();
+      ASSERT_TRUE(fp8::cast_to_fp8_dbias_supported(dy, pre));
+      const torch::Tensor s = torch::full({1}, f == fp8::Format::kE4M3 ? 300.0f : 3000.0f, dev);
+      // The separate kernels: d_pre and its bf16 sums, then the cast.
+      const auto [g, db_ref] = gelu ? gelu_backward_bias_grad(dy, pre) : std::pair{dy, bias_grad(dy)};
+      torch::Tensor amax_ref = torch::full({1}, 1e-6f, dev), amax = torch::full({1}, 1e-6f, dev);
+      const fp8::Fp8Matrix want = fp8::cast_to_fp8(g, s, f, true, amax_ref);
+      const torch::Tensor sums = g.to(torch::kFloat64).sum(0).cpu();  // [cols]
+      // fp32 summation's error scales with the sum of the terms' magnitudes.
+      const double norm = g.to(torch::kFloat64).abs().sum(0).max().item<double>();
+      // Into a main grad: written over on its first write (what it held is ignored), added to on the next.
+      torch::Tensor main = torch::full({cols}, 5.0f, dev), flag = torch::ones({1}, torch::kBool), db;
+      const fp8::Fp8Matrix got = fp8::cast_to_fp8_dbias(dy, pre, s, f, amax, true, MainGrad(main, flag), db);
+      EXPECT_FALSE(db.defined());
+      EXPECT_TRUE(got.bytes.equal(want.bytes)) << "bytes";
+      EXPECT_TRUE(got.bytes_t.equal(want.bytes_t)) << "transpose";
+      EXPECT_EQ(amax.item<float>(), amax_ref.item<float>());
+      EXPECT_GT(amax.item<float>(), 1e-6f);
+      EXPECT_LT((main.cpu().to(torch::kFloat64) - sums).abs().max().item<double>(), 1e-5 * norm) << "written over";
+      fp8::cast_to_fp8_dbias(dy, pre, s, f, amax, true, MainGrad(main, flag), db);
+      EXPECT_LT((main.cpu().to(torch::kFloat64) - 2 * sums).abs().max().item<double>(), 2e-5 * norm) << "added";
+      // No main grad: a bf16 vector, as the separate kernel's.
+      fp8::cast_to_fp8_dbias(dy, pre, s, f, amax, true, MainGrad(), db);
+      ASSERT_TRUE(db.defined());
+      EXPECT_LT((db.cpu().to(torch::kFloat64) - db_ref.cpu().to(torch::kFloat64)).abs().max().item<double>(),
+                1e-2 * sums.abs().max().item<double>())
+          << "bf16 sums";
+      // No bias: the cast alone.
+      const fp8::Fp8Matrix bare = fp8::cast_to_fp8_dbias(dy, pre, s, f, torch::Tensor(), false, MainGrad(), db);
+      EXPECT_FALSE(db.defined());
+      EXPECT_TRUE(bare.bytes_t.equal(want.bytes_t));
     }
 #else
   GTEST_SKIP() << "not a CUDA build";

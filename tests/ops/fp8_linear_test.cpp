@@ -28,13 +28,13 @@ torch::Tensor qdq(const torch::Tensor& t, const fp8::ScalingTable& table, int sl
 
 struct Case {
   torch::Tensor x, w, b, dy;  // [T, in], [out, in], [out], [T, out]
-  Case(torch::Device dev, torch::ScalarType dtype, uint64_t seed) {
+  Case(torch::Device dev, torch::ScalarType dtype, uint64_t seed, int64_t tokens = 32) {
     torch::manual_seed(seed);
     const auto o = torch::TensorOptions().dtype(dtype);
-    x = (torch::randn({32, 48}) * 3).to(o).to(dev).requires_grad_();
+    x = (torch::randn({tokens, 48}) * 3).to(o).to(dev).requires_grad_();
     w = (torch::randn({64, 48}) * 0.05).to(o).to(dev).requires_grad_();
     b = (torch::randn({64}) * 0.1).to(o).to(dev).requires_grad_();
-    dy = (torch::randn({32, 64}) * 1e-3).to(o).to(dev);
+    dy = (torch::randn({tokens, 64}) * 1e-3).to(o).to(dev);
   }
 };
 
@@ -154,10 +154,12 @@ TEST(Fp8Linear, GeluVariantIsTheGeluOfTheLinear) {
 }
 
 // On a GPU: the bias (and the GELU) in the forward GEMM's epilogue, the bias gradient into its fp32 main grad, against
-// the CPU emulation.
+// the CPU emulation; 32 tokens take the backward's separate bias-gradient (and GELU) kernel and cast, 128 the fused
+// cast_to_fp8_dbias (its dimensions multiples of 64).
 TEST(Fp8Linear, CudaEpiloguesMatchCpuEmulation) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  for (bool gelu : {false, true}) {
+  for (const auto& [gelu, tokens] : {std::pair<bool, int64_t>{false, 32}, {true, 32}, {false, 128}, {true, 128}}) {
+    SCOPED_TRACE(testing::Message() << "gelu " << gelu << ", tokens " << tokens);
     fp8::ScalingTable cpu_table(hybrid(), torch::kCPU), gpu_table(hybrid(), torch::kCUDA);
     const auto cs = fp8::register_fp8_linear(cpu_table, "w"), gs = fp8::register_fp8_linear(gpu_table, "w");
     for (auto* t : {&cpu_table, &gpu_table}) {
@@ -166,7 +168,7 @@ TEST(Fp8Linear, CudaEpiloguesMatchCpuEmulation) {
       t->record_amax(2, torch::tensor(0.4f).to(t->scale().device()));
       t->update();
     }
-    Case cc(torch::kCPU, torch::kBFloat16, 6), gc(torch::kCUDA, torch::kBFloat16, 6);
+    Case cc(torch::kCPU, torch::kBFloat16, 6, tokens), gc(torch::kCUDA, torch::kBFloat16, 6, tokens);
     const auto cuda = torch::TensorOptions().device(torch::kCUDA);
     torch::Tensor cm = torch::zeros({64, 48}), gm = torch::zeros({64, 48}, cuda);
     torch::Tensor gbm = torch::zeros({64}, cuda), gbo = torch::ones({1}, torch::kBool);
@@ -187,5 +189,6 @@ TEST(Fp8Linear, CudaEpiloguesMatchCpuEmulation) {
     EXPECT_LT(rel(gm, cm), 1e-2) << "wgrad, gelu " << gelu;
     EXPECT_LT(rel(gbm, cc.b.grad()), 1e-2) << "bias gradient into its main grad, gelu " << gelu;
     EXPECT_FALSE(gc.b.grad().defined()) << "the bias's gradient went into its main grad";
+    EXPECT_LT(rel(gpu_table.amax_history()[0], cpu_table.amax_history()[0]), 2e-2) << "amaxes";
   }
 }

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include "ops/fp8/fp8_format.h"
+#include "ops/linear.h"  // MainGrad
 
 namespace megaton::ops::fp8 {
 
@@ -21,6 +22,19 @@ struct Fp8Matrix {
 /// max |x|) in the same pass.
 Fp8Matrix cast_to_fp8(const torch::Tensor& x, const torch::Tensor& scale, Format format, bool transpose,
                       const torch::Tensor& amax = {});
+
+/// Whether cast_to_fp8_dbias takes dy (and gelu_pre, where defined): on a GPU, bf16 or fp16, 2-D, contiguous, 16-byte
+/// aligned, both dimensions multiples of 64; gelu_pre of dy's shape, dtype and device.
+bool cast_to_fp8_dbias_supported(const torch::Tensor& dy, const torch::Tensor& gelu_pre = {});
+
+/// A linear layer's output gradient as its FP8 GEMMs read it, with its bias gradient, in one pass
+/// (kernels/fp8_cast_dbias_kernels.h): g = dy, or with gelu_pre defined the GELU input's gradient
+/// gelu_tanh'(gelu_pre) * dy in dy's dtype; returns cast_to_fp8(g, scale, format, /*transpose=*/true, amax), bit for
+/// bit. With want_db, g's column sums go where column_sum_out(main, ..) puts them: into main, or a new [c] vector of
+/// dy's dtype returned in db (else db is left undefined). Requires cast_to_fp8_dbias_supported(dy, gelu_pre).
+Fp8Matrix cast_to_fp8_dbias(const torch::Tensor& dy, const torch::Tensor& gelu_pre, const torch::Tensor& scale,
+                            Format format, const torch::Tensor& amax, bool want_db, const MainGrad& main,
+                            torch::Tensor& db);
 
 }  // namespace megaton::ops::fp8
 

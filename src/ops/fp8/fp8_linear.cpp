@@ -126,12 +126,26 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     torch::Tensor dy2 = dy.reshape({-1, dy.size(-1)}).contiguous();  // [T, out]
     const MainGrad main = ops::saved_main_grad(ctx, "main", "overwrite");
     const MainGrad b_main = saved_main_grad(ctx, "b_main", "b_overwrite");
-    // The bias's gradient, and with the GELU the gradient of its input (which the GEMMs below then take as dy).
+    const bool gelu = ctx->saved_data["gelu"].toBool();
     const bool db_wanted = ctx->saved_data["has_b"].toBool() && ctx->needs_input_grad(2);
     torch::Tensor db;  // [out], or undefined (none wanted, or it went into b_main)
-    if (ctx->saved_data["gelu"].toBool()) {
+#ifdef MEGATON_HAVE_CUDA
+    // On a GPU with FP8 weight gradients and delayed scaling: dy's cast, its transpose, the bias gradient and the
+    // GELU's derivative in one pass (the GELU input's gradient is then never written in 16 bits).
+    Fp8Matrix qg;
+    const torch::Tensor& pre = s[4];
+    if (fp8_wgrad && table.options().delayed() && cast_to_fp8_dbias_supported(dy2, gelu ? pre : torch::Tensor()))
+      qg = cast_to_fp8_dbias(dy2, gelu ? pre : torch::Tensor(), scale_for(table, g_slot, dy2, record),
+                             table.format(g_slot), amax_cell(table, g_slot, record), db_wanted, b_main, db);
+    const bool cast = qg.bytes.defined();
+#else
+    const bool cast = false;
+#endif
+    // Otherwise the bias's gradient, and with the GELU the gradient of its input (which the GEMMs below then take as
+    // dy), before the cast.
+    if (!cast && gelu) {
       std::tie(dy2, db) = gelu_backward_bias_grad(dy2, s[4], db_wanted ? b_main : MainGrad{});
-    } else if (db_wanted) {
+    } else if (!cast && db_wanted) {
       db = bias_grad(dy2, b_main);
     }
     torch::Tensor dx2, dw;  // [T, in]; [out, in] when there is no main grad
@@ -139,8 +153,9 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
 #ifdef MEGATON_HAVE_CUDA
       const torch::Tensor &w_t = s[0], &w_sinv = s[1], &x_saved = s[2], &x_sinv = s[3];
       auto* memo = reinterpret_cast<GemmAlgoMemo*>(ctx->saved_data["memo"].toInt());
-      const Fp8Matrix qg = cast_to_fp8(dy2, scale_for(table, g_slot, dy2, record), table.format(g_slot), fp8_wgrad,
-                                       amax_cell(table, g_slot, record));
+      if (!cast)
+        qg = cast_to_fp8(dy2, scale_for(table, g_slot, dy2, record), table.format(g_slot), fp8_wgrad,
+                         amax_cell(table, g_slot, record));
       if (ctx->needs_input_grad(0)) {
         dx2 = torch::empty({dy2.size(0), w_t.size(0)}, dy2.options());
         MEGATON_CHECK(
