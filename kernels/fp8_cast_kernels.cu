@@ -140,7 +140,53 @@ void launch(const void* in, int64_t rows, int64_t cols, const float* scale, Fp8T
     cast_kernel<T, Fp8Type::kE5M2><<<grid, block, 0, stream>>>(src, rows, cols, scale, out, out_t, amax);
 }
 
+// Bytes, both dimensions multiples of kBig, 16-byte aligned: a 64 x 64 tile per block pass, 16-byte loads and stores.
+__global__ void __launch_bounds__(kBigThreads)
+    transpose_tiles_kernel(const uint8_t* __restrict__ in, int64_t rows, int64_t cols, uint8_t* __restrict__ out) {
+  __shared__ __align__(16) uint8_t tile[kBig][kBig + 16];  // [row][col]
+  const int t = threadIdx.x;
+  const int r = t / 4, c16 = (t % 4) * 16;  // load: tile row r, its bytes c16 .. + 15; store: out row r, likewise
+  const int64_t tiles_c = cols / kBig, tiles = (rows / kBig) * tiles_c;
+  for (int64_t k = blockIdx.x; k < tiles; k += gridDim.x) {
+    const int64_t r0 = (k / tiles_c) * kBig, c0 = (k % tiles_c) * kBig;
+    *reinterpret_cast<uint4*>(&tile[r][c16]) = *reinterpret_cast<const uint4*>(in + (r0 + r) * cols + c0 + c16);
+    __syncthreads();
+    union {
+      uint4 v;
+      uint8_t b[16];
+    } col;
+#pragma unroll
+    for (int j = 0; j < 16; ++j) col.b[j] = tile[c16 + j][r];
+    *reinterpret_cast<uint4*>(out + (c0 + r) * rows + r0 + c16) = col.v;
+    __syncthreads();
+  }
+}
+
+// Any shape: a kTile x kTile tile per block, one byte per thread.
+__global__ void transpose_kernel(const uint8_t* __restrict__ in, int64_t rows, int64_t cols,
+                                 uint8_t* __restrict__ out) {
+  __shared__ uint8_t tile[kTile][kTile + 4];
+  const int64_t r0 = int64_t(blockIdx.y) * kTile, c0 = int64_t(blockIdx.x) * kTile;
+  for (int i = threadIdx.y; i < kTile; i += kRowsPerPass)
+    if (r0 + i < rows && c0 + threadIdx.x < cols) tile[i][threadIdx.x] = in[(r0 + i) * cols + c0 + threadIdx.x];
+  __syncthreads();
+  for (int j = threadIdx.y; j < kTile; j += kRowsPerPass)
+    if (r0 + threadIdx.x < rows && c0 + j < cols) out[(c0 + j) * rows + r0 + threadIdx.x] = tile[threadIdx.x][j];
+}
+
 }  // namespace
+
+void transpose_fp8(const uint8_t* in, int64_t rows, int64_t cols, uint8_t* out, cudaStream_t stream) {
+  if (rows == 0 || cols == 0) return;
+  if (rows % kBig == 0 && cols % kBig == 0 && util::aligned16(in) && util::aligned16(out)) {
+    transpose_tiles_kernel<<<tiled_blocks((rows / kBig) * (cols / kBig)), kBigThreads, 0, stream>>>(in, rows, cols,
+                                                                                                    out);
+  } else {
+    const dim3 grid(unsigned((cols + kTile - 1) / kTile), unsigned((rows + kTile - 1) / kTile));
+    transpose_kernel<<<grid, dim3(kTile, kRowsPerPass), 0, stream>>>(in, rows, cols, out);
+  }
+  util::check(cudaGetLastError(), "transpose_fp8");
+}
 
 void cast_to_fp8(const void* in, FloatType in_type, int64_t rows, int64_t cols, const float* scale, Fp8Type type,
                  uint8_t* out, uint8_t* out_t, float* amax, cudaStream_t stream) {

@@ -21,4 +21,8 @@ enum class Fp8Type { kE4M3, kE5M2 };
 void cast_to_fp8(const void* in, FloatType in_type, int64_t rows, int64_t cols, const float* scale, Fp8Type type,
                  uint8_t* out, uint8_t* out_t, float* amax, cudaStream_t stream);
 
+/// out [cols, rows] = in [rows, cols]^T, FP8 bytes (the column-major copy of a matrix some other kernel wrote as FP8,
+/// for the GEMMs that read it K-major the other way). Contiguous row-major buffers, on `stream`.
+void transpose_fp8(const uint8_t* in, int64_t rows, int64_t cols, uint8_t* out, cudaStream_t stream);
+
 }  // namespace megaton::kernels

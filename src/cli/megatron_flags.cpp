@@ -259,7 +259,10 @@ void MegatronFlags::bind(po::options_description& d) {
       ("fp8-amax-compute-algo", sval(config.fp8.amax_compute_algo),
        "most_recent | max: the amax the delayed scale is computed from")
       ("fp8-interval", val(compat.fp8_interval), "accepted, no effect (deprecated by Transformer Engine)")
-      ("no-fp8-wgrad", negative_switch(config.fp8.wgrad), "the weight-gradient GEMMs in 16 bits, not FP8");
+      ("no-fp8-wgrad", negative_switch(config.fp8.wgrad), "the weight-gradient GEMMs in 16 bits, not FP8")
+      ("no-fp8-cast-fusion", negative_switch(config.fp8.fused_casts),
+       "CUDA: each FP8 cast a pass of its own (the MLP's activation written in 16 bits and then cast; the output "
+       "gradients cast after their bias-gradient and GELU kernels) instead of inside the kernels that make them");
   checkpointing.add_options()
       ("save", sval(c.save), "checkpoint directory to save to")
       ("load", sval(c.load), "checkpoint directory to resume from")

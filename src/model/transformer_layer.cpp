@@ -7,6 +7,7 @@
 #include "model/positions.h"
 #include "ops/attention.h"
 #include "ops/dropout.h"
+#include "ops/fp8/fp8_mlp.h"
 #include "ops/gemm_epilogue.h"
 #include "ops/layer_norm.h"
 #include "ops/qkv_split.h"
@@ -177,20 +178,34 @@ ops::LayerNormMainGrads TransformerLayer::ln_main_grads(const torch::Tensor& w, 
 torch::Tensor TransformerLayer::mlp(const torch::Tensor& x) const {
   const parallel::ColumnParallelLinear& fc1 = *fc1_;
   const parallel::RowParallelLinear& fc2 = *fc2_;
-  if (bias_gelu_mlp_ && fc1.bias.defined()) {
-    // Megatron's bias-GeLU fusion (GELU backward + fc1 bias gradient in one kernel; on CUDA bf16/fp16 fc1's forward
-    // and fc2's input gradient times the GELU derivative in cuBLASLt epilogues unless --no-gemm-epilogue-fusion or
-    // --no-gemm-dgelu-epilogue); the TP mappings of fc1 (column) and fc2 (row) around it.
-    const dist::CommunicatorPtr& tp = fc2.tp();
-    const bool one_rank = tp->size() == 1;
-    // [s, b, h], partial over TP (fc2's bias added after the reduction)
-    torch::Tensor y =
-        ops::bias_gelu_mlp(parallel::copy_to_tp_region(x, tp), fc1.weight, fc1.bias, fc2.weight,
-                           one_rank ? fc2.bias : torch::Tensor(), mlp_epilogues_, fc1.main_grad(), fc2.main_grad(),
-                           fc1.bias_main_grad(), one_rank ? fc2.bias_main_grad() : ops::MainGrad{});
+  const dist::CommunicatorPtr& tp = fc2.tp();
+  const bool one_rank = tp->size() == 1;
+  // A fused MLP function `run` (x [s, b, h] -> [s, b, h], partial over TP, with fc2's bias only on one rank) between
+  // the TP mappings of fc1 (column) and fc2 (row): fc2's bias added after the reduction.
+  const auto between_tp_mappings = [&](const auto& run) {
+    torch::Tensor y = run(parallel::copy_to_tp_region(x, tp));
     if (one_rank) return y;
     y = parallel::reduce_from_tp_region(y, tp);
     return fc2.bias.defined() ? y + fc2.bias : y;
+  };
+  const torch::Tensor b2 = one_rank ? fc2.bias : torch::Tensor();
+  const ops::MainGrad b2_main = one_rank ? fc2.bias_main_grad() : ops::MainGrad{};
+  if (bias_gelu_mlp_ && fc1.bias.defined()) {
+    // Megatron's bias-GeLU fusion (GELU backward + fc1 bias gradient in one kernel; on CUDA bf16/fp16 fc1's forward
+    // and fc2's input gradient times the GELU derivative in cuBLASLt epilogues unless --no-gemm-epilogue-fusion or
+    // --no-gemm-dgelu-epilogue).
+    return between_tp_mappings([&](const torch::Tensor& xp) {
+      return ops::bias_gelu_mlp(xp, fc1.weight, fc1.bias, fc2.weight, b2, mlp_epilogues_, fc1.main_grad(),
+                                fc2.main_grad(), fc1.bias_main_grad(), b2_main);
+    });
+  }
+  if (act_ == ops::Activation::kGeluTanh && c_.fp8.enabled()) {
+    // FP8 on a GPU: fc1's GEMM writes the GELU's output as FP8 for fc2 (ops/fp8/fp8_mlp.h).
+    const ops::fp8::Fp8MlpParams p{
+        fc1.weight, fc1.bias,        fc2.weight,     b2, fc1.main_grad(), fc1.bias_main_grad(), fc2.main_grad(),
+        b2_main,    fc1.fp8_slots(), fc2.fp8_slots()};
+    if (ops::fp8::fp8_mlp_supported(x, p))
+      return between_tp_mappings([&](const torch::Tensor& xp) { return ops::fp8::fp8_mlp(xp, p); });
   }
   // (forward_gelu: under FP8, the GELU in fc1's GEMM epilogue)
   torch::Tensor inter = act_ == ops::Activation::kGeluTanh

@@ -33,16 +33,20 @@ struct Fp8Operand {
   fp8::Format format;
 };
 
-/// What an FP8 GEMM's epilogue adds to its product p [M, N] (d bf16 or fp16, not accumulating): nothing; the bias
-/// (epilogue BIAS: d = p + bias); or, with `gelu_pre` too, the bias and the tanh GELU (GELU_AUX_BIAS: gelu_pre =
-/// p + bias, d = gelu(gelu_pre)).
+/// What an FP8 GEMM's epilogue adds to its product p [M, N] (not accumulating): nothing; the bias (epilogue BIAS:
+/// d = p + bias); or, with `gelu_pre` too, the bias and the tanh GELU (GELU_AUX_BIAS: gelu_pre = p + bias,
+/// d = gelu(gelu_pre)). d is bf16 or fp16, or FP8 bytes (uint8) in `d_format` under `d_scale`: d = fp8(e * d_scale)
+/// of the epilogue's result e, and d_amax (when defined) is set to max |e|; the bias and gelu_pre are then 16-bit.
 struct Fp8Epilogue {
-  torch::Tensor bias;      // [N], d's dtype, or undefined
-  torch::Tensor gelu_pre;  // [M, N] contiguous, d's dtype, written; or undefined
+  torch::Tensor bias;      // [N], d's dtype (FP8 d: bf16 or fp16), or undefined
+  torch::Tensor gelu_pre;  // [M, N] contiguous, d's dtype (FP8 d: the bias's), written; or undefined
+  torch::Tensor d_scale;   // FP8 d: fp32 [1] on the device
+  torch::Tensor d_amax;    // FP8 d: fp32 [1] on the device, written; or undefined
+  fp8::Format d_format = fp8::Format::kE4M3;
 };
 
 /// d [M, N] = (a [M, K] . b [N, K]^T) * a.scale_inv * b.scale_inv, added to d when `accumulate` (d fp32), else
-/// written (d bf16, fp16 or fp32) through `epilogue`. Both operands K-major (Hopper's FP8 GEMMs take no other layout),
+/// written (d bf16, fp16, fp32 or FP8 bytes) through `epilogue`. Both operands K-major (Hopper's FP8 GEMMs take no other layout),
 /// not both E5M2; fp32 accumulation, or Hopper's fast accumulation with `fast_accum` (Transformer Engine's choice for
 /// the forward).
 bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool accumulate, bool fast_accum,

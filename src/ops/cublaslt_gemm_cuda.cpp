@@ -127,6 +127,10 @@ struct Gemm {
   int64_t aux_ld = 0;
   // FP8 GEMMs: the bias's and the GELU input's types, set explicitly (cuBLASLt's defaults for FP8 depend on D's type)
   std::optional<cudaDataType_t> bias_type, aux_type;
+  // FP8 D: C's type (16 bits; C is not read, beta being 0), D's scale and where D's amax goes (fp32 device scalars)
+  std::optional<cudaDataType_t> c_type;
+  const void* d_scale = nullptr;
+  void* d_amax = nullptr;
 };
 
 // g with its product: D [m, n] = op(A) [m, k] . op(B) [k, n], the stored matrices and their leading dimensions.
@@ -159,9 +163,12 @@ class Prepared {
     if (g.a_scale != nullptr) op_.set(CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, g.a_scale);
     if (g.b_scale != nullptr) op_.set(CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, g.b_scale);
     if (g.fast_accum) op_.set(CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(1));
+    if (g.d_scale != nullptr) op_.set(CUBLASLT_MATMUL_DESC_D_SCALE_POINTER, g.d_scale);
+    if (g.d_amax != nullptr) op_.set(CUBLASLT_MATMUL_DESC_AMAX_D_POINTER, g.d_amax);
     a_.emplace(g.a_type, g.ta == CUBLAS_OP_N ? g.m : g.k, g.ta == CUBLAS_OP_N ? g.k : g.m, g.lda);
     b_.emplace(g.b_type, g.tb == CUBLAS_OP_N ? g.k : g.n, g.tb == CUBLAS_OP_N ? g.n : g.k, g.ldb);
     d_.emplace(g.d_type, g.m, g.n, g.ldd);
+    c_.emplace(g.c_type.value_or(g.d_type), g.m, g.n, g.ldd);
     pref_.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kWorkspaceBytes);
     pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(g.a->data_ptr()));
     pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(g.b->data_ptr()));
@@ -173,7 +180,7 @@ class Prepared {
   std::optional<cublasLtMatmulAlgo_t> query() {
     cublasLtMatmulHeuristicResult_t result = {};
     int found = 0;
-    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle(), op_.get(), a_->get(), b_->get(), d_->get(),
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(handle(), op_.get(), a_->get(), b_->get(), c_->get(),
                                                                  d_->get(), pref_.get(), 1, &result, &found);
     if (status != CUBLAS_STATUS_SUCCESS || found == 0) return std::nullopt;
     return result.algo;
@@ -187,7 +194,7 @@ class Prepared {
     const float alpha = 1.0f, beta = g.beta;
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(d.device().index()).stream();
     check(cublasLtMatmul(handle(), op_.get(), &alpha, g.a->data_ptr(), a_->get(), g.b->data_ptr(), b_->get(), &beta,
-                         d.data_ptr(), d_->get(), d.data_ptr(), d_->get(), &algo, workspace.data_ptr(), kWorkspaceBytes,
+                         d.data_ptr(), c_->get(), d.data_ptr(), d_->get(), &algo, workspace.data_ptr(), kWorkspaceBytes,
                          stream),
           "matmul");
   }
@@ -195,7 +202,7 @@ class Prepared {
  private:
   static cublasLtHandle_t handle() { return reinterpret_cast<cublasLtHandle_t>(at::cuda::getCurrentCUDABlasHandle()); }
   MatmulDesc op_;
-  std::optional<Layout> a_, b_, d_;
+  std::optional<Layout> a_, b_, c_, d_;  // (C is D's memory: read only when beta is 1, with D's type then)
   Preference pref_;
 };
 
@@ -215,6 +222,7 @@ std::vector<int64_t> key_of(const Gemm& g) {
           int64_t(g.a_type),
           int64_t(g.b_type),
           int64_t(g.d_type),
+          int64_t(g.c_type.value_or(g.d_type)),
           int64_t(g.beta != 0.0f),
           int64_t(g.fast_accum),
           alignment_of(g.a->data_ptr()),
@@ -283,13 +291,31 @@ bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool a
   g.d = &d, g.ldd = cols;
   const auto fp8_type = [](fp8::Format f) { return f == fp8::Format::kE4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; };
   g.a_type = fp8_type(b.format), g.b_type = fp8_type(a.format);
-  g.d_type = d.scalar_type() == torch::kFloat32 ? CUDA_R_32F : data_type(d);
+  const bool fp8_out = d.scalar_type() == torch::kUInt8;
+  if (fp8_out) {
+    MEGATON_ASSERT(!accumulate && epilogue.d_scale.defined() && epilogue.d_scale.numel() == 1 &&
+                       epilogue.d_scale.scalar_type() == torch::kFloat32 &&
+                       (!epilogue.d_amax.defined() ||
+                        (epilogue.d_amax.numel() == 1 && epilogue.d_amax.scalar_type() == torch::kFloat32)),
+                   "fp8_gemm: FP8 output needs an fp32 [1] scale (and amax), and does not accumulate");
+    g.d_type = fp8_type(epilogue.d_format);
+    g.c_type = epilogue.bias.defined() ? data_type(epilogue.bias) : CUDA_R_16BF;
+    g.d_scale = epilogue.d_scale.data_ptr();
+    if (epilogue.d_amax.defined()) g.d_amax = epilogue.d_amax.data_ptr();
+  } else {
+    g.d_type = d.scalar_type() == torch::kFloat32 ? CUDA_R_32F : data_type(d);
+  }
+  // The epilogue's 16-bit type: D's, or C's for FP8 D.
+  const torch::ScalarType epilogue_dtype =
+      fp8_out ? (epilogue.bias.defined() ? epilogue.bias.scalar_type() : torch::kBFloat16) : d.scalar_type();
   g.a_scale = b.scale_inv.data_ptr(), g.b_scale = a.scale_inv.data_ptr();
   g.beta = accumulate ? 1.0f : 0.0f;
   g.fast_accum = fast_accum;
   if (epilogue.bias.defined()) {
     MEGATON_ASSERT(!accumulate && d.scalar_type() != torch::kFloat32 &&
-                       epilogue.bias.scalar_type() == d.scalar_type() && epilogue.bias.numel() == cols &&
+                       (epilogue.bias.scalar_type() == torch::kBFloat16 ||
+                        epilogue.bias.scalar_type() == torch::kFloat16) &&
+                       epilogue.bias.scalar_type() == epilogue_dtype && epilogue.bias.numel() == cols &&
                        epilogue.bias.is_contiguous(),
                    "fp8_gemm: bias [", epilogue.bias.sizes(), "] for output ", d.sizes(), " ", d.scalar_type());
     g.epilogue = CUBLASLT_EPILOGUE_BIAS;
@@ -297,11 +323,11 @@ bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool a
     g.bias_type = data_type(epilogue.bias);
     if (epilogue.gelu_pre.defined()) {
       MEGATON_ASSERT(epilogue.gelu_pre.sizes() == d.sizes() && epilogue.gelu_pre.is_contiguous() &&
-                         epilogue.gelu_pre.scalar_type() == d.scalar_type(),
+                         epilogue.gelu_pre.scalar_type() == epilogue_dtype,
                      "fp8_gemm: GELU input ", epilogue.gelu_pre.sizes(), " for output ", d.sizes());
       g.epilogue = CUBLASLT_EPILOGUE_GELU_AUX_BIAS;
       g.aux = epilogue.gelu_pre.data_ptr(), g.aux_ld = cols;
-      g.aux_type = g.d_type;
+      g.aux_type = data_type(epilogue.gelu_pre);
     }
   }
   return run(g, memo);

@@ -119,6 +119,49 @@ TEST(Fp8Gemm, CastDbiasIsTheGeluBackwardAndBiasGradientThenTheCast) {
 #endif
 }
 
+// An FP8 output: the bytes are the epilogue's result times the output scale, rounded to FP8 (within one FP8 step of
+// the fp64 reference), the amax is that of the result before the scale, the GELU's input is written in 16 bits; and
+// the transpose kernel turns the bytes into their transpose, tiled or not.
+TEST(Fp8Gemm, Fp8OutputWithGeluEpilogueAndItsTranspose) {
+#ifdef MEGATON_HAVE_CUDA
+  if (!have_gpu()) GTEST_SKIP() << "no CUDA device";
+  const int64_t M = 128, K = 256, N = 192;
+  const auto dev = torch::TensorOptions().device(torch::kCUDA).dtype(torch::kFloat32);
+  const torch::Tensor x = spread_values(M, K, 9) * 0.1, w = spread_values(N, K, 10) * 0.01;
+  const torch::Tensor b = spread_values(1, N, 11).reshape({N}) * 0.1;
+  const fp8::Fp8Matrix a = fp8::cast_to_fp8(x, torch::full({1}, 8.0f, dev), fp8::Format::kE4M3, false);
+  const fp8::Fp8Matrix c = fp8::cast_to_fp8(w, torch::full({1}, 64.0f, dev), fp8::Format::kE4M3, false);
+  const torch::Tensor pre_want = torch::mm(decode(a.bytes, a.format).to(torch::kFloat64) / 8.0,
+                                           decode(c.bytes, c.format).to(torch::kFloat64).t() / 64.0) +
+                                 b.cpu().to(torch::kFloat64);  // [M, N]
+  const torch::Tensor act_want = torch::gelu(pre_want, "tanh");
+  const float out_scale = 448.0f / act_want.abs().max().item<float>() / 2;
+  lt::Fp8Epilogue e;
+  e.bias = b;
+  e.gelu_pre = torch::empty({M, N}, dev.dtype(torch::kBFloat16));
+  e.d_scale = torch::full({1}, out_scale, dev);
+  e.d_amax = torch::zeros({1}, dev);
+  e.d_format = fp8::Format::kE4M3;
+  torch::Tensor d = torch::empty({M, N}, dev.dtype(torch::kUInt8));
+  ASSERT_TRUE(
+      lt::fp8_gemm({a.bytes, a.scale_inv, a.format}, {c.bytes, c.scale_inv, c.format}, d, false, true, nullptr, e))
+      << "no FP8-output algorithm with GELU_AUX_BIAS";
+  const double pre_norm = pre_want.abs().max().item<double>();
+  EXPECT_LT((e.gelu_pre.cpu().to(torch::kFloat64) - pre_want).abs().max().item<double>(), 2e-2 * pre_norm);
+  // E4M3 keeps 3 mantissa bits: a relative step of 1/8 at most, plus the GEMM's rounding.
+  const torch::Tensor got = decode(d, fp8::Format::kE4M3).to(torch::kFloat64) / out_scale;
+  const double act_norm = act_want.abs().max().item<double>();
+  EXPECT_LT(((got - act_want).abs() - act_want.abs() / 8).max().item<double>(), 1e-2 * act_norm);
+  EXPECT_NEAR(e.d_amax.item<float>(), act_norm, 2e-2 * act_norm) << "the amax of the unscaled result";
+  for (const auto& [rows, cols] : {std::pair<int64_t, int64_t>{128, 192}, {70, 45}}) {
+    const torch::Tensor bytes = torch::randint(0, 256, {rows, cols}, dev.dtype(torch::kUInt8));
+    EXPECT_TRUE(fp8::transpose_fp8(bytes).equal(bytes.t().contiguous())) << rows << " x " << cols;
+  }
+#else
+  GTEST_SKIP() << "not a CUDA build";
+#endif
+}
+
 TEST(Fp8Gemm, ProductOfDecodedOperandsTimesScaleInverses) {
 #ifdef MEGATON_HAVE_CUDA
   if (!have_gpu()) GTEST_SKIP() << "no CUDA device";

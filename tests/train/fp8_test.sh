@@ -34,8 +34,8 @@ compare_losses "$work/fp8.jsonl" "$work/fp8_tp2.jsonl" 2e-3
 run fp8_dp2 2 "${fp8[@]}"
 echo -n "FP8 DP=2 against DP=1: "
 compare_losses "$work/fp8.jsonl" "$work/fp8_dp2.jsonl" 2e-3
-run tensorwise 1 --fp8-format e4m3 --fp8-recipe tensorwise --no-fp8-wgrad
-echo -n "tensorwise, --no-fp8-wgrad: "
+run tensorwise 1 --fp8-format e4m3 --fp8-recipe tensorwise --no-fp8-wgrad --no-fp8-cast-fusion
+echo -n "tensorwise, --no-fp8-wgrad, --no-fp8-cast-fusion: "
 loss_decreases "$work/tensorwise.jsonl"
 refused() {  # flags... : a usage error naming the first flag
   if "$MEGATON" train "${common[@]}" "$@" > "$work/bad.log" 2>&1; then echo "accepted: $*"; exit 1; fi

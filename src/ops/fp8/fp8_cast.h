@@ -23,6 +23,9 @@ struct Fp8Matrix {
 Fp8Matrix cast_to_fp8(const torch::Tensor& x, const torch::Tensor& scale, Format format, bool transpose,
                       const torch::Tensor& amax = {});
 
+/// bytes [r, c] (uint8, contiguous, on a GPU: FP8 some other kernel wrote) -> their transpose [c, r].
+torch::Tensor transpose_fp8(const torch::Tensor& bytes);
+
 /// Whether cast_to_fp8_dbias takes dy (and gelu_pre, where defined): on a GPU, bf16 or fp16, 2-D, contiguous, 16-byte
 /// aligned, both dimensions multiples of 64; gelu_pre of dy's shape, dtype and device.
 bool cast_to_fp8_dbias_supported(const torch::Tensor& dy, const torch::Tensor& gelu_pre = {});

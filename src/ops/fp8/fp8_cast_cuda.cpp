@@ -43,6 +43,15 @@ Fp8Matrix cast_to_fp8(const torch::Tensor& x, const torch::Tensor& scale, Format
   return m;
 }
 
+torch::Tensor transpose_fp8(const torch::Tensor& bytes) {
+  MEGATON_ASSERT(bytes.dim() == 2 && bytes.is_contiguous() && bytes.is_cuda() && bytes.scalar_type() == torch::kUInt8,
+                 "transpose_fp8: bytes ", bytes.sizes(), " on ", bytes.device());
+  torch::Tensor t = torch::empty({bytes.size(1), bytes.size(0)}, bytes.options());  // [c, r]
+  kernels::transpose_fp8(bytes.data_ptr<uint8_t>(), bytes.size(0), bytes.size(1), t.data_ptr<uint8_t>(),
+                         c10::cuda::getCurrentCUDAStream(bytes.device().index()).stream());
+  return t;
+}
+
 bool cast_to_fp8_dbias_supported(const torch::Tensor& dy, const torch::Tensor& gelu_pre) {
   const auto t = dy.scalar_type();
   if (!dy.is_cuda() || (t != torch::kBFloat16 && t != torch::kFloat16) || dy.dim() != 2 || !dy.is_contiguous() ||

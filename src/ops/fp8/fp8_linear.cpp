@@ -5,11 +5,8 @@
 #include <tuple>
 
 #include "core/error.h"
+#include "ops/fp8/fp8_gemm_steps.h"
 #include "ops/gelu_bias_grad.h"
-#ifdef MEGATON_HAVE_CUDA
-#include "ops/cublaslt_gemm.h"
-#include "ops/fp8/fp8_cast.h"
-#endif
 
 namespace megaton::ops::fp8 {
 
@@ -18,37 +15,14 @@ namespace {
 using torch::autograd::AutogradContext;
 using torch::autograd::variable_list;
 
-// Amaxes are recorded (`record`) in training only, autograd on: evaluation forwards use the scales and leave them as
-// they are, so a run's training is the same with or without --eval-interval.
-
-// The scale one cast of `t` uses in `slot`: fp32 [1] on t's device. Delayed: the slot's current scale. Tensorwise:
-// from t's own amax now (also recorded in the table, for inspection).
-torch::Tensor scale_for(ScalingTable& table, int slot, const torch::Tensor& t, bool record) {
-  if (table.options().delayed()) return table.scale().narrow(0, slot, 1);
-  const torch::Tensor amax = t.detach().abs().amax().to(torch::kFloat32).reshape({1});  // [1]
-  if (record) table.record_amax(slot, amax);
-  return table.scale_for(slot, amax);
-}
-
-#ifdef MEGATON_HAVE_CUDA
-// The amax cell a delayed cast records into (row 0 of the slot's history), or undefined (tensorwise recorded it).
-torch::Tensor amax_cell(ScalingTable& table, int slot, bool record) {
-  return table.options().delayed() && record ? table.amax_history()[0].narrow(0, slot, 1) : torch::Tensor();
-}
-#endif
+using steps::check_shapes;
+using steps::scale_for;
 
 // CPU: t's values as its FP8 cast in `slot` gives them back (fp32), the amax recorded.
 torch::Tensor emulate_cast(ScalingTable& table, int slot, const torch::Tensor& t, bool record) {
   const torch::Tensor scale = scale_for(table, slot, t, record);
   if (table.options().delayed() && record) table.record_amax(slot, t.detach().abs().amax().to(torch::kFloat32));
   return quantize_dequantize(t, scale.item<float>(), table.format(slot));
-}
-
-void check_shapes(const torch::Tensor& x2, const torch::Tensor& w) {
-  const bool gpu = x2.is_cuda();
-  MEGATON_CHECK(w.size(0) % 16 == 0 && w.size(1) % 16 == 0 && (!gpu || x2.size(0) % 16 == 0), UsageError,
-                "FP8 linear layers need their input and output features", gpu ? " and tokens" : "",
-                " divisible by 16: x [", x2.size(0), ", ", x2.size(1), "], weight [", w.size(0), ", ", w.size(1), "]");
 }
 
 struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
@@ -61,26 +35,17 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     const torch::Tensor x2 = x.reshape({-1, x.size(-1)}).contiguous();  // [T, in]
     check_shapes(x2, w);
     const bool has_b = b.numel() > 0;
-    torch::Tensor y2;          // [T, out]
-    torch::Tensor pre;         // gelu: the GELU's input x w^T + b [T, out]
-    bool in_epilogue = false;  // the bias and the GELU applied by the GEMM
+    torch::Tensor y2;   // [T, out]
+    torch::Tensor pre;  // gelu: the GELU's input x w^T + b [T, out]
     variable_list saved;
     if (x.is_cuda()) {
 #ifdef MEGATON_HAVE_CUDA
+      using steps::amax_cell;
       const Fp8Matrix qx = cast_to_fp8(x2, scale_for(table, slots.input, x2, record), table.format(slots.input),
                                        fp8_wgrad, amax_cell(table, slots.input, record));
       const Fp8Matrix qw = cast_to_fp8(w.contiguous(), scale_for(table, slots.weight, w, record),
                                        table.format(slots.weight), true, amax_cell(table, slots.weight, record));
-      y2 = torch::empty({x2.size(0), w.size(0)}, x2.options());
-      const lt::Fp8Operand ax{qx.bytes, qx.scale_inv, qx.format}, aw{qw.bytes, qw.scale_inv, qw.format};
-      lt::Fp8Epilogue epilogue;
-      if (has_b) epilogue.bias = b.to(y2.scalar_type()).contiguous();
-      if (gelu) epilogue.gelu_pre = pre = torch::empty_like(y2);
-      // (fast accumulation in the forward, as Transformer Engine)
-      in_epilogue = lt::fp8_gemm(ax, aw, y2, false, /*fast_accum=*/true, slots.memo.get(), epilogue);
-      // No algorithm with the epilogue for these shapes: the bias and the GELU as ATen ops after a plain GEMM.
-      MEGATON_CHECK(in_epilogue || (has_b && lt::fp8_gemm(ax, aw, y2, false, true, slots.memo.get())), RuntimeError,
-                    "cuBLASLt offers no FP8 GEMM for x ", x2.sizes(), " and weight ", w.sizes());
+      y2 = steps::forward_gemm(qx, qw, has_b ? b : torch::Tensor(), gelu, x2.scalar_type(), slots.memo.get(), pre);
       // For the backward: w^T [in, out] and x^T [in, T] (or x itself for a 16-bit weight gradient).
       saved = {qw.bytes_t, qw.scale_inv, fp8_wgrad ? qx.bytes_t : x2, qx.scale_inv};
 #endif
@@ -89,8 +54,6 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
       const torch::Tensor wq = emulate_cast(table, slots.weight, w, record);  // [out, in] fp32
       y2 = torch::mm(xq, wq.t()).to(x.scalar_type());
       saved = {wq, torch::Tensor(), fp8_wgrad ? xq : x2, torch::Tensor()};
-    }
-    if (!in_epilogue) {
       if (has_b) y2.add_(b);
       if (gelu) {
         pre = y2;
@@ -128,55 +91,31 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
     const MainGrad b_main = saved_main_grad(ctx, "b_main", "b_overwrite");
     const bool gelu = ctx->saved_data["gelu"].toBool();
     const bool db_wanted = ctx->saved_data["has_b"].toBool() && ctx->needs_input_grad(2);
-    torch::Tensor db;  // [out], or undefined (none wanted, or it went into b_main)
-#ifdef MEGATON_HAVE_CUDA
-    // On a GPU with FP8 weight gradients and delayed scaling: dy's cast, its transpose, the bias gradient and the
-    // GELU's derivative in one pass (the GELU input's gradient is then never written in 16 bits).
-    Fp8Matrix qg;
-    const torch::Tensor& pre = s[4];
-    if (fp8_wgrad && table.options().delayed() && cast_to_fp8_dbias_supported(dy2, gelu ? pre : torch::Tensor()))
-      qg = cast_to_fp8_dbias(dy2, gelu ? pre : torch::Tensor(), scale_for(table, g_slot, dy2, record),
-                             table.format(g_slot), amax_cell(table, g_slot, record), db_wanted, b_main, db);
-    const bool cast = qg.bytes.defined();
-#else
-    const bool cast = false;
-#endif
-    // Otherwise the bias's gradient, and with the GELU the gradient of its input (which the GEMMs below then take as
-    // dy), before the cast.
-    if (!cast && gelu) {
-      std::tie(dy2, db) = gelu_backward_bias_grad(dy2, s[4], db_wanted ? b_main : MainGrad{});
-    } else if (!cast && db_wanted) {
-      db = bias_grad(dy2, b_main);
-    }
+    torch::Tensor db;       // [out], or undefined (none wanted, or it went into b_main)
     torch::Tensor dx2, dw;  // [T, in]; [out, in] when there is no main grad
     if (dy.is_cuda()) {
 #ifdef MEGATON_HAVE_CUDA
       const torch::Tensor &w_t = s[0], &w_sinv = s[1], &x_saved = s[2], &x_sinv = s[3];
       auto* memo = reinterpret_cast<GemmAlgoMemo*>(ctx->saved_data["memo"].toInt());
-      if (!cast)
-        qg = cast_to_fp8(dy2, scale_for(table, g_slot, dy2, record), table.format(g_slot), fp8_wgrad,
-                         amax_cell(table, g_slot, record));
-      if (ctx->needs_input_grad(0)) {
-        dx2 = torch::empty({dy2.size(0), w_t.size(0)}, dy2.options());
-        MEGATON_CHECK(
-            lt::fp8_gemm({qg.bytes, qg.scale_inv, qg.format}, {w_t, w_sinv, Format::kE4M3}, dx2, false, false, memo),
-            RuntimeError, "cuBLASLt offers no FP8 GEMM for dy ", dy2.sizes(), " and w^T ", w_t.sizes());
-      }
+      // dy's cast, the bias gradient and the GELU's derivative (in one kernel where it applies; else dy2 becomes
+      // d_pre).
+      const Fp8Matrix qg = steps::cast_output_grad(table, g_slot, record, fp8_wgrad, dy2, gelu ? s[4] : torch::Tensor(),
+                                                   db_wanted, b_main, db);
       if (fp8_wgrad) {
-        const bool overwrite = !main.defined() || consume_overwrite(main);
-        torch::Tensor out = main.defined()
-                                ? main.grad
-                                : torch::empty({dy2.size(1), x_saved.size(0)}, dy2.options().dtype(torch::kFloat32));
-        MEGATON_CHECK(lt::fp8_gemm({qg.bytes_t, qg.scale_inv, qg.format}, {x_saved, x_sinv, Format::kE4M3}, out,
-                                   !overwrite, false, memo),
-                      RuntimeError, "cuBLASLt offers no FP8 GEMM for the weight gradient of dy ", dy2.sizes());
-        if (!main.defined()) dw = out;
+        std::tie(dx2, dw) = steps::backward_gemms(qg, w_t, w_sinv, x_saved, x_sinv, dy.scalar_type(),
+                                                  ctx->needs_input_grad(0), main, memo);
       } else {
+        dx2 =
+            steps::backward_gemms(qg, w_t, w_sinv, {}, {}, dy.scalar_type(), ctx->needs_input_grad(0), {}, memo).first;
         dw = weight_grad(dy2, x_saved, main);
       }
 #endif
     } else {
       const torch::Tensor &wq = s[0], &x_saved = s[2];
+      if (gelu)
+        std::tie(dy2, db) = gelu_backward_bias_grad(dy2, s[4], db_wanted ? b_main : MainGrad{});
+      else if (db_wanted)
+        db = bias_grad(dy2, b_main);
       const torch::Tensor gq = emulate_cast(table, g_slot, dy2, record);  // [T, out] fp32
       if (ctx->needs_input_grad(0)) dx2 = torch::mm(gq, wq).to(dy.scalar_type());
       if (fp8_wgrad) {

@@ -37,6 +37,9 @@ struct Fp8Options {
   int amax_history_len = 1;                       // --fp8-amax-history-len
   std::string amax_compute_algo = "most_recent";  // --fp8-amax-compute-algo: most_recent | max
   bool wgrad = true;                              // --fp8-wgrad (default) / --no-fp8-wgrad: weight-gradient GEMM
+  // --no-fp8-cast-fusion (megaton's): false casts in passes of their own (for A/B timing); the same values but for
+  // the MLP activation's rounding (ops/fp8/fp8_mlp.h)
+  bool fused_casts = true;
 
   bool enabled() const { return !format.empty(); }
   bool delayed() const { return recipe == "delayed"; }

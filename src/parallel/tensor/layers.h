@@ -51,6 +51,8 @@ class ColumnParallelLinear {
   ops::MainGrad main_grad() const { return main_grads_->of(weight); }
   /// The bias's, likewise (undefined without a bias).
   ops::MainGrad bias_main_grad() const { return bias.defined() ? main_grads_->of(bias) : ops::MainGrad{}; }
+  /// The weight's FP8 slots: defined when the GEMMs run in FP8.
+  const ops::fp8::Fp8LinearSlots& fp8_slots() const { return fp8_; }
 
  private:
   // gelu: fp8_linear_gelu (FP8, no gather_output)
@@ -84,6 +86,7 @@ class RowParallelLinear {
   /// As ColumnParallelLinear::main_grad and bias_main_grad.
   ops::MainGrad main_grad() const { return main_grads_->of(weight); }
   ops::MainGrad bias_main_grad() const { return bias.defined() ? main_grads_->of(bias) : ops::MainGrad{}; }
+  const ops::fp8::Fp8LinearSlots& fp8_slots() const { return fp8_; }
 
  private:
   torch::Tensor gemm(const torch::Tensor& x, const torch::Tensor& b, const ops::MainGrad& b_main) const;
