@@ -312,12 +312,12 @@ bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool a
   g.beta = accumulate ? 1.0f : 0.0f;
   g.fast_accum = fast_accum;
   if (epilogue.bias.defined()) {
-    MEGATON_ASSERT(!accumulate && d.scalar_type() != torch::kFloat32 &&
-                       (epilogue.bias.scalar_type() == torch::kBFloat16 ||
-                        epilogue.bias.scalar_type() == torch::kFloat16) &&
-                       epilogue.bias.scalar_type() == epilogue_dtype && epilogue.bias.numel() == cols &&
-                       epilogue.bias.is_contiguous(),
-                   "fp8_gemm: bias [", epilogue.bias.sizes(), "] for output ", d.sizes(), " ", d.scalar_type());
+    MEGATON_ASSERT(
+        !accumulate && d.scalar_type() != torch::kFloat32 &&
+            (epilogue.bias.scalar_type() == torch::kBFloat16 || epilogue.bias.scalar_type() == torch::kFloat16) &&
+            epilogue.bias.scalar_type() == epilogue_dtype && epilogue.bias.numel() == cols &&
+            epilogue.bias.is_contiguous(),
+        "fp8_gemm: bias [", epilogue.bias.sizes(), "] for output ", d.sizes(), " ", d.scalar_type());
     g.epilogue = CUBLASLT_EPILOGUE_BIAS;
     g.bias = epilogue.bias.data_ptr();
     g.bias_type = data_type(epilogue.bias);
