@@ -72,16 +72,7 @@ __global__ void __launch_bounds__(kThreads)
       *reinterpret_cast<uint2*>(out + (r0 + r) * cols + c0 + lc) = q.v;
       *reinterpret_cast<uint2*>(&tile[r][lc]) = q.v;
     }
-    __syncthreads();
-    const int c = t / 4, rr = (t % 4) * 16;  // out_t row c0 + c, its bytes r0 + rr .. + 15
-    union {
-      uint4 v;
-      uint8_t b[16];
-    } col;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) col.b[j] = tile[rr + j][c];
-    *reinterpret_cast<uint4*>(out_t + (c0 + c) * rows + r0 + rr) = col.v;
-    __syncthreads();
+    fp8_device::write_tile_transposed(tile, out_t, rows, r0, c0);
   }
   if constexpr (kSums) {
 #pragma unroll

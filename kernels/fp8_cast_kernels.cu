@@ -84,18 +84,7 @@ __global__ void __launch_bounds__(kBigThreads)
       *reinterpret_cast<uint2*>(out + at) = dst.v;
       if (out_t != nullptr) *reinterpret_cast<uint2*>(&tile[r][lc]) = dst.v;
     }
-    if (out_t != nullptr) {
-      __syncthreads();
-      const int c = t / 4, rr = (t % 4) * 16;  // out_t row c0 + c, its bytes r0 + rr .. + 15
-      union {
-        uint4 v;
-        uint8_t b[16];
-      } col;
-#pragma unroll
-      for (int j = 0; j < 16; ++j) col.b[j] = tile[rr + j][c];
-      *reinterpret_cast<uint4*>(out_t + (c0 + c) * rows + r0 + rr) = col.v;
-      __syncthreads();
-    }
+    if (out_t != nullptr) fp8_device::write_tile_transposed(tile, out_t, rows, r0, c0);
   }
   if (amax != nullptr) block_max_to(amax, local_max);
 }

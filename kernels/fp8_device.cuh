@@ -37,4 +37,22 @@ __device__ __forceinline__ void block_max_to(float* amax, float v) {
   }
 }
 
+/// The transposed write of a 64 x 64 tile of FP8 bytes held in shared memory ([row][col], rows 16-byte aligned) by a
+/// block of 256 threads: thread t writes out_t row c0 + t / 4, bytes r0 + (t % 4) 16 .. + 15 (out_t [cols, rows],
+/// 16-byte aligned rows). Synchronises the block before (the tile written) and after (the tile free again).
+template <int kPitch>
+__device__ __forceinline__ void write_tile_transposed(const uint8_t (&tile)[64][kPitch], uint8_t* out_t, int64_t rows,
+                                                      int64_t r0, int64_t c0) {
+  __syncthreads();
+  const int c = threadIdx.x / 4, rr = (threadIdx.x % 4) * 16;
+  union {
+    uint4 v;
+    uint8_t b[16];
+  } col;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) col.b[j] = tile[rr + j][c];
+  *reinterpret_cast<uint4*>(out_t + (c0 + c) * rows + r0 + rr) = col.v;
+  __syncthreads();
+}
+
 }  // namespace megaton::kernels::fp8_device

@@ -23,6 +23,19 @@ void check_scale_and_amax(const torch::Tensor& x, const torch::Tensor& scale, co
                  "cast_to_fp8: amax must be fp32 [1] on ", x.device());
 }
 
+// The result of casting an [rows, cols] matrix under `scale`: its bytes (and their transpose) allocated on `device`,
+// the scale's inverse.
+Fp8Matrix new_fp8_matrix(int64_t rows, int64_t cols, const torch::Device& device, const torch::Tensor& scale,
+                         Format format, bool transpose) {
+  const auto bytes = torch::TensorOptions().device(device).dtype(torch::kUInt8);
+  Fp8Matrix m;
+  m.format = format;
+  m.bytes = torch::empty({rows, cols}, bytes);
+  if (transpose) m.bytes_t = torch::empty({cols, rows}, bytes);
+  m.scale_inv = scale.reciprocal();
+  return m;
+}
+
 }  // namespace
 
 Fp8Matrix cast_to_fp8(const torch::Tensor& x, const torch::Tensor& scale, Format format, bool transpose,
@@ -30,12 +43,7 @@ Fp8Matrix cast_to_fp8(const torch::Tensor& x, const torch::Tensor& scale, Format
   MEGATON_ASSERT(x.dim() == 2 && x.is_contiguous() && x.is_cuda(), "cast_to_fp8: x ", x.sizes(), " on ", x.device());
   check_scale_and_amax(x, scale, amax);
   const int64_t rows = x.size(0), cols = x.size(1);
-  const auto bytes = x.options().dtype(torch::kUInt8);
-  Fp8Matrix m;
-  m.format = format;
-  m.bytes = torch::empty({rows, cols}, bytes);
-  if (transpose) m.bytes_t = torch::empty({cols, rows}, bytes);
-  m.scale_inv = scale.reciprocal();
+  Fp8Matrix m = new_fp8_matrix(rows, cols, x.device(), scale, format, transpose);
   kernels::cast_to_fp8(
       x.data_ptr(), kernel_float_type(x, "cast_to_fp8"), rows, cols, scale.data_ptr<float>(), kernel_type(format),
       m.bytes.data_ptr<uint8_t>(), transpose ? m.bytes_t.data_ptr<uint8_t>() : nullptr,
@@ -68,12 +76,7 @@ Fp8Matrix cast_to_fp8_dbias(const torch::Tensor& dy, const torch::Tensor& gelu_p
                  c10::toString(dy.scalar_type()), " on ", dy.device());
   check_scale_and_amax(dy, scale, amax);
   const int64_t rows = dy.size(0), cols = dy.size(1);
-  const auto bytes = dy.options().dtype(torch::kUInt8);
-  Fp8Matrix m;
-  m.format = format;
-  m.bytes = torch::empty({rows, cols}, bytes);
-  m.bytes_t = torch::empty({cols, rows}, bytes);
-  m.scale_inv = scale.reciprocal();
+  Fp8Matrix m = new_fp8_matrix(rows, cols, dy.device(), scale, format, true);
   const torch::Tensor amax_out = amax.defined() ? amax : torch::zeros({1}, dy.options().dtype(torch::kFloat32));
   db = torch::Tensor();
   const kernels::ColumnSumOut sums = want_db ? column_sum_out(main, cols, dy.options(), db) : kernels::ColumnSumOut();
