@@ -48,7 +48,8 @@ struct Fp8Epilogue {
 /// d [M, N] = (a [M, K] . b [N, K]^T) * a.scale_inv * b.scale_inv, added to d when `accumulate` (d fp32), else
 /// written (d bf16, fp16, fp32 or FP8 bytes) through `epilogue`. Both operands K-major (Hopper's FP8 GEMMs take no
 /// other layout), not both E5M2; fp32 accumulation, or Hopper's fast accumulation with `fast_accum` (Transformer
-/// Engine's choice for the forward).
+/// Engine's choice for the forward). False, with d untouched, where cuBLASLt offers no algorithm for this GEMM or
+/// refuses the one it offered.
 bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool accumulate, bool fast_accum,
               GemmAlgoMemo* memo = nullptr, const Fp8Epilogue& epilogue = {});
 

@@ -127,8 +127,10 @@ struct Gemm {
   int64_t aux_ld = 0;
   // FP8 GEMMs: the bias's and the GELU input's types, set explicitly (cuBLASLt's defaults for FP8 depend on D's type)
   std::optional<cudaDataType_t> bias_type, aux_type;
-  // FP8 D: C's type (16 bits; C is not read, beta being 0), D's scale and where D's amax goes (fp32 device scalars)
+  // FP8 D: C's type and memory (16 bits, apart from D: cuBLASLt takes C in D's memory only with D's layout; C is not
+  // read, beta being 0), D's scale and where D's amax goes (fp32 device scalars)
   std::optional<cudaDataType_t> c_type;
+  torch::Tensor c;
   const void* d_scale = nullptr;
   void* d_amax = nullptr;
 };
@@ -172,7 +174,8 @@ class Prepared {
     pref_.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kWorkspaceBytes);
     pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(g.a->data_ptr()));
     pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(g.b->data_ptr()));
-    pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, alignment_of(g.d->data_ptr()));
+    pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES,
+              alignment_of(g.c.defined() ? g.c.data_ptr() : g.d->data_ptr()));
     pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, alignment_of(g.d->data_ptr()));
   }
 
@@ -186,17 +189,17 @@ class Prepared {
     return result.algo;
   }
 
-  // Runs g with `algo` into *g.d (D and C).
-  void launch(const Gemm& g, const cublasLtMatmulAlgo_t& algo) const {
+  // Runs g with `algo` into *g.d (C: g.c where defined, else D itself); cuBLASLt's status (its argument checks
+  // refuse before anything runs).
+  cublasStatus_t launch(const Gemm& g, const cublasLtMatmulAlgo_t& algo) const {
     torch::Tensor& d = *g.d;
     torch::Tensor workspace =
         torch::empty({int64_t(kWorkspaceBytes)}, torch::TensorOptions().dtype(torch::kUInt8).device(d.device()));
     const float alpha = 1.0f, beta = g.beta;
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(d.device().index()).stream();
-    check(cublasLtMatmul(handle(), op_.get(), &alpha, g.a->data_ptr(), a_->get(), g.b->data_ptr(), b_->get(), &beta,
-                         d.data_ptr(), c_->get(), d.data_ptr(), d_->get(), &algo, workspace.data_ptr(), kWorkspaceBytes,
-                         stream),
-          "matmul");
+    void* c = g.c.defined() ? g.c.data_ptr() : d.data_ptr();
+    return cublasLtMatmul(handle(), op_.get(), &alpha, g.a->data_ptr(), a_->get(), g.b->data_ptr(), b_->get(), &beta, c,
+                          c_->get(), d.data_ptr(), d_->get(), &algo, workspace.data_ptr(), kWorkspaceBytes, stream);
   }
 
  private:
@@ -255,7 +258,14 @@ bool run(const Gemm& g, GemmAlgoMemo* memo) {
     if (memo) memo->remember(key, std::move(bytes));
   }
   if (!algo) return false;
-  p.launch(g, *algo);
+  const cublasStatus_t status = p.launch(g, *algo);
+  if (status == CUBLAS_STATUS_NOT_SUPPORTED || status == CUBLAS_STATUS_INVALID_VALUE) {
+    // The heuristic offered an algorithm the matmul then refuses (its checks run before anything is launched): no
+    // algorithm for this key, as where none is offered; the caller takes its other path.
+    if (memo) memo->remember(key, {});
+    return false;
+  }
+  check(status, "matmul");
   return true;
 }
 
@@ -299,7 +309,9 @@ bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool a
                         (epilogue.d_amax.numel() == 1 && epilogue.d_amax.scalar_type() == torch::kFloat32)),
                    "fp8_gemm: FP8 output needs an fp32 [1] scale (and amax), and does not accumulate");
     g.d_type = fp8_type(epilogue.d_format);
-    g.c_type = epilogue.bias.defined() ? data_type(epilogue.bias) : CUDA_R_16BF;
+    const torch::ScalarType c_dtype = epilogue.bias.defined() ? epilogue.bias.scalar_type() : torch::kBFloat16;
+    g.c_type = c_dtype == torch::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
+    g.c = torch::empty(d.sizes(), d.options().dtype(c_dtype));  // [M, N], never read (beta 0)
     g.d_scale = epilogue.d_scale.data_ptr();
     if (epilogue.d_amax.defined()) g.d_amax = epilogue.d_amax.data_ptr();
   } else {

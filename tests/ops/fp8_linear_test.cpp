@@ -154,12 +154,11 @@ TEST(Fp8Linear, GeluVariantIsTheGeluOfTheLinear) {
 }
 
 // On a GPU: the bias (and the GELU) in the forward GEMM's epilogue, the bias gradient into its fp32 main grad, against
-// the CPU emulation; 32 tokens take the backward's separate bias-gradient (and GELU) kernel and cast, 128 the fused
-// cast_to_fp8_dbias (its dimensions multiples of 64).
+// the CPU emulation (32 tokens: the backward's separate bias-gradient and GELU kernel and cast).
 TEST(Fp8Linear, CudaEpiloguesMatchCpuEmulation) {
   if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
-  for (const auto& [gelu, tokens] : {std::pair<bool, int64_t>{false, 32}, {true, 32}, {false, 128}, {true, 128}}) {
-    SCOPED_TRACE(testing::Message() << "gelu " << gelu << ", tokens " << tokens);
+  const int64_t tokens = 32;
+  for (const bool gelu : {false, true}) {
     fp8::ScalingTable cpu_table(hybrid(), torch::kCPU), gpu_table(hybrid(), torch::kCUDA);
     const auto cs = fp8::register_fp8_linear(cpu_table, "w"), gs = fp8::register_fp8_linear(gpu_table, "w");
     for (auto* t : {&cpu_table, &gpu_table}) {
@@ -190,5 +189,45 @@ TEST(Fp8Linear, CudaEpiloguesMatchCpuEmulation) {
     EXPECT_LT(rel(gbm, cc.b.grad()), 1e-2) << "bias gradient into its main grad, gelu " << gelu;
     EXPECT_FALSE(gc.b.grad().defined()) << "the bias's gradient went into its main grad";
     EXPECT_LT(rel(gpu_table.amax_history()[0], cpu_table.amax_history()[0]), 2e-2) << "amaxes";
+  }
+}
+
+// On a GPU with 128 tokens (multiples of 64): the backward's fused cast_to_fp8_dbias (the output gradient's cast, the
+// bias gradient and the GELU's derivative in one pass) gives the separate kernels' results (--no-fp8-cast-fusion):
+// the same dgrad, wgrad and amaxes bit for bit (the GEMMs read the same bytes), the bias gradient to summation order.
+TEST(Fp8Linear, CudaFusedCastsMatchSeparateKernels) {
+  if (!torch::cuda::is_available()) GTEST_SKIP() << "no CUDA device";
+  for (const bool gelu : {false, true}) {
+    SCOPED_TRACE(testing::Message() << "gelu " << gelu);
+    fp8::Fp8Options unfused_options = hybrid();
+    unfused_options.fused_casts = false;
+    fp8::ScalingTable fused_table(hybrid(), torch::kCUDA), plain_table(unfused_options, torch::kCUDA);
+    const auto fs = fp8::register_fp8_linear(fused_table, "w"), ps = fp8::register_fp8_linear(plain_table, "w");
+    for (auto* t : {&fused_table, &plain_table}) {
+      t->record_amax(0, torch::tensor(9.0f).cuda());
+      t->record_amax(1, torch::tensor(0.2f).cuda());
+      t->record_amax(2, torch::tensor(0.4f).cuda());
+      t->update();
+    }
+    Case f(torch::kCUDA, torch::kBFloat16, 7, 128), p(torch::kCUDA, torch::kBFloat16, 7, 128);
+    const auto cuda = torch::TensorOptions().device(torch::kCUDA);
+    torch::Tensor fm = torch::zeros({64, 48}, cuda), pm = torch::zeros({64, 48}, cuda);
+    torch::Tensor fbm = torch::zeros({64}, cuda), pbm = torch::zeros({64}, cuda);
+    const auto run = [&](Case& c, torch::Tensor& m, const fp8::Fp8LinearSlots& s, torch::Tensor& bm) {
+      const MainGrad b_main(bm, torch::ones({1}, torch::kBool));
+      return gelu ? fp8::fp8_linear_gelu(c.x, c.w, c.b, MainGrad(m), s, b_main)
+                  : fp8::fp8_linear(c.x, c.w, c.b, MainGrad(m), s, b_main);
+    };
+    const torch::Tensor fy = run(f, fm, fs, fbm), py = run(p, pm, ps, pbm);
+    EXPECT_TRUE(fy.equal(py)) << "forward";
+    fy.backward(f.dy * 100);
+    py.backward(p.dy * 100);
+    EXPECT_TRUE(f.x.grad().equal(p.x.grad())) << "dgrad";
+    EXPECT_TRUE(fm.equal(pm)) << "wgrad";
+    EXPECT_GT(fm.abs().max().item<float>(), 0.0f);
+    const double bias_norm = pbm.abs().max().item<double>();
+    EXPECT_GT(bias_norm, 0.0);
+    EXPECT_LT((fbm - pbm).abs().max().item<double>(), 1e-5 * bias_norm) << "bias gradient";
+    EXPECT_TRUE(fused_table.amax_history().equal(plain_table.amax_history())) << "amaxes";
   }
 }
