@@ -92,7 +92,7 @@ void launch(const void* dy, const void* pre, int64_t rows, int64_t cols, const f
             uint8_t* out_t, float* amax, const ColumnSumOut& db, float* workspace, int64_t partials,
             cudaStream_t stream) {
   const bool sums = db.out != nullptr || db.main != nullptr;
-  const dim3 grid(unsigned(cols / kTile), unsigned(sums ? partials : cast_to_fp8_dbias_partials(rows, cols)));
+  const dim3 grid(unsigned(cols / kTile), unsigned(partials));
   const T* g = static_cast<const T*>(dy);
   const T* x = static_cast<const T*>(pre);
   if (sums)
@@ -143,8 +143,10 @@ void cast_to_fp8_dbias(const void* dy, const void* gelu_pre, FloatType in_type, 
     throw std::invalid_argument("cast_to_fp8_dbias: rows " + std::to_string(rows) + ", cols " + std::to_string(cols) +
                                 " (positive multiples of 64)");
   const bool sums = db.out != nullptr || db.main != nullptr;
-  if (sums && (workspace == nullptr || partials < 1 || partials > 65535))
-    throw std::invalid_argument("cast_to_fp8_dbias: column sums need a workspace of 1..65535 partial rows");
+  if (partials < 1 || partials > 65535 || (sums && workspace == nullptr))
+    throw std::invalid_argument(
+        "cast_to_fp8_dbias: 1..65535 row groups, and with column sums a workspace of as many "
+        "partial rows");
   if (!util::aligned16(dy) || (gelu_pre != nullptr && !util::aligned16(gelu_pre)) || !util::aligned16(out) ||
       !util::aligned16(out_t) || amax == nullptr)
     throw std::invalid_argument("cast_to_fp8_dbias: dy, gelu_pre, out and out_t must be 16-byte aligned; amax given");

@@ -25,15 +25,16 @@ namespace megaton::kernels {
 /// Whether cast_to_fp8_dbias takes a [rows, cols] gradient: both multiples of 64 (the kernel's tiles).
 bool cast_to_fp8_dbias_takes(int64_t rows, int64_t cols);
 
-/// Rows of fp32 partial sums cast_to_fp8_dbias wants in its workspace (workspace: partials * cols floats).
+/// The row groups cast_to_fp8_dbias's grid wants for a [rows, cols] gradient (about 4 blocks per SM): as many rows of
+/// fp32 partial sums in its workspace (partials * cols floats).
 int64_t cast_to_fp8_dbias_partials(int64_t rows, int64_t cols);
 
 /// dy [rows, cols] (and gelu_pre [rows, cols], or null for no GELU), of `in_type` bf16 or fp16, row-major, 16-byte
 /// aligned; cast_to_fp8_dbias_takes(rows, cols). out [rows, cols] and out_t [cols, rows] (16-byte aligned) get the
 /// FP8 bytes under scale[0] and their transpose; amax[0] (>= 0) = max(amax[0], max |g|); db the column sums, or
-/// nothing when db.out and db.main are both null (workspace then unused). `scale` and `amax` are device pointers.
-/// Asynchronous on `stream`; throws std::invalid_argument for what it does not take and std::runtime_error when a
-/// launch fails.
+/// nothing when db.out and db.main are both null (workspace then unused). partials: cast_to_fp8_dbias_partials's.
+/// `scale` and `amax` are device pointers. Asynchronous on `stream`; throws std::invalid_argument for what it does not
+/// take and std::runtime_error when a launch fails.
 void cast_to_fp8_dbias(const void* dy, const void* gelu_pre, FloatType in_type, int64_t rows, int64_t cols,
                        const float* scale, Fp8Type type, uint8_t* out, uint8_t* out_t, float* amax,
                        const ColumnSumOut& db, float* workspace, int64_t partials, cudaStream_t stream);

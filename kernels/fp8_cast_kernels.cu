@@ -132,22 +132,13 @@ void launch(const void* in, int64_t rows, int64_t cols, const float* scale, Fp8T
 // Bytes, both dimensions multiples of kBig, 16-byte aligned: a 64 x 64 tile per block pass, 16-byte loads and stores.
 __global__ void __launch_bounds__(kBigThreads)
     transpose_tiles_kernel(const uint8_t* __restrict__ in, int64_t rows, int64_t cols, uint8_t* __restrict__ out) {
-  __shared__ __align__(16) uint8_t tile[kBig][kBig + 16];  // [row][col]
-  const int t = threadIdx.x;
-  const int r = t / 4, c16 = (t % 4) * 16;  // load: tile row r, its bytes c16 .. + 15; store: out row r, likewise
+  __shared__ __align__(16) uint8_t tile[kBig][kBig + 16];       // [row][col]
+  const int r = threadIdx.x / 4, c16 = (threadIdx.x % 4) * 16;  // this thread's load: tile row r, bytes c16 .. + 15
   const int64_t tiles_c = cols / kBig, tiles = (rows / kBig) * tiles_c;
   for (int64_t k = blockIdx.x; k < tiles; k += gridDim.x) {
     const int64_t r0 = (k / tiles_c) * kBig, c0 = (k % tiles_c) * kBig;
     *reinterpret_cast<uint4*>(&tile[r][c16]) = *reinterpret_cast<const uint4*>(in + (r0 + r) * cols + c0 + c16);
-    __syncthreads();
-    union {
-      uint4 v;
-      uint8_t b[16];
-    } col;
-#pragma unroll
-    for (int j = 0; j < 16; ++j) col.b[j] = tile[c16 + j][r];
-    *reinterpret_cast<uint4*>(out + (c0 + r) * rows + r0 + c16) = col.v;
-    __syncthreads();
+    fp8_device::write_tile_transposed(tile, out, rows, r0, c0);
   }
 }
 

@@ -127,9 +127,8 @@ struct Gemm {
   int64_t aux_ld = 0;
   // FP8 GEMMs: the bias's and the GELU input's types, set explicitly (cuBLASLt's defaults for FP8 depend on D's type)
   std::optional<cudaDataType_t> bias_type, aux_type;
-  // FP8 D: C's type and memory (16 bits, apart from D: cuBLASLt takes C in D's memory only with D's layout; C is not
-  // read, beta being 0), D's scale and where D's amax goes (fp32 device scalars)
-  std::optional<cudaDataType_t> c_type;
+  // FP8 D: C's memory (16 bits, apart from D: cuBLASLt takes C in D's memory only with D's layout; C is not read,
+  // beta being 0), D's scale and where D's amax goes (fp32 device scalars)
   torch::Tensor c;
   const void* d_scale = nullptr;
   void* d_amax = nullptr;
@@ -146,6 +145,11 @@ Gemm product(cublasOperation_t ta, cublasOperation_t tb, int64_t m, int64_t n, i
   g.b = &b, g.ldb = ldb;
   g.d = &d, g.ldd = ldd;
   return g;
+}
+
+// C's type: g.c's where C has memory of its own (FP8 D), else D's.
+cudaDataType_t c_type(const Gemm& g) {
+  return g.c.defined() ? data_type(g.c) : g.d_type;
 }
 
 // g's descriptors and (after query) the algorithm cuBLASLt's heuristic ranks first for them.
@@ -170,7 +174,7 @@ class Prepared {
     a_.emplace(g.a_type, g.ta == CUBLAS_OP_N ? g.m : g.k, g.ta == CUBLAS_OP_N ? g.k : g.m, g.lda);
     b_.emplace(g.b_type, g.tb == CUBLAS_OP_N ? g.k : g.n, g.tb == CUBLAS_OP_N ? g.n : g.k, g.ldb);
     d_.emplace(g.d_type, g.m, g.n, g.ldd);
-    c_.emplace(g.c_type.value_or(g.d_type), g.m, g.n, g.ldd);
+    c_.emplace(c_type(g), g.m, g.n, g.ldd);
     pref_.set(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, kWorkspaceBytes);
     pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, alignment_of(g.a->data_ptr()));
     pref_.set(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, alignment_of(g.b->data_ptr()));
@@ -205,7 +209,7 @@ class Prepared {
  private:
   static cublasLtHandle_t handle() { return reinterpret_cast<cublasLtHandle_t>(at::cuda::getCurrentCUDABlasHandle()); }
   MatmulDesc op_;
-  std::optional<Layout> a_, b_, c_, d_;  // (C is D's memory: read only when beta is 1, with D's type then)
+  std::optional<Layout> a_, b_, c_, d_;  // (C: g.c, or D's memory, read only when beta is 1)
   Preference pref_;
 };
 
@@ -225,7 +229,7 @@ std::vector<int64_t> key_of(const Gemm& g) {
           int64_t(g.a_type),
           int64_t(g.b_type),
           int64_t(g.d_type),
-          int64_t(g.c_type.value_or(g.d_type)),
+          int64_t(c_type(g)),
           int64_t(g.beta != 0.0f),
           int64_t(g.fast_accum),
           alignment_of(g.a->data_ptr()),
@@ -302,6 +306,9 @@ bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool a
   const auto fp8_type = [](fp8::Format f) { return f == fp8::Format::kE4M3 ? CUDA_R_8F_E4M3 : CUDA_R_8F_E5M2; };
   g.a_type = fp8_type(b.format), g.b_type = fp8_type(a.format);
   const bool fp8_out = d.scalar_type() == torch::kUInt8;
+  // The epilogue's 16-bit type: D's, or for FP8 D the bias's (bf16 without one), which C takes too.
+  const torch::ScalarType epilogue_dtype =
+      fp8_out ? (epilogue.bias.defined() ? epilogue.bias.scalar_type() : torch::kBFloat16) : d.scalar_type();
   if (fp8_out) {
     MEGATON_ASSERT(!accumulate && epilogue.d_scale.defined() && epilogue.d_scale.numel() == 1 &&
                        epilogue.d_scale.scalar_type() == torch::kFloat32 &&
@@ -309,17 +316,12 @@ bool fp8_gemm(const Fp8Operand& a, const Fp8Operand& b, torch::Tensor& d, bool a
                         (epilogue.d_amax.numel() == 1 && epilogue.d_amax.scalar_type() == torch::kFloat32)),
                    "fp8_gemm: FP8 output needs an fp32 [1] scale (and amax), and does not accumulate");
     g.d_type = fp8_type(epilogue.d_format);
-    const torch::ScalarType c_dtype = epilogue.bias.defined() ? epilogue.bias.scalar_type() : torch::kBFloat16;
-    g.c_type = c_dtype == torch::kFloat16 ? CUDA_R_16F : CUDA_R_16BF;
-    g.c = torch::empty(d.sizes(), d.options().dtype(c_dtype));  // [M, N], never read (beta 0)
+    g.c = torch::empty(d.sizes(), d.options().dtype(epilogue_dtype));  // [M, N], never read (beta 0)
     g.d_scale = epilogue.d_scale.data_ptr();
     if (epilogue.d_amax.defined()) g.d_amax = epilogue.d_amax.data_ptr();
   } else {
     g.d_type = d.scalar_type() == torch::kFloat32 ? CUDA_R_32F : data_type(d);
   }
-  // The epilogue's 16-bit type: D's, or C's for FP8 D.
-  const torch::ScalarType epilogue_dtype =
-      fp8_out ? (epilogue.bias.defined() ? epilogue.bias.scalar_type() : torch::kBFloat16) : d.scalar_type();
   g.a_scale = b.scale_inv.data_ptr(), g.b_scale = a.scale_inv.data_ptr();
   g.beta = accumulate ? 1.0f : 0.0f;
   g.fast_accum = fast_accum;

@@ -23,6 +23,11 @@ struct Fp8Matrix {
 Fp8Matrix cast_to_fp8(const torch::Tensor& x, const torch::Tensor& scale, Format format, bool transpose,
                       const torch::Tensor& amax = {});
 
+/// An [rows, cols] cast's result to be written: its bytes (and their transpose) allocated on `device`, scale_inv =
+/// 1 / scale.
+Fp8Matrix new_fp8_matrix(int64_t rows, int64_t cols, const torch::Device& device, const torch::Tensor& scale,
+                         Format format, bool transpose);
+
 /// bytes [r, c] (uint8, contiguous, on a GPU: FP8 some other kernel wrote) -> their transpose [c, r].
 torch::Tensor transpose_fp8(const torch::Tensor& bytes);
 

@@ -23,8 +23,8 @@ void check_scale_and_amax(const torch::Tensor& x, const torch::Tensor& scale, co
                  "cast_to_fp8: amax must be fp32 [1] on ", x.device());
 }
 
-// The result of casting an [rows, cols] matrix under `scale`: its bytes (and their transpose) allocated on `device`,
-// the scale's inverse.
+}  // namespace
+
 Fp8Matrix new_fp8_matrix(int64_t rows, int64_t cols, const torch::Device& device, const torch::Tensor& scale,
                          Format format, bool transpose) {
   const auto bytes = torch::TensorOptions().device(device).dtype(torch::kUInt8);
@@ -35,8 +35,6 @@ Fp8Matrix new_fp8_matrix(int64_t rows, int64_t cols, const torch::Device& device
   m.scale_inv = scale.reciprocal();
   return m;
 }
-
-}  // namespace
 
 Fp8Matrix cast_to_fp8(const torch::Tensor& x, const torch::Tensor& scale, Format format, bool transpose,
                       const torch::Tensor& amax) {

@@ -24,6 +24,14 @@ void check_shapes(const torch::Tensor& x2, const torch::Tensor& w) {
                 " divisible by 16: x [", x2.size(0), ", ", x2.size(1), "], weight [", w.size(0), ", ", w.size(1), "]");
 }
 
+void bias_and_gelu_grad(torch::Tensor& dy2, const torch::Tensor& pre, bool db_wanted, const MainGrad& b_main,
+                        torch::Tensor& db) {
+  if (pre.defined())
+    std::tie(dy2, db) = gelu_backward_bias_grad(dy2, pre, db_wanted ? b_main : MainGrad{});
+  else if (db_wanted)
+    db = bias_grad(dy2, b_main);
+}
+
 #ifdef MEGATON_HAVE_CUDA
 torch::Tensor amax_cell(ScalingTable& table, int slot, bool record) {
   return table.options().delayed() && record ? table.amax_history()[0].narrow(0, slot, 1) : torch::Tensor();
@@ -55,10 +63,7 @@ Fp8Matrix cast_output_grad(ScalingTable& table, int slot, bool record, bool tran
   if (transpose && o.delayed() && o.fused_casts && cast_to_fp8_dbias_supported(dy2, pre))
     return cast_to_fp8_dbias(dy2, pre, scale_for(table, slot, dy2, record), table.format(slot),
                              amax_cell(table, slot, record), db_wanted, b_main, db);
-  if (pre.defined())
-    std::tie(dy2, db) = gelu_backward_bias_grad(dy2, pre, db_wanted ? b_main : MainGrad{});
-  else if (db_wanted)
-    db = bias_grad(dy2, b_main);
+  bias_and_gelu_grad(dy2, pre, db_wanted, b_main, db);
   // (after the GELU's derivative: tensorwise scaling takes the scale from d_pre's amax)
   return cast_to_fp8(dy2, scale_for(table, slot, dy2, record), table.format(slot), transpose,
                      amax_cell(table, slot, record));

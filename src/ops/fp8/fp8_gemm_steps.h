@@ -25,6 +25,12 @@ torch::Tensor scale_for(ScalingTable& table, int slot, const torch::Tensor& t, b
 /// x2 [T, in] and w [out, in]: in and out divisible by 16, T too on a GPU; else a UsageError naming the shapes.
 void check_shapes(const torch::Tensor& x2, const torch::Tensor& w);
 
+/// Before an output gradient's separate cast: with `pre` defined, dy2 becomes the GELU input's gradient
+/// gelu_tanh'(pre) * dy2; with db_wanted, the bias gradient (of dy2 as it is then) goes into b_main where the column
+/// sums go there, else into db (ops/gelu_bias_grad.h).
+void bias_and_gelu_grad(torch::Tensor& dy2, const torch::Tensor& pre, bool db_wanted, const MainGrad& b_main,
+                        torch::Tensor& db);
+
 #ifdef MEGATON_HAVE_CUDA
 /// The amax cell a delayed cast records into (row 0 of the slot's history), or undefined (tensorwise recorded it, or
 /// nothing is recorded).

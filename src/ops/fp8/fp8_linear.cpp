@@ -6,7 +6,6 @@
 
 #include "core/error.h"
 #include "ops/fp8/fp8_gemm_steps.h"
-#include "ops/gelu_bias_grad.h"
 
 namespace megaton::ops::fp8 {
 
@@ -112,10 +111,7 @@ struct Fp8Linear : torch::autograd::Function<Fp8Linear> {
 #endif
     } else {
       const torch::Tensor &wq = s[0], &x_saved = s[2];
-      if (gelu)
-        std::tie(dy2, db) = gelu_backward_bias_grad(dy2, s[4], db_wanted ? b_main : MainGrad{});
-      else if (db_wanted)
-        db = bias_grad(dy2, b_main);
+      steps::bias_and_gelu_grad(dy2, gelu ? s[4] : torch::Tensor(), db_wanted, b_main, db);
       const torch::Tensor gq = emulate_cast(table, g_slot, dy2, record);  // [T, out] fp32
       if (ctx->needs_input_grad(0)) dx2 = torch::mm(gq, wq).to(dy.scalar_type());
       if (fp8_wgrad) {

@@ -45,10 +45,7 @@ Fp8Matrix fc1_gelu_fp8(const Fp8Matrix& qx, const Fp8Matrix& qw1, const torch::T
   const int64_t tokens = qx.bytes.size(0), f = qw1.bytes.size(0);
   const auto options = qx.bytes.options();
   const torch::Tensor scale = scale_for(table, fc2.input, torch::Tensor(), record);  // delayed: the slot's scale
-  Fp8Matrix qa;
-  qa.format = table.format(fc2.input);
-  qa.scale_inv = scale.reciprocal();
-  qa.bytes = torch::empty({tokens, f}, options);
+  Fp8Matrix qa = new_fp8_matrix(tokens, f, qx.bytes.device(), scale, table.format(fc2.input), false);
   pre = torch::empty({tokens, f}, options.dtype(dtype));
   const torch::Tensor amax = torch::empty({1}, options.dtype(torch::kFloat32));  // set by the GEMM
   lt::Fp8Epilogue e;
